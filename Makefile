@@ -1,0 +1,115 @@
+# kvlab - build, test, bench, demo.
+#
+#   make            build/libkvlab.a and build/kvlab
+#   make test       Check suites + end-to-end tests (SANITIZE=1: ASan+UBSan)
+#   make bench      build + the default sweep + every plot (out/)
+#   make deps       install the Debian packages kvlab needs, when missing
+#
+# Knobs: CFLAGS (overridable), PORTABLE=1 (no -march=native), SANITIZE=1,
+# PREFIX/DESTDIR for install.
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+DEPS_PKGS := libopenblas-dev check gnuplot-nox pkg-config
+
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+ifeq ($(SANITIZE),1)
+BUILD    := build/san
+OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SANLD    := -fsanitize=address,undefined
+else
+BUILD    := build
+OPT      := -O3 -g
+SANLD    :=
+endif
+
+ifeq ($(PORTABLE),1)
+ARCH     :=
+else
+ARCH     := -march=native
+endif
+
+CFLAGS   ?= $(OPT) $(ARCH)
+CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror \
+            -fopenmp -MMD -MP
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+CPPFLAGS += $(BLAS_CFLAGS)
+LDLIBS   := $(BLAS_LIBS) -lm
+LDFLAGS  += -fopenmp $(SANLD)
+
+LIB_SRCS := $(wildcard kernels/*.c) $(wildcard strategies/*.c) \
+            $(filter-out bench/main.c,$(wildcard bench/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS := $(BUILD)/obj/bench/main.o
+TEST_SRCS := $(wildcard tests/check_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+E2E_TESTS := $(sort $(wildcard tests/e2e_*.sh))
+
+LIB := $(BUILD)/libkvlab.a
+CLI := $(BUILD)/kvlab
+
+.PHONY: all test check-unit check-e2e bench bench-quick plots demo deps clean install notebooks-data
+
+# Build the library and the CLI.
+all: $(LIB) $(CLI)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLI): $(CLI_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CHECK_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CHECK_LIBS) $(LDLIBS)
+
+# Install missing Debian packages (as root), or print the exact command.
+deps:
+	@missing=""; for p in $(DEPS_PKGS); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "deps: installing$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "deps: missing$$missing; run: sudo apt-get update && sudo apt-get install -y$$missing" >&2; exit 1; \
+	  fi; \
+	fi
+
+# Build and run every test: Check unit suites, then end-to-end scripts.
+test: deps
+	@$(MAKE) --no-print-directory check-unit check-e2e
+
+check-unit: $(TEST_BINS) $(CLI)
+	@fail=0; for t in $(TEST_BINS); do \
+	  echo "== $$t"; ./$$t || fail=1; done; \
+	exit $$fail
+
+check-e2e: $(CLI)
+	@fail=0; for t in $(E2E_TESTS); do \
+	  echo "== $$t"; KVLAB=$(CLI) bash $$t || fail=1; done; \
+	exit $$fail
+
+# Remove build output (results in out/ are kept).
+clean:
+	rm -rf build
+
+# Install the CLI and the library under $(DESTDIR)$(PREFIX).
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/kvlab
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkvlab.a
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)

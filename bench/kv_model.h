@@ -1,0 +1,139 @@
+/*
+ * kv_model.h - the Llama-architecture decoder that the workload runs, and the
+ * generation loop around it.
+ *
+ * Weights follow the llama2.c legacy checkpoint layout exactly (see
+ * ../shared/DESIGN.md), so the synthetic model and a loaded checkpoint are
+ * the same struct and `export-synthetic` is a plain write of it.
+ *
+ * One forward call takes n tokens of every sequence of the batch at
+ * absolute positions pos0..pos0+n-1 and, per layer:
+ *   RMSNorm -> Wq,Wk,Wv (GEMM) -> RoPE -> cache update -> cache view
+ *   -> attention(q, spans, mask) -> Wo (GEMM) -> residual
+ *   -> RMSNorm -> SwiGLU MLP (unless mlp is off) -> residual
+ * then final RMSNorm and the classifier on the last token of each sequence.
+ */
+#ifndef KV_MODEL_H
+#define KV_MODEL_H
+
+#include "../strategies/strategy.h"
+
+struct kv_model_config {
+    int32_t dim;
+    int32_t hidden_dim;
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t vocab_size;
+    int32_t max_len;        /* max positions (llama2.c seq_len) */
+    int32_t mlp;            /* 1: SwiGLU MLP; 0: attention-only layers */
+    int32_t shared_classifier; /* 1: logits use token_embedding */
+};
+
+/* DESIGN.md's default synthetic benchmark model. */
+struct kv_model_config kv_model_default_config(void);
+/* Checks sizes, divisibility, overflow; KV_ERR_INVALID / KV_ERR_OVERFLOW. */
+enum kv_status kv_model_config_check(const struct kv_model_config *c);
+
+/* Weights, llama2.c order; each matrix is (out, in) row-major. */
+struct kv_weights {
+    float *token_embedding; /* (vocab, dim) */
+    float *rms_att;         /* (layers, dim) */
+    float *wq;              /* (layers, n_heads*hs, dim) */
+    float *wk;              /* (layers, n_kv_heads*hs, dim) */
+    float *wv;              /* (layers, n_kv_heads*hs, dim) */
+    float *wo;              /* (layers, dim, n_heads*hs) */
+    float *rms_ffn;         /* (layers, dim) */
+    float *w1;              /* (layers, hidden, dim) */
+    float *w2;              /* (layers, dim, hidden) */
+    float *w3;              /* (layers, hidden, dim) */
+    float *rms_final;       /* (dim) */
+    float *wcls;            /* (vocab, dim); == token_embedding when shared */
+};
+
+struct kv_model {
+    struct kv_model_config cfg;
+    struct kv_weights w;
+    void *storage;          /* what w points into (owned) */
+    size_t storage_bytes;
+    int32_t mapped;         /* 1 when storage is an mmap of a checkpoint */
+};
+
+/* Seeded random weights scaled so activations stay O(1). Same seed, same weights. */
+enum kv_status kv_model_create_synthetic(struct kv_model **out,
+                                         const struct kv_model_config *cfg,
+                                         uint64_t seed);
+void kv_model_destroy(struct kv_model *m);
+/* Bytes of all weights (what a step must stream once). */
+size_t kv_model_weight_bytes(const struct kv_model_config *c);
+
+/* ------------------------------------------------------------------------ */
+/* Counters                                                                 */
+
+/* FLOPs counted analytically where the work is issued. */
+struct kv_flops {
+    int64_t gemm;    /* 2*M*N*K per GEMM (projections, MLP, classifier) */
+    int64_t attn;    /* 4*head_dim*n_heads per visible (query, key) pair */
+    int64_t softmax; /* 5 per visible pair (max, sub, exp, sum, scale) */
+    int64_t norm;    /* RMSNorm 4/elem, RoPE 6/rotated pair... see ops.h */
+    int64_t other;   /* SwiGLU, residual adds */
+};
+int64_t kv_flops_total(const struct kv_flops *f);
+
+struct kv_step_stats {
+    struct kv_flops flops;
+    int64_t attn_ns;       /* wall time inside kv_attn, all layers */
+    int64_t tokens_fed;    /* tokens run through the model per sequence */
+    size_t bytes_read;     /* analytic: weights + visible cache bytes */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Runner: activations and scratch for one (model, batch, max tokens/call)  */
+
+struct kv_runner;
+
+/*
+ * Allocates every buffer a forward of up to max_tokens tokens per sequence
+ * needs (activations, attention workspace), so forward never allocates.
+ */
+enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m,
+                                int32_t batch, int32_t max_tokens, int32_t n_threads);
+void kv_runner_destroy(struct kv_runner *r);
+
+/*
+ * tokens: (batch, n) ids; pad: (batch) left-padding lengths or NULL.
+ * logits: (batch, vocab) for the last token of each sequence.
+ * Adds this call's counters to *st (if not NULL).
+ */
+enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
+                          struct kv_cache *cache, const int32_t *tokens,
+                          int32_t n, int32_t pos0, const int32_t *pad,
+                          float *logits, struct kv_step_stats *st);
+
+/* ------------------------------------------------------------------------ */
+/* Generation                                                               */
+
+struct kv_gen_params {
+    int32_t batch;
+    int32_t prompt_len;     /* tokens per sequence, including padding */
+    const int32_t *prompt;  /* (batch, prompt_len) ids */
+    const int32_t *pad;     /* (batch) left-padding lengths, or NULL */
+    int32_t new_tokens;     /* greedy tokens to generate */
+    int32_t n_threads;
+};
+
+/* Called after the prefill (step 0) and after every decode step. */
+typedef void (*kv_gen_step_fn)(void *user, int32_t step, const float *logits,
+                               const int32_t *next_tokens,
+                               const struct kv_step_stats *st, int64_t step_ns);
+
+/*
+ * Prefill the prompt then greedy-decode new_tokens tokens. With a strategy
+ * that keeps no history, every decode step re-runs the whole sequence so
+ * far. out_tokens: (batch, new_tokens). on_step may be NULL.
+ */
+enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
+                           const struct kv_gen_params *gp, int32_t *out_tokens,
+                           kv_gen_step_fn on_step, void *user);
+
+#endif /* KV_MODEL_H */

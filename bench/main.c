@@ -1,0 +1,52 @@
+/*
+ * main.c - the kvlab command line: a table of subcommands. Only the CLI
+ * prints and exits; everything below it returns status codes.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"strategies", kv_cmd_strategies, "list the registered cache strategies"},
+    {"generate", kv_cmd_generate, "run one generation and print tokens and a timing summary"},
+    {"sweep", kv_cmd_sweep, "measure every strategy over sequence lengths, write CSV"},
+    {"demo", kv_cmd_demo, "walk a tiny model step by step and show what the cache holds"},
+    {"compare", kv_cmd_compare, "compare two sweep CSVs and flag regressions"},
+    {"kernel", kv_cmd_kernel, "time the attention kernel alone"},
+    {"roofline", kv_cmd_roofline, "measure memory bandwidth and the GEMM rate"},
+    {"export-synthetic", kv_cmd_export, "write the synthetic model as a llama2.c checkpoint"},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kvlab COMMAND [options]   (kvlab COMMAND --help for its options)\n\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-17s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "kvlab: unknown command '%s' (try 'kvlab --help')\n", argv[1]);
+    return 2;
+}

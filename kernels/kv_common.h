@@ -1,0 +1,101 @@
+/*
+ * kv_common.h - what every kvlab module shares: status codes, element types,
+ * quantization parameters and the allocator.
+ *
+ * The one design decision that matters here: every allocation in the library
+ * goes through kv_alloc()/kv_free(). That lets tests fail the k-th allocation
+ * (kv_alloc_fail_at) and check that each error path cleans up, and it lets
+ * us touch every page at creation time, so first-touch page faults (slow on
+ * virtual machines) never land inside a timed decode step.
+ */
+#ifndef KV_COMMON_H
+#define KV_COMMON_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+
+enum kv_status {
+    KV_OK = 0,
+    KV_ERR_INVALID,  /* a bad argument or configuration (user input) */
+    KV_ERR_NOMEM,    /* an allocation failed */
+    KV_ERR_OVERFLOW, /* a size computation would overflow size_t */
+    KV_ERR_FULL,     /* the cache cannot take more tokens (static) */
+    KV_ERR_IO,       /* a file could not be opened, read or written */
+    KV_ERR_FORMAT,   /* a file's contents are malformed */
+    KV_STATUS_COUNT
+};
+
+/* A sentence for a status code; never NULL. */
+const char *kv_status_str(enum kv_status s);
+
+/* Programming mistakes (broken invariants, not bad input). */
+#define KV_ASSERT(cond) assert(cond)
+
+/* ------------------------------------------------------------------------ */
+/* Element types of cached keys and values                                  */
+
+enum kv_dtype {
+    KV_DTYPE_F32 = 0,
+    KV_DTYPE_Q8, /* 8-bit unsigned codes, asymmetric, per group along head_dim */
+    KV_DTYPE_Q4, /* 4-bit unsigned codes, two per byte (see kv_quant.h)       */
+    KV_DTYPE_COUNT
+};
+
+/*
+ * Per-group quantization parameters: a value x is stored as an unsigned code
+ * q and read back as  x' = min + scale * q.  `min` is the zero-point kept as
+ * the real value that code 0 stands for (equivalent to an integer zero-point
+ * z = -min/scale, but without rounding z).
+ */
+struct kv_qparams {
+    float scale;
+    float min;
+};
+static_assert(sizeof(struct kv_qparams) == 8, "kv_qparams must pack to 8 bytes");
+
+struct kv_type_traits {
+    const char *name;
+    int32_t bits;        /* bits per element of the code (32 for f32) */
+};
+/* Indexed by enum kv_dtype. */
+extern const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT];
+
+/* Bytes that one row of `n` elements occupies (codes only, no qparams). */
+size_t kv_dtype_row_bytes(enum kv_dtype t, int32_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Sizes                                                                    */
+
+/* *out = a * b; returns KV_ERR_OVERFLOW instead of wrapping. */
+enum kv_status kv_mul_size(size_t *out, size_t a, size_t b);
+/* *out = a * b * c * ...  (n factors) */
+enum kv_status kv_mul_sizes(size_t *out, int n, const size_t *factors);
+
+/* ------------------------------------------------------------------------ */
+/* Allocation                                                               */
+
+/* 64-byte aligned, zero-filled (which touches every page). NULL on failure. */
+void *kv_alloc(size_t bytes);
+void kv_free(void *p);
+
+/*
+ * Test hook: make the k-th allocation from now fail (k >= 1), and every one
+ * after it while `sticky` is set; k = 0 turns the hook off. kv_alloc_count()
+ * is the number of kv_alloc calls since the last kv_alloc_fail_at().
+ */
+void kv_alloc_fail_at(int64_t k, int sticky);
+int64_t kv_alloc_count(void);
+/* Allocations not yet freed (leak check for tests). */
+int64_t kv_alloc_live(void);
+
+/* ------------------------------------------------------------------------ */
+/* Time                                                                     */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t kv_now_ns(void);
+
+#endif /* KV_COMMON_H */
