@@ -101,6 +101,22 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
 void kv_runner_destroy(struct kv_runner *r);
 
 /*
+ * Extra sliding-window mask for strategies that have none of their own
+ * (0 = off): lets tests run `none` with the same window as `sliding`.
+ */
+void kv_runner_set_window(struct kv_runner *r, int32_t window);
+
+/*
+ * Optional probe, called in kv_forward after each layer's attention with
+ * the exact inputs the kernel saw (q: (batch, n, n_heads, head_dim)). The
+ * demo uses it to show attention weights and slot maps. NULL turns it off.
+ */
+typedef void (*kv_attn_probe_fn)(void *user, int32_t layer, const float *q,
+                                 const struct kv_attn_params *p,
+                                 const struct kv_span *spans, int32_t n_spans);
+void kv_runner_set_probe(struct kv_runner *r, kv_attn_probe_fn fn, void *user);
+
+/*
  * tokens: (batch, n) ids; pad: (batch) left-padding lengths or NULL.
  * logits: (batch, vocab) for the last token of each sequence.
  * Adds this call's counters to *st (if not NULL).
