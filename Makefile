@@ -102,6 +102,56 @@ check-e2e: $(CLI)
 	  echo "== $$t"; KVLAB=$(CLI) bash $$t || fail=1; done; \
 	exit $$fail
 
+# ---- regression tracking (kvlab compare) and fuzzing --------------------
+.PHONY: baseline bench-check fuzz fuzz-csv
+BENCH_QUICK_CSV ?= out/bench-quick.csv
+# extra options for bench-check's compare, e.g. COMPARE_FLAGS='--threshold 10'
+COMPARE_FLAGS ?=
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_PKGS := clang libclang-rt-14-dev
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 \
+               -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror
+# `make bench-quick` when this Makefile has it, else a small explicit sweep;
+# either way the result lands in $(BENCH_QUICK_CSV).
+define quick_sweep
+	@mkdir -p out
+	@if grep -q '^bench-quick:' $(firstword $(MAKEFILE_LIST)); then \
+	  $(MAKE) --no-print-directory bench-quick; \
+	else \
+	  $(CLI) sweep --strategies dynamic,static,quantized-int8 --seq-lens 64,256,1024 \
+	    --reps 5 --quiet --out $(BENCH_QUICK_CSV); \
+	fi
+endef
+
+# Run the quick sweep and keep it as out/baseline.csv (keep one per machine).
+baseline: $(CLI)
+	$(quick_sweep)
+	cp $(BENCH_QUICK_CSV) out/baseline.csv.tmp && mv out/baseline.csv.tmp out/baseline.csv
+	@echo "baseline: saved out/baseline.csv"
+
+# Rerun the quick sweep and compare it with out/baseline.csv (normalised); fails on a regression.
+bench-check: $(CLI)
+	@test -f out/baseline.csv || { echo "bench-check: no out/baseline.csv (run 'make baseline' first)" >&2; exit 2; }
+	$(quick_sweep)
+	cp $(BENCH_QUICK_CSV) out/bench-check.csv
+	$(CLI) compare out/baseline.csv out/bench-check.csv --normalize $(COMPARE_FLAGS)
+
+# Run every libFuzzer target for FUZZ_SECONDS each (clang; not part of `make test`).
+fuzz: fuzz-csv
+
+# Fuzz the CSV reader and compare logic (tests/fuzz/fuzz_csv.c, seeds in tests/fuzz/corpus_csv).
+fuzz-csv:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
+	@mkdir -p build/fuzz/corpus_csv
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o build/fuzz/fuzz_csv tests/fuzz/fuzz_csv.c \
+	  bench/csv_read.c bench/compare.c kernels/kv_common.c -lm || \
+	  { $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)" && \
+	    $(FUZZ_CC) $(FUZZ_CFLAGS) -o build/fuzz/fuzz_csv tests/fuzz/fuzz_csv.c \
+	      bench/csv_read.c bench/compare.c kernels/kv_common.c -lm; }
+	build/fuzz/fuzz_csv -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=build/fuzz/ build/fuzz/corpus_csv tests/fuzz/corpus_csv
+
 # Remove build output (results in out/ are kept).
 clean:
 	rm -rf build

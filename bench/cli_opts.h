@@ -7,6 +7,7 @@
 #ifndef KV_CLI_OPTS_H
 #define KV_CLI_OPTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kv_model.h"
@@ -45,6 +46,15 @@ int kv_cli_check_common(const struct kv_cli_common *c);
  * "kvlab: OPT expects an integer in [lo, hi], got 'S'" and returns -1. */
 int kv_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int kv_cli_i32(const char *opt, const char *s, int32_t lo, int32_t hi, int32_t *out);
+
+/*
+ * Refuses a run whose estimated memory (`bytes`, what `what` needs) exceeds
+ * the machine's physical memory, so an absurd but non-overflowing size gets
+ * one line and exit 2 instead of an out-of-memory kill. Prints
+ * "kvlab: WHAT needs N bytes, more than this machine's M bytes of memory"
+ * and returns -1; 0 if it fits (or the memory size is unknown).
+ */
+int kv_cli_check_memory(const char *what, size_t bytes);
 
 /* Comma list of integers in [lo, hi] (at most max_n); returns count or -1. */
 int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,

@@ -1,5 +1,277 @@
-/* cmd_generate.c - placeholder until its owner lands it. */
+/*
+ * cmd_generate.c - `kvlab strategies` (list the registry) and `kvlab
+ * generate` (one greedy generation with one strategy, tokens and a timing
+ * summary).
+ *
+ * The design decision that matters: everything a run will need is checked
+ * before anything is allocated - options, cross-checks, the length against
+ * max-len, byte counts for overflow and the estimated memory against the
+ * machine - so bad input is one line on stderr and exit 2, and only genuine
+ * run-time failures (out of memory, a cache that refuses a token) exit 1.
+ */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cli_opts.h"
 #include "commands.h"
-int kv_cmd_strategies(int argc, char **argv) { (void)argc; fprintf(stderr, "kvlab: %s: not built yet\n", argv[0]); return 1; }
-int kv_cmd_generate(int argc, char **argv) { (void)argc; fprintf(stderr, "kvlab: %s: not built yet\n", argv[0]); return 1; }
+
+/* ------------------------------------------------------------------------ */
+/* kvlab strategies                                                         */
+
+int kv_cmd_strategies(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+            printf("usage: kvlab strategies\n  lists the registered cache strategies, one "
+                   "per line with a description\n");
+            return 0;
+        }
+        fprintf(stderr, "kvlab: strategies: unexpected argument '%s'\n", argv[1]);
+        return 2;
+    }
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(i);
+        printf("%-16s %s\n", ops->name, ops->description);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* kvlab generate                                                           */
+
+static void generate_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvlab generate --strategy NAME [options]\n"
+            "  --prompt-len P     prompt tokens per sequence (random, seeded; default 32)\n"
+            "  --new-tokens N     greedy tokens to generate (default 32)\n"
+            "  --batch B --seed S --threads T\n"
+            "  model:  --layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
+            "          --mlp on|off   (default: DESIGN.md's synthetic model)\n"
+            "  cache:  --window (sliding) --bits 8|4 --group --residual (quantized)\n"
+            "  --model FILE.bin   a llama2.c checkpoint instead of the synthetic model\n"
+            "                     (its header sets the model options)\n"
+            "  --tokenizer FILE   accepted, not used yet\n");
+}
+
+/* Per-step measurements, filled by the on_step callback. */
+struct gen_log {
+    int64_t *step_ns;  /* (new_tokens) */
+    int64_t *attn_ns;  /* (new_tokens) */
+    struct kv_flops flops;
+};
+
+static void log_step(void *user, int32_t step, const float *logits, const int32_t *next,
+                     const struct kv_step_stats *st, int64_t step_ns)
+{
+    (void)logits;
+    (void)next;
+    struct gen_log *g = user;
+    g->step_ns[step] = step_ns;
+    g->attn_ns[step] = st->attn_ns;
+    g->flops.gemm += st->flops.gemm;
+    g->flops.attn += st->flops.attn;
+    g->flops.softmax += st->flops.softmax;
+    g->flops.norm += st->flops.norm;
+    g->flops.other += st->flops.other;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Quantile q of v[0..n) (sorts v); nearest rank. */
+static int64_t quantile(int64_t *v, int32_t n, double q)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    int32_t k = (int32_t)(q * (n - 1) + 0.5);
+    return v[k];
+}
+
+static uint64_t prompt_rng(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Rough upper bound of the bytes a run holds (weights, activations, cache). */
+static size_t estimate_bytes(const struct kv_model_config *m, int32_t batch,
+                             int32_t tokens_per_call, int32_t cache_tokens)
+{
+    size_t hs = (size_t)(m->dim / m->n_heads), kvd = (size_t)m->n_kv_heads * hs;
+    size_t per_tok = 4 * (size_t)m->dim + 2 * kvd + (m->mlp ? 2 * (size_t)m->hidden_dim : 0);
+    size_t act, cache, total = kv_model_weight_bytes(m);
+    const size_t fa[] = {(size_t)batch, (size_t)tokens_per_call, per_tok, sizeof(float)};
+    /* x2: dynamic strategies may hold up to twice what they use */
+    const size_t fc[] = {(size_t)m->n_layers, (size_t)batch, kvd, (size_t)cache_tokens,
+                         2 * sizeof(float), 2};
+    if (kv_mul_sizes(&act, 4, fa) != KV_OK || kv_mul_sizes(&cache, 6, fc) != KV_OK ||
+        act > SIZE_MAX - total || cache > SIZE_MAX - total - act)
+        return SIZE_MAX;
+    return total + act + cache;
+}
+
+int kv_cmd_generate(int argc, char **argv)
+{
+    struct kv_cli_common c;
+    kv_cli_common_defaults(&c);
+    int32_t prompt_len = 32, new_tokens = 32;
+    for (int i = 1; i < argc;) {
+        int r = kv_cli_parse_common(&c, argc, argv, &i);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            generate_usage(stdout);
+            return 0;
+        }
+        int32_t *field = strcmp(argv[i], "--prompt-len") == 0   ? &prompt_len
+                         : strcmp(argv[i], "--new-tokens") == 0 ? &new_tokens
+                                                                : NULL;
+        if (field == NULL) {
+            fprintf(stderr, "kvlab: generate: unknown option '%s' (see 'kvlab generate "
+                            "--help')\n", argv[i]);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kvlab: %s expects a value\n", argv[i]);
+            return 2;
+        }
+        if (kv_cli_i32(argv[i], argv[i + 1], 1, 1 << 30, field) != 0)
+            return 2;
+        i += 2;
+    }
+    if (c.strategy == NULL) {
+        fprintf(stderr, "kvlab: generate needs --strategy NAME (see 'kvlab strategies')\n");
+        return 2;
+    }
+    if (kv_cli_check_common(&c) != 0)
+        return 2;
+    const struct kv_strategy_ops *ops = kv_strategy_find(c.strategy);
+
+    /* The model: a checkpoint's header, or the synthetic configuration. */
+    struct kv_model *m = NULL;
+    struct kv_cache *cache = NULL;
+    int32_t *prompt = NULL, *out_tokens = NULL;
+    struct gen_log g = {0};
+    enum kv_status s;
+    if (c.model_path != NULL) {
+        s = kv_checkpoint_load(c.model_path, &m);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab: --model %s: %s\n", c.model_path, kv_status_str(s));
+            return s == KV_ERR_IO || s == KV_ERR_FORMAT ? 2 : 1;
+        }
+        c.model = m->cfg;
+        c.cache.max_len = m->cfg.max_len;
+    }
+    const struct kv_model_config *mc = &c.model;
+    int rc = 2;
+    if ((int64_t)prompt_len + new_tokens > mc->max_len) {
+        fprintf(stderr, "kvlab: --prompt-len + --new-tokens (%" PRId64 ") exceeds --max-len "
+                        "(%" PRId32 ")\n", (int64_t)prompt_len + new_tokens, mc->max_len);
+        goto out;
+    }
+    int32_t call_tokens = ops->keeps_history ? prompt_len : prompt_len + new_tokens - 1;
+    if ((int64_t)c.batch * call_tokens > INT32_MAX) {
+        fprintf(stderr, "kvlab: --batch x tokens per forward (%" PRId64 ") exceeds %d\n",
+                (int64_t)c.batch * call_tokens, INT32_MAX);
+        goto out;
+    }
+    int32_t cache_tokens = strcmp(ops->name, "static") == 0 ? mc->max_len
+                                                             : prompt_len + new_tokens;
+    if (kv_cli_check_memory("this run", estimate_bytes(mc, c.batch, call_tokens,
+                                                       cache_tokens)) != 0)
+        goto out;
+
+    c.cache.n_layers = mc->n_layers;
+    c.cache.batch = c.batch;
+    c.cache.n_kv_heads = mc->n_kv_heads;
+    c.cache.head_dim = mc->dim / mc->n_heads;
+    c.cache.max_len = mc->max_len;
+
+    /* From here on, failures are run-time failures (exit 1) unless the
+     * strategy itself rejects the configuration. */
+    rc = 1;
+    if (m == NULL) {
+        s = kv_model_create_synthetic(&m, mc, c.seed);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab: generate: model: %s\n", kv_status_str(s));
+            goto out;
+        }
+    }
+    s = kv_cache_create(&cache, ops, &c.cache);
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab: strategy '%s' rejects this configuration: %s\n", ops->name,
+                kv_status_str(s));
+        rc = s == KV_ERR_NOMEM ? 1 : 2;
+        goto out;
+    }
+    size_t n_prompt = (size_t)c.batch * (size_t)prompt_len;
+    size_t n_out = (size_t)c.batch * (size_t)new_tokens;
+    prompt = kv_alloc(n_prompt * sizeof *prompt);
+    out_tokens = kv_alloc(n_out * sizeof *out_tokens);
+    g.step_ns = kv_alloc((size_t)new_tokens * sizeof *g.step_ns);
+    g.attn_ns = kv_alloc((size_t)new_tokens * sizeof *g.attn_ns);
+    if (prompt == NULL || out_tokens == NULL || g.step_ns == NULL || g.attn_ns == NULL) {
+        fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
+        goto out;
+    }
+    uint64_t rs = c.seed ^ 0x5EEDF00Dull;
+    for (size_t i = 0; i < n_prompt; i++)
+        prompt[i] = (int32_t)(prompt_rng(&rs) % (uint64_t)mc->vocab_size);
+
+    struct kv_gen_params gp = {
+        .batch = c.batch,
+        .prompt_len = prompt_len,
+        .prompt = prompt,
+        .pad = NULL,
+        .new_tokens = new_tokens,
+        .n_threads = c.threads,
+    };
+    s = kv_generate(m, cache, &gp, out_tokens, log_step, &g);
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(s));
+        goto out;
+    }
+
+    for (int32_t b = 0; b < c.batch; b++) {
+        printf("tokens:");
+        for (int32_t t = 0; t < new_tokens; t++)
+            printf(" %" PRId32, out_tokens[(size_t)b * new_tokens + t]);
+        printf("\n");
+    }
+    printf("strategy %s: batch %" PRId32 ", prompt %" PRId32 ", %" PRId32
+           " new tokens, %" PRId32 " threads, %" PRId32 " layers, dim %" PRId32 "\n",
+           ops->name, c.batch, prompt_len, new_tokens, c.threads, mc->n_layers, mc->dim);
+    printf("  prefill       %.3f ms\n", (double)g.step_ns[0] / 1e6);
+    if (new_tokens > 1) {
+        int32_t nd = new_tokens - 1;
+        double med = (double)quantile(g.step_ns + 1, nd, 0.5) / 1e6;
+        double p95 = (double)quantile(g.step_ns + 1, nd, 0.95) / 1e6;
+        double att = (double)quantile(g.attn_ns + 1, nd, 0.5) / 1e6;
+        printf("  decode step   %.3f ms median, %.3f ms p95 over %" PRId32
+               " steps (attention %.3f ms median)\n", med, p95, nd, att);
+    }
+    printf("  cache         %zu bytes resident, %zu bytes copied\n",
+           kv_cache_resident_bytes(cache), kv_cache_copied_bytes(cache));
+    printf("  flops         %" PRId64 " total, %" PRId64 " attention, %" PRId64 " gemm\n",
+           kv_flops_total(&g.flops), g.flops.attn, g.flops.gemm);
+    rc = 0;
+
+out:
+    kv_free(g.attn_ns);
+    kv_free(g.step_ns);
+    kv_free(out_tokens);
+    kv_free(prompt);
+    kv_cache_destroy(cache);
+    kv_model_destroy(m);
+    return rc;
+}

@@ -1,4 +1,567 @@
-/* cmd_sweep.c - placeholder until its owner lands it. */
+/*
+ * cmd_sweep.c - `kvlab sweep`: measure every strategy over sequence
+ * lengths and write the schema-v1 CSV (../shared/DESIGN.md).
+ *
+ *   kvlab sweep [--strategies LIST] [--seq-lens LIST | --max-seq N]
+ *               [--none-max N] [--reps R] [--warmup W] [--out FILE]
+ *               [--quiet] [--no-roofline] [model and strategy options]
+ *
+ * The measurement is sweep.c; this file parses options, measures the
+ * machine's limits first (roofline.c) so every result file carries them,
+ * prints progress, and writes the file atomically (csv_write.c). SIGINT and
+ * SIGTERM only set a flag: the sweep drops the row in flight, the rows done
+ * so far are written as a complete file marked `# partial=1`, and the exit
+ * status is 130 / 143.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "cli_opts.h"
 #include "commands.h"
-int kv_cmd_sweep(int argc, char **argv) { (void)argc; fprintf(stderr, "kvlab: %s: not built yet\n", argv[0]); return 1; }
+#include "csv_write.h"
+#include "roofline.h"
+#include "sweep.h"
+#include "sysinfo.h"
+
+/* ------------------------------------------------------------------------ */
+/* Columns: schema v1 (DESIGN.md, in this order), then extras               */
+
+static const char *const sweep_columns[] = {
+    /* schema v1 */
+    "strategy", "layers", "dim", "heads", "kv_heads", "head_dim", "hidden", "batch",
+    "window", "bits", "group", "residual", "threads", "seq_len", "reps",
+    "step_ns_median", "step_ns_p95", "attn_ns_median", "flops_step", "attn_flops_step",
+    "bytes_step", "cache_bytes", "copy_bytes_step", "peak_rss_bytes", "max_abs_err",
+    "rel_err", "token_match",
+    /* extras */
+    "label", "mlp", "warmup", "seq_len_lo", "seq_len_hi", "step_ns_min", "step_ns_mean",
+    "gemm_flops_step", "achieved_gbps", "achieved_gflops", "acc_measured"};
+#define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))
+
+#define DEFAULT_STRATEGIES \
+    "none,dynamic,dynamic-concat,static,sliding,quantized-int8,quantized-int4"
+#define DEFAULT_MAX_SEQ 8192
+#define DEFAULT_NONE_MAX 4096
+#define DEFAULT_WARMUP 2
+#define MIN_POW2_SEQ 64
+
+/* ------------------------------------------------------------------------ */
+/* Signals                                                                  */
+
+static volatile sig_atomic_t sweep_signal;
+
+static void on_signal(int sig)
+{
+    sweep_signal = sig;
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Run state shared with the callbacks                                      */
+
+struct run {
+    const struct kv_sweep_config *cfg;
+    const struct kv_model *m;
+    struct kv_sweep_row rows[KV_SWEEP_MAX_STRATEGIES][KV_SWEEP_MAX_LENS];
+    int32_t have[KV_SWEEP_MAX_STRATEGIES][KV_SWEEP_MAX_LENS];
+    int tty;
+    int quiet;
+    int bar_shown;
+};
+
+static void fmt_duration(char *buf, size_t n, int64_t ns)
+{
+    if (ns < 0) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    int64_t s = (ns + 500000000) / 1000000000;
+    if (s >= 60)
+        snprintf(buf, n, "%" PRId64 "m%02" PRId64 "s", s / 60, s % 60);
+    else
+        snprintf(buf, n, "%" PRId64 "s", s);
+}
+
+static void draw_bar(struct run *r, const struct kv_sweep_progress *p)
+{
+    enum { WIDTH = 30 };
+    char eta[32], el[32], bar[WIDTH + 1];
+    int fill = (int)(p->frac_done * WIDTH + 0.5);
+    for (int i = 0; i < WIDTH; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[WIDTH] = '\0';
+    fmt_duration(eta, sizeof(eta), p->rows_done > 0 ? p->eta_ns : -1);
+    fmt_duration(el, sizeof(el), p->elapsed_ns);
+    fprintf(stderr, "\r\033[K[%s] %3d%%  %-15s T=%-5d  row %d/%d  %s elapsed, ETA %s", bar,
+            (int)(p->frac_done * 100.0 + 0.5), p->label, p->seq_len, p->rows_done + 1,
+            p->rows_total, el, eta);
+    fflush(stderr);
+    r->bar_shown = 1;
+}
+
+static void on_row_start(void *user, const struct kv_sweep_progress *p)
+{
+    struct run *r = user;
+    if (!r->quiet && r->tty)
+        draw_bar(r, p);
+}
+
+static void on_row(void *user, const struct kv_sweep_row *row,
+                   const struct kv_sweep_progress *p)
+{
+    struct run *r = user;
+    r->rows[row->strategy][row->len_index] = *row;
+    r->have[row->strategy][row->len_index] = 1;
+    if (r->quiet || r->tty)
+        return;
+    char eta[32], el[32];
+    fmt_duration(eta, sizeof(eta), p->eta_ns);
+    fmt_duration(el, sizeof(el), p->elapsed_ns);
+    fprintf(stderr,
+            "sweep: [%d/%d] %-15s T=%-5d median %9.3f ms  p95 %9.3f ms  reps %d  "
+            "(%s elapsed, ETA %s)\n",
+            p->rows_done, p->rows_total, p->label, row->seq_len,
+            (double)row->step_ns_median / 1e6, (double)row->step_ns_p95 / 1e6, row->reps,
+            el, eta);
+}
+
+/* ------------------------------------------------------------------------ */
+/* CSV                                                                      */
+
+static enum kv_status add_row(struct kv_csv_writer *w, const struct run *r,
+                              const struct kv_sweep_row *row)
+{
+    const struct kv_model_config *mc = &r->m->cfg;
+    const struct kv_sweep_strategy *st = &r->cfg->strategies[row->strategy];
+    double med = (double)row->step_ns_median;
+    double gbps = med > 0 ? (double)row->bytes_step / med : NAN;
+    double gflops = med > 0 ? (double)row->flops_step / med : NAN;
+    char line[2048];
+    int n = snprintf(
+        line, sizeof(line),
+        "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,"
+        "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ","
+        "%zu,%zu,%.1f,%zu,%.6g,%.6g,%.4f,"
+        "%s,%d,%d,%d,%d,%" PRId64 ",%.0f,%" PRId64 ",%.3f,%.3f,%d",
+        st->ops->name, mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads,
+        mc->dim / mc->n_heads, mc->hidden_dim, r->cfg->batch, row->window, row->bits,
+        row->group, row->residual, r->cfg->threads, row->seq_len, row->reps,
+        row->step_ns_median, row->step_ns_p95, row->attn_ns_median, row->flops_step,
+        row->attn_flops_step, row->bytes_step, row->cache_bytes, row->copy_bytes_step,
+        row->peak_rss_bytes, row->max_abs_err, row->rel_err, row->token_match, st->label,
+        mc->mlp, row->warmup, row->seq_len_lo, row->seq_len_hi, row->step_ns_min,
+        row->step_ns_mean, row->gemm_flops_step, gbps, gflops, row->acc_measured);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return KV_ERR_OVERFLOW;
+    return kv_csv_writer_add_row(w, line);
+}
+
+/* Rows ordered by strategy (as listed), then T. */
+static enum kv_status add_rows(struct kv_csv_writer *w, const struct run *r)
+{
+    for (int32_t si = 0; si < r->cfg->n_strategies; si++)
+        for (int32_t ti = 0; ti < r->cfg->n_lens; ti++)
+            if (r->have[si][ti]) {
+                enum kv_status s = add_row(w, r, &r->rows[si][ti]);
+                if (s != KV_OK)
+                    return s;
+            }
+    return KV_OK;
+}
+
+/* Creates the parent directory of path when it is missing (one level). */
+static void make_parent_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path)
+        return;
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        /* reported by the write that follows */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+
+static void sweep_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: kvlab sweep [options]\n"
+        "  --strategies LIST  comma list (default " DEFAULT_STRATEGIES ");\n"
+        "                     quantized uses --bits; quantized-int8/-int4 (or quantized:8/:4)\n"
+        "                     fix the width. --strategy NAME measures one strategy.\n"
+        "  --seq-lens LIST    sequence lengths T, ascending (default: --max-seq)\n"
+        "  --max-seq N        T = 64, 128, ... powers of two up to N (default %d)\n"
+        "  --none-max N       measure `none` only for T <= N (default %d; 0 = all)\n"
+        "  --reps R           timed decode steps per row (default: automatic, %d for\n"
+        "                     cached strategies, fewer for slow `none` rows)\n"
+        "  --warmup W         untimed decode steps before them (default %d)\n"
+        "  --out FILE         CSV path (default out/bench.csv), written atomically\n"
+        "  --quiet            no progress on stderr\n"
+        "  --no-roofline      skip measuring the machine's limits (metadata reads nan)\n"
+        "  model/strategy options as in generate: --layers --dim --heads --kv-heads\n"
+        "  --hidden --vocab --max-len --window --bits --group --residual --batch\n"
+        "  --threads --seed --mlp on|off --model FILE\n"
+        "Timed steps are centred on T: the cache is prefilled (untimed) to\n"
+        "T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends over exactly T.\n",
+        DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP);
+}
+
+/* Parses one strategy name of the list into st; -1 after printing. */
+static int parse_strategy(struct kv_sweep_strategy *st, const char *name,
+                          int32_t default_bits)
+{
+    memset(st, 0, sizeof(*st));
+    int32_t bits = 0;
+    char base[64];
+    snprintf(base, sizeof(base), "%s", name);
+    if (strcmp(name, "quantized-int8") == 0 || strcmp(name, "quantized:8") == 0)
+        bits = 8;
+    else if (strcmp(name, "quantized-int4") == 0 || strcmp(name, "quantized:4") == 0)
+        bits = 4;
+    if (bits != 0)
+        snprintf(base, sizeof(base), "quantized");
+    st->ops = kv_strategy_find(base);
+    if (st->ops == NULL || strlen(name) >= sizeof(base)) {
+        fprintf(stderr, "kvlab sweep: unknown strategy '%s' (registered:", name);
+        for (int32_t i = 0; i < kv_strategy_count(); i++)
+            fprintf(stderr, " %s", kv_strategy_at(i)->name);
+        fprintf(stderr, "; and quantized-int8, quantized-int4)\n");
+        return -1;
+    }
+    if (st->ops == &kv_strategy_quantized) {
+        st->bits = bits ? bits : default_bits;
+        snprintf(st->label, sizeof(st->label), "quantized-int%d", st->bits);
+    } else {
+        st->bits = 32;
+        snprintf(st->label, sizeof(st->label), "%s", st->ops->name);
+    }
+    return 0;
+}
+
+static int parse_strategies(struct kv_sweep_config *cfg, const char *list,
+                            int32_t default_bits)
+{
+    char buf[1024];
+    if (strlen(list) >= sizeof(buf) || list[0] == '\0') {
+        fprintf(stderr, "kvlab sweep: --strategies expects a comma list of names\n");
+        return -1;
+    }
+    snprintf(buf, sizeof(buf), "%s", list);
+    cfg->n_strategies = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (cfg->n_strategies == KV_SWEEP_MAX_STRATEGIES) {
+            fprintf(stderr, "kvlab sweep: at most %d strategies\n", KV_SWEEP_MAX_STRATEGIES);
+            return -1;
+        }
+        if (parse_strategy(&cfg->strategies[cfg->n_strategies], tok, default_bits) != 0)
+            return -1;
+        cfg->n_strategies++;
+    }
+    if (cfg->n_strategies == 0) {
+        fprintf(stderr, "kvlab sweep: --strategies expects a comma list of names\n");
+        return -1;
+    }
+    return 0;
+}
+
+struct sweep_opts {
+    struct kv_cli_common common;
+    const char *strategies;
+    const char *seq_lens;
+    int32_t max_seq;
+    int32_t none_max;
+    int32_t reps;
+    int32_t warmup;
+    const char *out;
+    int quiet;
+    int no_roofline;
+};
+
+/* Returns 0, or the exit status (2 bad input, or 0 after --help) + 1000. */
+static int parse_opts(struct sweep_opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof(*o));
+    kv_cli_common_defaults(&o->common);
+    o->max_seq = DEFAULT_MAX_SEQ;
+    o->none_max = DEFAULT_NONE_MAX;
+    o->warmup = DEFAULT_WARMUP;
+    o->out = "out/bench.csv";
+    int have_max_seq = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            sweep_usage(stdout);
+            return 1000;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            o->quiet = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-roofline") == 0) {
+            o->no_roofline = 1;
+            continue;
+        }
+        static const char *const with_value[] = {"--strategies", "--seq-lens", "--max-seq",
+                                                 "--none-max", "--reps", "--warmup", "--out"};
+        int own = -1;
+        for (int k = 0; k < (int)(sizeof(with_value) / sizeof(with_value[0])); k++)
+            if (strcmp(a, with_value[k]) == 0)
+                own = k;
+        if (own < 0) {
+            int r = kv_cli_parse_common(&o->common, argc, argv, &i);
+            if (r < 0)
+                return 1002;
+            if (r == 0) {
+                fprintf(stderr, "kvlab sweep: unknown option '%s' (try --help)\n", a);
+                return 1002;
+            }
+            i--; /* kv_cli_parse_common leaves i past the option; the loop adds one */
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kvlab sweep: %s needs a value\n", a);
+            return 1002;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        switch (own) {
+        case 0: o->strategies = v; break;
+        case 1: o->seq_lens = v; break;
+        case 2: bad = kv_cli_i32(a, v, 2, 1 << 20, &o->max_seq); have_max_seq = 1; break;
+        case 3: bad = kv_cli_i32(a, v, 0, 1 << 20, &o->none_max); break;
+        case 4: bad = kv_cli_i32(a, v, 1, 1001, &o->reps); break;
+        case 5: bad = kv_cli_i32(a, v, 0, 1000, &o->warmup); break;
+        case 6: o->out = v; break;
+        default: break;
+        }
+        if (bad)
+            return 1002;
+    }
+    if (o->seq_lens != NULL && have_max_seq) {
+        fprintf(stderr, "kvlab sweep: give either --seq-lens or --max-seq, not both\n");
+        return 1002;
+    }
+    if (o->out[0] == '\0') {
+        fprintf(stderr, "kvlab sweep: --out expects a file name\n");
+        return 1002;
+    }
+    if (kv_cli_check_common(&o->common) != 0)
+        return 1002;
+    return 0;
+}
+
+/* Fills cfg from the options; -1 after printing. */
+static int build_config(struct kv_sweep_config *cfg, const struct sweep_opts *o)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    const struct kv_cli_common *c = &o->common;
+    const char *list = o->strategies ? o->strategies
+                                     : (c->strategy ? c->strategy : DEFAULT_STRATEGIES);
+    if (parse_strategies(cfg, list, c->cache.bits) != 0)
+        return -1;
+    if (o->seq_lens != NULL) {
+        int n = kv_cli_int_list("--seq-lens", o->seq_lens, 2, 1 << 20, cfg->seq_lens,
+                                KV_SWEEP_MAX_LENS);
+        if (n < 0)
+            return -1;
+        cfg->n_lens = n;
+    } else {
+        int32_t T = o->max_seq < MIN_POW2_SEQ ? o->max_seq : MIN_POW2_SEQ;
+        for (; T <= o->max_seq && cfg->n_lens < KV_SWEEP_MAX_LENS; T *= 2)
+            cfg->seq_lens[cfg->n_lens++] = T;
+    }
+    cfg->cache = c->cache;
+    cfg->none_max = o->none_max;
+    cfg->reps = o->reps;
+    cfg->warmup = o->warmup;
+    cfg->batch = c->batch;
+    cfg->threads = c->threads;
+    cfg->seed = c->seed;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The command                                                              */
+
+static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si,
+                            const struct kv_sweep_config *cfg, const struct kv_roofline *rl,
+                            int argc, char **argv)
+{
+    kv_csv_writer_set_meta(w, "kvlab sweep", NULL);
+    kv_csv_writer_set_meta(w, "schema", "1");
+    kv_csv_writer_set_meta(w, "commit", si->commit);
+    kv_csv_writer_set_meta(w, "date", si->date);
+    kv_csv_writer_set_meta(w, "cpu", si->cpu);
+    kv_csv_writer_set_metaf(w, "threads", "%d", cfg->threads);
+    kv_csv_writer_set_meta(w, "blas_core", si->blas_core);
+    kv_csv_writer_set_meta(w, "blas_config", si->blas_config);
+    kv_csv_writer_set_meta(w, "compiler", si->compiler);
+    kv_csv_writer_set_meta(w, "cflags", si->cflags);
+    kv_csv_writer_set_meta(w, "os", si->os);
+    kv_csv_writer_set_meta(w, "host", si->host);
+    kv_csv_writer_set_metaf(w, "read_gbps", "%.3f", rl->read_gbps);
+    kv_csv_writer_set_metaf(w, "copy_gbps", "%.3f", rl->copy_gbps);
+    kv_csv_writer_set_metaf(w, "sgemm_gflops", "%.3f", rl->sgemm_gflops);
+    kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, cfg->seed);
+    kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
+    kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");
+    kv_csv_writer_set_meta(w, "partial", "1");
+    kv_csv_writer_set_meta(w, "wall_s", "nan");
+    char cmd[2048];
+    size_t len = (size_t)snprintf(cmd, sizeof(cmd), "kvlab");
+    for (int i = 0; i < argc && len < sizeof(cmd); i++)
+        len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " %s", argv[i]);
+    kv_csv_writer_set_meta(w, "command", cmd);
+}
+
+int kv_cmd_sweep(int argc, char **argv)
+{
+    kv_sysinfo_blas_reexec(argc, argv);
+    struct sweep_opts o;
+    int pr = parse_opts(&o, argc, argv);
+    if (pr != 0)
+        return pr - 1000;
+    static struct kv_sweep_config cfg;
+    if (build_config(&cfg, &o) != 0)
+        return 2;
+
+    /* The model: synthetic (max_len raised to what the sweep needs) or a file. */
+    struct kv_model *m = NULL;
+    enum kv_status s;
+    int32_t capacity = kv_sweep_capacity(&cfg);
+    if (o.common.model_path != NULL) {
+        s = kv_checkpoint_load(o.common.model_path, &m);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab sweep: %s: %s\n", o.common.model_path, kv_status_str(s));
+            return s == KV_ERR_NOMEM ? 1 : 2;
+        }
+    } else {
+        struct kv_model_config mc = o.common.model;
+        if (mc.max_len < capacity)
+            mc.max_len = capacity;
+        s = kv_model_create_synthetic(&m, &mc, o.common.seed);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab sweep: model: %s\n", kv_status_str(s));
+            return s == KV_ERR_INVALID || s == KV_ERR_OVERFLOW ? 2 : 1;
+        }
+    }
+    const char *why = NULL;
+    cfg.est_gflops = 50.0;
+    cfg.est_gbps = 10.0;
+    if (kv_sweep_check(&cfg, m, &why) != KV_OK) {
+        fprintf(stderr, "kvlab sweep: %s\n", why);
+        kv_model_destroy(m);
+        return 2;
+    }
+
+    struct kv_sysinfo si;
+    kv_sysinfo_collect(&si);
+    install_handlers();
+    cfg.stop = &sweep_signal;
+    static struct run run;
+    memset(&run, 0, sizeof(run));
+    run.cfg = &cfg;
+    run.m = m;
+    run.quiet = o.quiet;
+    run.tty = isatty(STDERR_FILENO);
+    int64_t t0 = kv_now_ns();
+
+    /* The machine's limits, measured first, on the run's threads. */
+    struct kv_roofline rl = {.read_gbps = NAN, .copy_gbps = NAN, .sgemm_gflops = NAN};
+    if (!o.no_roofline) {
+        if (!o.quiet)
+            fprintf(stderr, "kvlab sweep: measuring the roofline on %d threads...\n",
+                    cfg.threads);
+        struct kv_roofline_params rp;
+        kv_roofline_defaults(&rp, cfg.threads);
+        rp.stop = &sweep_signal;
+        s = kv_roofline_measure(&rl, &rp);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab sweep: roofline: %s\n", kv_status_str(s));
+            kv_model_destroy(m);
+            return 1;
+        }
+        if (!o.quiet)
+            fprintf(stderr, "kvlab sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
+                    rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
+        if (rl.sgemm_gflops > 0)
+            cfg.est_gflops = rl.sgemm_gflops * 0.6; /* the model's GEMMs are smaller */
+        if (rl.read_gbps > 0)
+            cfg.est_gbps = rl.read_gbps * 0.7;
+    }
+    if (!o.quiet)
+        fprintf(stderr, "kvlab sweep: %d strategies x %d lengths (%d..%d), %d threads, "
+                "OpenBLAS %s -> %s\n", cfg.n_strategies, cfg.n_lens, cfg.seq_lens[0],
+                cfg.seq_lens[cfg.n_lens - 1], cfg.threads, si.blas_core, o.out);
+
+    cfg.on_row_start = on_row_start;
+    cfg.on_row = on_row;
+    cfg.user = &run;
+    int32_t interrupted = 0;
+    if (!sweep_signal)
+        s = kv_sweep_run(&cfg, m, &interrupted);
+    else
+        interrupted = 1;
+    if (run.bar_shown && !o.quiet)
+        fprintf(stderr, "\n");
+    int partial = interrupted || s != KV_OK || sweep_signal;
+
+    /* Write whatever is complete, atomically. */
+    struct kv_csv_writer *w = NULL;
+    enum kv_status ws = kv_csv_writer_create(&w);
+    if (ws == KV_OK) {
+        set_meta_common(w, &si, &cfg, &rl, argc, argv);
+        kv_csv_writer_set_meta(w, "partial", partial ? "1" : "0");
+        kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - t0) / 1e9);
+        ws = kv_csv_writer_set_header(w, sweep_columns, N_SWEEP_COLUMNS);
+    }
+    if (ws == KV_OK)
+        ws = add_rows(w, &run);
+    if (ws == KV_OK) {
+        make_parent_dir(o.out);
+        ws = kv_csv_writer_write(w, o.out);
+    }
+    int32_t n_rows = w ? kv_csv_writer_row_count(w) : 0;
+    kv_csv_writer_destroy(w);
+    kv_model_destroy(m);
+
+    if (ws != KV_OK) {
+        fprintf(stderr, "kvlab sweep: cannot write %s: %s\n", o.out, kv_status_str(ws));
+        return 1;
+    }
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab sweep: %s (%d finished rows written to %s, partial=1)\n",
+                kv_status_str(s), n_rows, o.out);
+        return 1;
+    }
+    if (partial) {
+        int sig = sweep_signal ? sweep_signal : SIGINT;
+        fprintf(stderr, "kvlab sweep: interrupted; %d finished rows written to %s (partial=1)\n",
+                n_rows, o.out);
+        return 128 + sig;
+    }
+    if (!o.quiet)
+        fprintf(stderr, "kvlab sweep: %d rows in %.1f s -> %s\n", n_rows,
+                (double)(kv_now_ns() - t0) / 1e9, o.out);
+    return 0;
+}

@@ -136,6 +136,8 @@ struct kv_gen_params {
     const int32_t *pad;     /* (batch) left-padding lengths, or NULL */
     int32_t new_tokens;     /* greedy tokens to generate */
     int32_t n_threads;
+    int32_t window;         /* extra sliding-window mask for the runner
+                               (kv_runner_set_window); 0 = none */
 };
 
 /* Called after the prefill (step 0) and after every decode step. */

@@ -1,0 +1,301 @@
+/*
+ * cli_opts.c - strict option parsing for the model-running subcommands
+ * (see cli_opts.h).
+ *
+ * The design decision that matters: every value is parsed whole and checked
+ * against a stated range before anything is sized or allocated, and every
+ * size the options imply is multiplied with overflow checks, so bad input
+ * always ends in one line naming the option and exit status 2, never in a
+ * wrapped size, a huge allocation or a crash. Options take their value as
+ * the next argument or after '=' (--dim 512, --dim=512).
+ */
+#include "cli_opts.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../kernels/kv_quant.h"
+
+/* ------------------------------------------------------------------------ */
+/* Numbers                                                                  */
+
+/* Strict decimal: optional sign, digits, nothing else; 0 on success. */
+static int parse_i64(const char *s, int64_t *out)
+{
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || end == s)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int kv_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v;
+    if (parse_i64(s, &v) != 0 || v < lo || v > hi) {
+        fprintf(stderr, "kvlab: %s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
+                opt, lo, hi, s != NULL ? s : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int kv_cli_i32(const char *opt, const char *s, int32_t lo, int32_t hi, int32_t *out)
+{
+    int64_t v;
+    if (kv_cli_int(opt, s, lo, hi, &v) != 0)
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,
+                    int32_t *out, int max_n)
+{
+    char item[32];
+    int n = 0;
+    const char *p = s != NULL ? s : "";
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        int64_t v;
+        int bad = len == 0 || len >= sizeof item;
+        if (!bad) {
+            memcpy(item, p, len);
+            item[len] = '\0';
+            bad = parse_i64(item, &v) != 0 || v < lo || v > hi;
+        }
+        if (bad) {
+            fprintf(stderr,
+                    "kvlab: %s expects a comma-separated list of integers in [%" PRId32
+                    ", %" PRId32 "], got '%s'\n",
+                    opt, lo, hi, s != NULL ? s : "");
+            return -1;
+        }
+        if (n == max_n) {
+            fprintf(stderr, "kvlab: %s takes at most %d values, got '%s'\n", opt, max_n, s);
+            return -1;
+        }
+        out[n++] = (int32_t)v;
+        if (p[len] == '\0')
+            return n;
+        p += len + 1;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Common options                                                           */
+
+void kv_cli_common_defaults(struct kv_cli_common *c)
+{
+    memset(c, 0, sizeof *c);
+    c->model = kv_model_default_config();
+    c->cache = (struct kv_cache_config){
+        .n_layers = c->model.n_layers,
+        .batch = 1,
+        .n_kv_heads = c->model.n_kv_heads,
+        .head_dim = c->model.dim / c->model.n_heads,
+        .max_len = c->model.max_len,
+        .window = 512,
+        .bits = 8,
+        .group = 32,
+        .residual = 32,
+    };
+    c->batch = 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = cores >= 1 && cores <= 1024 ? (int32_t)cores : 1;
+    c->seed = 42;
+}
+
+/* Integer options: name, field, accepted range. */
+struct int_opt {
+    const char *name;
+    size_t offset; /* of the int32_t field in struct kv_cli_common */
+    int32_t lo, hi;
+};
+
+#define F(field) offsetof(struct kv_cli_common, field)
+static const struct int_opt int_opts[] = {
+    {"--layers", F(model.n_layers), 1, 1 << 20},
+    {"--dim", F(model.dim), 2, 1 << 30},
+    {"--heads", F(model.n_heads), 1, 4096},
+    {"--kv-heads", F(model.n_kv_heads), 1, 4096},
+    {"--hidden", F(model.hidden_dim), 1, 1 << 30},
+    {"--vocab", F(model.vocab_size), 1, 1 << 30},
+    {"--max-len", F(model.max_len), 1, 1 << 30},
+    {"--window", F(cache.window), 1, 1 << 30},
+    {"--group", F(cache.group), 1, 1 << 16},
+    {"--residual", F(cache.residual), 1, 1 << 30},
+    {"--batch", F(batch), 1, 1 << 16},
+    {"--threads", F(threads), 1, 1024},
+};
+#undef F
+#define N_INT_OPTS (sizeof int_opts / sizeof int_opts[0])
+
+int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i];
+    if (strncmp(arg, "--", 2) != 0)
+        return 0;
+    /* Split "--opt=value". */
+    char name[32];
+    const char *eq = strchr(arg, '=');
+    size_t nlen = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+    if (nlen >= sizeof name)
+        return 0;
+    memcpy(name, arg, nlen);
+    name[nlen] = '\0';
+
+    static const char *const known[] = {"--strategy", "--bits", "--seed", "--mlp",
+                                        "--model", "--tokenizer"};
+    int is_known = 0;
+    for (size_t k = 0; k < N_INT_OPTS; k++)
+        is_known |= strcmp(name, int_opts[k].name) == 0;
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        is_known |= strcmp(name, known[k]) == 0;
+    if (!is_known)
+        return 0;
+
+    const char *val;
+    int used;
+    if (eq != NULL) {
+        val = eq + 1;
+        used = 1;
+    } else if (*i + 1 < argc) {
+        val = argv[*i + 1];
+        used = 2;
+    } else {
+        fprintf(stderr, "kvlab: %s expects a value\n", name);
+        return -1;
+    }
+
+    for (size_t k = 0; k < N_INT_OPTS; k++) {
+        if (strcmp(name, int_opts[k].name) != 0)
+            continue;
+        int32_t *field = (int32_t *)((char *)c + int_opts[k].offset);
+        if (kv_cli_i32(name, val, int_opts[k].lo, int_opts[k].hi, field) != 0)
+            return -1;
+        if (strcmp(name, "--max-len") == 0)
+            c->cache.max_len = c->model.max_len;
+        *i += used;
+        return 1;
+    }
+    if (strcmp(name, "--bits") == 0) {
+        int64_t v;
+        if (parse_i64(val, &v) != 0 || (v != 8 && v != 4)) {
+            fprintf(stderr, "kvlab: --bits expects 8 or 4, got '%s'\n", val);
+            return -1;
+        }
+        c->cache.bits = (int32_t)v;
+    } else if (strcmp(name, "--seed") == 0) {
+        int64_t v;
+        if (kv_cli_int(name, val, 0, INT64_MAX, &v) != 0)
+            return -1;
+        c->seed = (uint64_t)v;
+    } else if (strcmp(name, "--mlp") == 0) {
+        if (strcmp(val, "on") == 0) {
+            c->model.mlp = 1;
+        } else if (strcmp(val, "off") == 0) {
+            c->model.mlp = 0;
+        } else {
+            fprintf(stderr, "kvlab: --mlp expects 'on' or 'off', got '%s'\n", val);
+            return -1;
+        }
+    } else if (strcmp(name, "--strategy") == 0) {
+        c->strategy = val;
+    } else if (strcmp(name, "--model") == 0) {
+        c->model_path = val;
+    } else { /* --tokenizer */
+        c->tokenizer_path = val;
+    }
+    *i += used;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cross-checks                                                             */
+
+int kv_cli_check_common(const struct kv_cli_common *c)
+{
+    const struct kv_model_config *m = &c->model;
+    if (c->strategy != NULL && kv_strategy_find(c->strategy) == NULL) {
+        fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
+                c->strategy);
+        return -1;
+    }
+    if (m->dim % m->n_heads != 0) {
+        fprintf(stderr, "kvlab: --dim (%" PRId32 ") must be a multiple of --heads (%" PRId32
+                        ")\n", m->dim, m->n_heads);
+        return -1;
+    }
+    int32_t hs = m->dim / m->n_heads;
+    if (hs % 2 != 0) {
+        fprintf(stderr, "kvlab: head_dim = --dim / --heads = %" PRId32
+                        " must be even (RoPE rotates pairs)\n", hs);
+        return -1;
+    }
+    if (m->n_heads % m->n_kv_heads != 0) {
+        fprintf(stderr, "kvlab: --kv-heads (%" PRId32 ") must divide --heads (%" PRId32 ")\n",
+                m->n_kv_heads, m->n_heads);
+        return -1;
+    }
+    /* Group size matters to the quantized strategy (or to a run of all). */
+    if (c->strategy == NULL || strcmp(c->strategy, "quantized") == 0) {
+        if (hs % c->cache.group != 0) {
+            fprintf(stderr, "kvlab: --group (%" PRId32 ") must divide head_dim (%" PRId32
+                            " = --dim / --heads)\n", c->cache.group, hs);
+            return -1;
+        }
+        enum kv_dtype t = c->cache.bits == 4 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
+        if (kv_quant_check(t, hs, c->cache.group) != KV_OK) {
+            fprintf(stderr, "kvlab: --bits %" PRId32 " with --group %" PRId32
+                            " is not supported for head_dim %" PRId32 "\n",
+                    c->cache.bits, c->cache.group, hs);
+            return -1;
+        }
+    }
+    enum kv_status s = kv_model_config_check(m);
+    if (s == KV_ERR_OVERFLOW) {
+        fprintf(stderr, "kvlab: the model's weight bytes overflow "
+                        "(--layers x --dim x --hidden, --vocab x --dim)\n");
+        return -1;
+    }
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab: invalid model configuration: %s\n", kv_status_str(s));
+        return -1;
+    }
+    size_t bytes;
+    const size_t f[] = {(size_t)m->n_layers, (size_t)c->batch, (size_t)m->n_kv_heads,
+                        (size_t)hs, (size_t)m->max_len, 2 * sizeof(float)};
+    if (kv_mul_sizes(&bytes, 6, f) != KV_OK) {
+        fprintf(stderr, "kvlab: the cache's byte count overflows "
+                        "(--layers x --batch x --kv-heads x head_dim x --max-len)\n");
+        return -1;
+    }
+    return 0;
+}
+
+int kv_cli_check_memory(const char *what, size_t bytes)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return 0;
+    size_t phys;
+    if (kv_mul_size(&phys, (size_t)pages, (size_t)page) != KV_OK)
+        return 0;
+    if (bytes > phys) {
+        fprintf(stderr, "kvlab: %s needs %zu bytes, more than this machine's %zu bytes of "
+                        "memory\n", what, bytes, phys);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,729 @@
+/*
+ * compare.c - join two sweep CSVs on their configuration key and classify
+ * each joined row as better / worse / same within noise (see compare.h for
+ * the noise rule and the roofline normalisation).
+ *
+ * The join sorts each file's keys once (O(n log n)); the same sort finds
+ * duplicate keys, which are an error because a join on them would be
+ * ambiguous. Cells were validated before use, so the writers re-parse them
+ * without error paths.
+ */
+#include "compare.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Schema                                                                   */
+
+const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED] = {
+    "strategy", "layers", "dim", "heads", "kv_heads", "head_dim", "hidden",
+    "batch", "window", "bits", "group", "residual", "threads", "seq_len",
+    "reps", "step_ns_median", "step_ns_p95", "attn_ns_median", "flops_step",
+    "attn_flops_step", "bytes_step", "cache_bytes", "copy_bytes_step",
+    "peak_rss_bytes", "max_abs_err", "rel_err", "token_match",
+};
+
+enum {
+    COL_STRATEGY = 0,
+    COL_BITS = 9,
+    COL_SEQ_LEN = 13,
+    COL_REPS = 14,
+    COL_STEP_MED = 15,
+    COL_STEP_P95 = 16,
+    COL_ATTN_MED = 17,
+    COL_FLOPS = 18,
+    COL_ATTN_FLOPS = 19,
+    COL_BYTES = 20,
+    COL_CACHE_BYTES = 21,
+};
+static_assert(KV_SWEEP_N_KEY == COL_SEQ_LEN + 1, "the key ends at seq_len");
+#define N_INT_KEYS (KV_SWEEP_N_KEY - 1) /* key columns after strategy */
+
+enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_REQUIRED],
+                                 char *err, size_t err_len)
+{
+    char ex[48];
+    const struct kv_csv_meta *m = kv_csv_meta_find(c, "schema");
+    if (m == NULL) {
+        kv_csv_error(err, err_len, c->name, c->header_line,
+                     "no '# schema=' metadata line before the header "
+                     "(not a kvlab sweep CSV?)");
+        return KV_ERR_FORMAT;
+    }
+    if (strcmp(m->value, KV_SWEEP_SCHEMA) != 0) {
+        kv_csv_excerpt(ex, sizeof ex, m->value, 16);
+        kv_csv_error(err, err_len, c->name, m->line,
+                     "schema version '%s', but this kvlab reads schema %s", ex,
+                     KV_SWEEP_SCHEMA);
+        return KV_ERR_FORMAT;
+    }
+    for (int j = 0; j < KV_SWEEP_N_REQUIRED; j++) {
+        col[j] = kv_csv_col(c, kv_sweep_required[j]);
+        if (col[j] < 0) {
+            kv_csv_error(err, err_len, c->name, c->header_line,
+                         "missing required column '%s'", kv_sweep_required[j]);
+            return KV_ERR_FORMAT;
+        }
+    }
+    if (c->n_rows == 0) {
+        kv_csv_error(err, err_len, c->name, c->header_line,
+                     "no data rows after the header");
+        return KV_ERR_FORMAT;
+    }
+    for (int64_t r = 0; r < c->n_rows; r++) {
+        for (int j = 0; j < KV_SWEEP_N_REQUIRED; j++) {
+            const char *s = kv_csv_cell(c, r, col[j]);
+            int64_t iv;
+            double dv;
+            if (j == COL_STRATEGY) {
+                if (s[0] == '\0') {
+                    kv_csv_error(err, err_len, c->name, c->row_line[r],
+                                 "empty strategy name");
+                    return KV_ERR_FORMAT;
+                }
+            } else if (j <= COL_REPS) {
+                if (kv_csv_parse_int64(s, &iv) != 0) {
+                    kv_csv_excerpt(ex, sizeof ex, s, 32);
+                    kv_csv_error(err, err_len, c->name, c->row_line[r],
+                                 "column '%s': '%s' is not an integer",
+                                 kv_sweep_required[j], ex);
+                    return KV_ERR_FORMAT;
+                }
+            } else if (kv_csv_parse_double(s, &dv) != 0) {
+                kv_csv_excerpt(ex, sizeof ex, s, 32);
+                kv_csv_error(err, err_len, c->name, c->row_line[r],
+                             "column '%s': '%s' is not a number", kv_sweep_required[j], ex);
+                return KV_ERR_FORMAT;
+            }
+        }
+    }
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Keys                                                                     */
+
+struct key {
+    const char *strategy;
+    int64_t v[N_INT_KEYS]; /* layers .. threads, seq_len */
+    int64_t row;
+};
+
+static int key_cmp(const struct key *a, const struct key *b)
+{
+    int c = strcmp(a->strategy, b->strategy);
+    if (c != 0)
+        return c;
+    for (int k = 0; k < N_INT_KEYS; k++) {
+        if (a->v[k] != b->v[k])
+            return a->v[k] < b->v[k] ? -1 : 1;
+    }
+    return 0;
+}
+
+static int key_qsort(const void *pa, const void *pb)
+{
+    const struct key *a = pa, *b = pb;
+    int c = key_cmp(a, b);
+    if (c != 0)
+        return c;
+    return (a->row > b->row) - (a->row < b->row); /* stable: file order */
+}
+
+static int64_t cell_int(const struct kv_csv *c, int64_t r, int32_t j)
+{
+    int64_t v = 0;
+    int rc = kv_csv_parse_int64(kv_csv_cell(c, r, j), &v);
+    KV_ASSERT(rc == 0); /* validated */
+    (void)rc;
+    return v;
+}
+
+static double cell_num(const struct kv_csv *c, int64_t r, int32_t j)
+{
+    double v = NAN;
+    int rc = kv_csv_parse_double(kv_csv_cell(c, r, j), &v);
+    KV_ASSERT(rc == 0); /* validated */
+    (void)rc;
+    return v;
+}
+
+/* keys (n_rows), sorted; KV_ERR_FORMAT on a duplicate. */
+static enum kv_status keys_build(struct key **out, const struct kv_csv *c,
+                                 const int32_t col[KV_SWEEP_N_REQUIRED], char *err,
+                                 size_t err_len)
+{
+    struct key *k = kv_alloc((size_t)c->n_rows * sizeof *k);
+    if (k == NULL)
+        return KV_ERR_NOMEM;
+    for (int64_t r = 0; r < c->n_rows; r++) {
+        k[r].strategy = kv_csv_cell(c, r, col[COL_STRATEGY]);
+        for (int j = 0; j < N_INT_KEYS; j++)
+            k[r].v[j] = cell_int(c, r, col[j + 1]);
+        k[r].row = r;
+    }
+    qsort(k, (size_t)c->n_rows, sizeof *k, key_qsort);
+    for (int64_t r = 1; r < c->n_rows; r++) {
+        if (key_cmp(&k[r], &k[r - 1]) == 0) {
+            kv_csv_error(err, err_len, c->name, c->row_line[k[r].row],
+                         "duplicate configuration: same strategy, layers .. threads "
+                         "and seq_len as line %lld",
+                         (long long)c->row_line[k[r - 1].row]);
+            kv_free(k);
+            return KV_ERR_FORMAT;
+        }
+    }
+    *out = k;
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metric properties                                                        */
+
+/* A time in nanoseconds: the name ends in "_ns" or contains "_ns_". */
+static int metric_is_time(const char *m)
+{
+    for (const char *p = strstr(m, "_ns"); p != NULL; p = strstr(p + 1, "_ns")) {
+        if (p[3] == '\0' || p[3] == '_')
+            return 1;
+    }
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* token_match and rates get better as they grow; everything else shrinks. */
+static int metric_smaller_is_better(const char *m)
+{
+    return !(strcmp(m, "token_match") == 0 || ends_with(m, "_gbps") ||
+             ends_with(m, "_gflops") || ends_with(m, "_per_s"));
+}
+
+static const char *metric_unit(const char *m, int normalized)
+{
+    if (metric_is_time(m))
+        return normalized ? "x roofline" : "ns";
+    if (ends_with(m, "_gbps"))
+        return "GB/s";
+    if (ends_with(m, "_gflops"))
+        return "GFLOP/s";
+    if (strstr(m, "bytes") != NULL)
+        return "bytes";
+    if (strstr(m, "flops") != NULL)
+        return "flop";
+    return "";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Normalisation                                                            */
+
+static enum kv_status meta_rate(const struct kv_csv *c, const char *key, double *out,
+                                char *err, size_t err_len)
+{
+    const struct kv_csv_meta *m = kv_csv_meta_find(c, key);
+    if (m == NULL) {
+        kv_csv_error(err, err_len, c->name, c->header_line,
+                     "no '# %s=' metadata line, needed by --normalize", key);
+        return KV_ERR_FORMAT;
+    }
+    double v;
+    if (kv_csv_parse_double(m->value, &v) != 0 || !isfinite(v) || v <= 0) {
+        char ex[48];
+        kv_csv_excerpt(ex, sizeof ex, m->value, 32);
+        kv_csv_error(err, err_len, c->name, m->line,
+                     "metadata %s='%s' is not a positive number, needed by --normalize",
+                     key, ex);
+        return KV_ERR_FORMAT;
+    }
+    *out = v;
+    return KV_OK;
+}
+
+/* Roofline prediction in ns for row r of one side; nan if unusable. */
+static double row_pred(const struct kv_compare_result *res, int cur, int64_t r)
+{
+    const struct kv_csv *c = cur ? res->cur : res->base;
+    const int32_t *col = cur ? res->col_cur : res->col_base;
+    double gbps = cur ? res->cur_read_gbps : res->base_read_gbps;
+    double gflops = cur ? res->cur_gflops : res->base_gflops;
+    double bytes = cell_num(c, r, col[res->pred_attn ? COL_CACHE_BYTES : COL_BYTES]);
+    double flops = cell_num(c, r, col[res->pred_attn ? COL_ATTN_FLOPS : COL_FLOPS]);
+    if (!isfinite(bytes) || !isfinite(flops) || bytes < 0 || flops < 0)
+        return NAN;
+    double t = fmax(bytes / gbps, flops / gflops);
+    return t > 0 && isfinite(t) ? t : NAN;
+}
+
+/* The metric of row r on one side, normalised when asked. */
+static double row_value(const struct kv_compare_result *res, int cur, int64_t r)
+{
+    const struct kv_csv *c = cur ? res->cur : res->base;
+    double v = cell_num(c, r, cur ? res->metric_cur : res->metric_base);
+    return res->normalized ? v / row_pred(res, cur, r) : v;
+}
+
+/* p95 - median of the step time (normalised when asked), 0 if unusable. */
+static double row_spread(const struct kv_compare_result *res, int cur, int64_t r)
+{
+    const struct kv_csv *c = cur ? res->cur : res->base;
+    const int32_t *col = cur ? res->col_cur : res->col_base;
+    double s = cell_num(c, r, col[COL_STEP_P95]) - cell_num(c, r, col[COL_STEP_MED]);
+    if (res->normalized)
+        s /= row_pred(res, cur, r);
+    return isfinite(s) && s > 0 ? s : 0.0;
+}
+
+/* Every row of one side must have a usable prediction. */
+static enum kv_status preds_check(const struct kv_compare_result *res, int cur,
+                                  char *err, size_t err_len)
+{
+    const struct kv_csv *c = cur ? res->cur : res->base;
+    for (int64_t r = 0; r < c->n_rows; r++) {
+        if (isnan(row_pred(res, cur, r))) {
+            kv_csv_error(err, err_len, c->name, c->row_line[r],
+                         "cannot normalise: the roofline prediction from %s and %s "
+                         "is not a positive number",
+                         res->pred_attn ? "cache_bytes" : "bytes_step",
+                         res->pred_attn ? "attn_flops_step" : "flops_step");
+            return KV_ERR_FORMAT;
+        }
+    }
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running a comparison                                                     */
+
+void kv_compare_opts_defaults(struct kv_compare_opts *o)
+{
+    o->metric = "step_ns_median";
+    o->threshold_pct = 5.0;
+    o->normalize = 0;
+}
+
+void kv_compare_destroy(struct kv_compare_result *r)
+{
+    if (r == NULL)
+        return;
+    kv_free(r->items);
+    kv_free(r);
+}
+
+/* The metric column in one file; every cell must be a number. */
+static enum kv_status metric_col(const struct kv_csv *c, const char *metric,
+                                 int32_t *out, char *err, size_t err_len)
+{
+    char ex[80];
+    kv_csv_excerpt(ex, sizeof ex, metric, 64);
+    int32_t j = kv_csv_col(c, metric);
+    if (j < 0) {
+        kv_csv_error(err, err_len, c->name, c->header_line,
+                     "no column '%s' (given to --metric)", ex);
+        return KV_ERR_INVALID;
+    }
+    for (int64_t r = 0; r < c->n_rows; r++) {
+        double v;
+        const char *s = kv_csv_cell(c, r, j);
+        if (kv_csv_parse_double(s, &v) != 0) {
+            char cx[48];
+            kv_csv_excerpt(cx, sizeof cx, s, 32);
+            kv_csv_error(err, err_len, c->name, c->row_line[r],
+                         "column '%s': '%s' is not a number", ex, cx);
+            return KV_ERR_FORMAT;
+        }
+    }
+    *out = j;
+    return KV_OK;
+}
+
+static void item_classify(struct kv_compare_result *res, struct kv_compare_item *it)
+{
+    double b = row_value(res, 0, it->base_row), n = row_value(res, 1, it->new_row);
+    it->base = b;
+    it->cur = n;
+    if (!isfinite(b) || !isfinite(n)) {
+        it->ratio = NAN;
+        it->noise = NAN;
+        it->verdict = KV_VERDICT_NA;
+        return;
+    }
+    if (b != 0)
+        it->ratio = n / b;
+    else
+        it->ratio = n == 0 ? 1.0 : (n > 0 ? INFINITY : -INFINITY);
+    it->noise = res->threshold_pct / 100.0 * fabs(b);
+    if (res->uses_spread) {
+        it->noise = fmax(it->noise, row_spread(res, 0, it->base_row));
+        it->noise = fmax(it->noise, row_spread(res, 1, it->new_row));
+    }
+    double d = n - b;
+    if (fabs(d) <= it->noise)
+        it->verdict = KV_VERDICT_SAME;
+    else if (res->smaller_is_better ? d > 0 : d < 0)
+        it->verdict = KV_VERDICT_WORSE;
+    else
+        it->verdict = KV_VERDICT_BETTER;
+}
+
+static enum kv_status run_checked(struct kv_compare_result *res, const struct kv_compare_opts *o,
+                                  struct key **kb, struct key **kc, char *err, size_t err_len)
+{
+    const struct kv_csv *base = res->base, *cur = res->cur;
+    enum kv_status st;
+    if ((st = kv_sweep_validate(base, res->col_base, err, err_len)) != KV_OK ||
+        (st = kv_sweep_validate(cur, res->col_cur, err, err_len)) != KV_OK)
+        return st;
+    if (strcmp(res->metric, "strategy") == 0) {
+        kv_csv_error(err, err_len, "--metric", 0, "'strategy' is not a numeric column");
+        return KV_ERR_INVALID;
+    }
+    if ((st = metric_col(base, res->metric, &res->metric_base, err, err_len)) != KV_OK ||
+        (st = metric_col(cur, res->metric, &res->metric_cur, err, err_len)) != KV_OK)
+        return st;
+
+    res->is_time = metric_is_time(res->metric);
+    res->normalized = o->normalize && res->is_time;
+    res->smaller_is_better = metric_smaller_is_better(res->metric);
+    res->uses_spread = strcmp(res->metric, "step_ns_median") == 0;
+    res->pred_attn = strcmp(res->metric, "attn_ns_median") == 0;
+    res->unit = metric_unit(res->metric, res->normalized);
+    if (res->normalized) {
+        if ((st = meta_rate(base, "read_gbps", &res->base_read_gbps, err, err_len)) ||
+            (st = meta_rate(base, "sgemm_gflops", &res->base_gflops, err, err_len)) ||
+            (st = meta_rate(cur, "read_gbps", &res->cur_read_gbps, err, err_len)) ||
+            (st = meta_rate(cur, "sgemm_gflops", &res->cur_gflops, err, err_len)) ||
+            (st = preds_check(res, 0, err, err_len)) ||
+            (st = preds_check(res, 1, err, err_len)))
+            return st;
+    }
+
+    if ((st = keys_build(kb, base, res->col_base, err, err_len)) != KV_OK ||
+        (st = keys_build(kc, cur, res->col_cur, err, err_len)) != KV_OK)
+        return st;
+
+    int64_t nb = base->n_rows, nc = cur->n_rows;
+    res->items = kv_alloc((size_t)(nb < nc ? nb : nc) * sizeof *res->items);
+    if (res->items == NULL)
+        return KV_ERR_NOMEM;
+    int64_t i = 0, j = 0;
+    while (i < nb && j < nc) {
+        int c = key_cmp(&(*kb)[i], &(*kc)[j]);
+        if (c < 0) {
+            res->n_only_base++;
+            i++;
+        } else if (c > 0) {
+            res->n_only_new++;
+            j++;
+        } else {
+            struct kv_compare_item *it = &res->items[res->n_items++];
+            it->base_row = (*kb)[i++].row;
+            it->new_row = (*kc)[j++].row;
+        }
+    }
+    res->n_only_base += nb - i;
+    res->n_only_new += nc - j;
+    if (res->n_items == 0) {
+        char other[80];
+        kv_csv_excerpt(other, sizeof other, base->name, 64);
+        kv_csv_error(err, err_len, cur->name, cur->row_line[0],
+                     "no configuration in common with %s (none of %lld rows here "
+                     "matches any of its %lld on strategy, layers .. threads, seq_len)",
+                     other, (long long)nc, (long long)nb);
+        return KV_ERR_FORMAT;
+    }
+
+    /* which key columns differ between rows of either file (for labels,
+     * so that every row of either file gets a distinct name) */
+    for (int k = 1; k < KV_SWEEP_N_KEY - 1; k++) {
+        int64_t v0 = cell_int(base, 0, res->col_base[k]);
+        for (int64_t t = 0; t < nb + nc && !(res->varying & (1u << k)); t++) {
+            int64_t v = t < nb ? cell_int(base, t, res->col_base[k])
+                               : cell_int(cur, t - nb, res->col_cur[k]);
+            if (v != v0)
+                res->varying |= 1u << k;
+        }
+    }
+
+    res->worst_ratio = NAN;
+    res->worst_item = -1;
+    for (int64_t t = 0; t < res->n_items; t++) {
+        struct kv_compare_item *it = &res->items[t];
+        item_classify(res, it);
+        if (it->verdict == KV_VERDICT_NA) {
+            res->n_na++;
+            continue;
+        }
+        res->n_compared++;
+        res->n_regressed += it->verdict == KV_VERDICT_WORSE;
+        res->n_improved += it->verdict == KV_VERDICT_BETTER;
+        if (res->worst_item < 0 ||
+            (res->smaller_is_better ? it->ratio > res->worst_ratio
+                                    : it->ratio < res->worst_ratio)) {
+            res->worst_ratio = it->ratio;
+            res->worst_item = t;
+        }
+    }
+    return KV_OK;
+}
+
+enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_csv *base,
+                              const struct kv_csv *cur, const struct kv_compare_opts *o,
+                              char *err, size_t err_len)
+{
+    if (out == NULL || base == NULL || cur == NULL || o == NULL)
+        return KV_ERR_INVALID;
+    *out = NULL;
+    const char *metric = o->metric != NULL ? o->metric : "step_ns_median";
+    if (strlen(metric) >= sizeof ((struct kv_compare_result *)0)->metric) {
+        kv_csv_error(err, err_len, "--metric", 0, "column name is too long");
+        return KV_ERR_INVALID;
+    }
+    if (!(o->threshold_pct >= 0) || !isfinite(o->threshold_pct)) {
+        kv_csv_error(err, err_len, "--threshold", 0, "must be a percentage >= 0");
+        return KV_ERR_INVALID;
+    }
+    struct kv_compare_result *res = kv_alloc(sizeof *res);
+    if (res == NULL) {
+        kv_csv_error(err, err_len, "compare", 0, "%s", kv_status_str(KV_ERR_NOMEM));
+        return KV_ERR_NOMEM;
+    }
+    res->base = base;
+    res->cur = cur;
+    strcpy(res->metric, metric);
+    res->threshold_pct = o->threshold_pct;
+    struct key *kb = NULL, *kc = NULL;
+    enum kv_status st = run_checked(res, o, &kb, &kc, err, err_len);
+    kv_free(kb);
+    kv_free(kc);
+    if (st != KV_OK) {
+        if (st == KV_ERR_NOMEM)
+            kv_csv_error(err, err_len, "compare", 0, "%s", kv_status_str(st));
+        kv_compare_destroy(res);
+        return st;
+    }
+    *out = res;
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writers                                                                  */
+
+const char *kv_compare_verdict_str(const struct kv_compare_result *r, enum kv_verdict v)
+{
+    switch (v) {
+    case KV_VERDICT_SAME:
+        return "same";
+    case KV_VERDICT_BETTER:
+        return r->is_time ? "faster" : "better";
+    case KV_VERDICT_WORSE:
+        return r->is_time ? "slower" : "worse";
+    default:
+        return "n/a";
+    }
+}
+
+int kv_compare_format_parse(const char *s)
+{
+    static const char *const names[KV_COMPARE_FORMAT_COUNT] = {
+        [KV_COMPARE_TABLE] = "table", [KV_COMPARE_CSV] = "csv", [KV_COMPARE_JSON] = "json"};
+    for (int i = 0; i < KV_COMPARE_FORMAT_COUNT; i++) {
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Integral raw values print whole (ns, bytes); others with 4 digits. */
+static void num_fmt(char *buf, size_t n, double v, int normalized)
+{
+    if (isnan(v))
+        snprintf(buf, n, "nan");
+    else if (isinf(v))
+        snprintf(buf, n, v > 0 ? "inf" : "-inf");
+    else if (!normalized && v == floor(v) && fabs(v) < 1e15)
+        snprintf(buf, n, "%.0f", v);
+    else
+        snprintf(buf, n, "%.4g", v);
+}
+
+static void ratio_fmt(char *buf, size_t n, double v)
+{
+    if (isfinite(v))
+        snprintf(buf, n, "%.3f", v);
+    else
+        num_fmt(buf, n, v, 1);
+}
+
+/*
+ * "strategy<sep>bits=B<sep>window=W...<sep>T=N": bits always, the other
+ * configuration columns only when they differ between rows.
+ * with_t = 0 leaves out the seq_len part (group titles).
+ */
+static void row_label(char *buf, size_t n, const struct kv_compare_result *r,
+                      const struct kv_csv *c, const int32_t *col, int64_t row,
+                      char sep, int with_t)
+{
+    size_t w = 0;
+    char strat[72];
+    kv_csv_excerpt(strat, sizeof strat, kv_csv_cell(c, row, col[COL_STRATEGY]), 64);
+    int k = snprintf(buf, n, "%s", strat);
+    w = k > 0 ? (size_t)k : 0;
+    for (int j = 1; j < KV_SWEEP_N_KEY && w < n; j++) {
+        if (j == COL_SEQ_LEN && !with_t)
+            break;
+        if (j != COL_BITS && j != COL_SEQ_LEN && !(r->varying & (1u << j)))
+            continue;
+        k = snprintf(buf + w, n - w, "%c%s=%lld", sep,
+                     j == COL_SEQ_LEN ? "T" : kv_sweep_required[j],
+                     (long long)cell_int(c, row, col[j]));
+        w += k > 0 ? (size_t)k : 0;
+    }
+}
+
+/* Two items belong to the same table when all key columns but seq_len agree. */
+static int same_group(const struct kv_compare_result *r, int64_t a, int64_t b)
+{
+    const struct kv_csv *c = r->base;
+    int64_t ra = r->items[a].base_row, rb = r->items[b].base_row;
+    if (strcmp(kv_csv_cell(c, ra, r->col_base[COL_STRATEGY]),
+               kv_csv_cell(c, rb, r->col_base[COL_STRATEGY])) != 0)
+        return 0;
+    for (int j = 1; j < COL_SEQ_LEN; j++) {
+        if (cell_int(c, ra, r->col_base[j]) != cell_int(c, rb, r->col_base[j]))
+            return 0;
+    }
+    return 1;
+}
+
+static void write_table(FILE *f, const struct kv_compare_result *r)
+{
+    char b[40], n[40], q[40], lab[512];
+    fprintf(f, "metric %s%s%s%s, threshold %.3g%%%s\n", r->metric,
+            r->unit[0] ? " (" : "", r->unit, r->unit[0] ? ")" : "", r->threshold_pct,
+            r->uses_spread ? " or the rows' own p95-median spread" : "");
+    kv_csv_excerpt(lab, sizeof lab, r->base->name, 400);
+    fprintf(f, "base %s\n", lab);
+    kv_csv_excerpt(lab, sizeof lab, r->cur->name, 400);
+    fprintf(f, "new  %s\n", lab);
+    for (int64_t t = 0; t < r->n_items; t++) {
+        const struct kv_compare_item *it = &r->items[t];
+        if (t == 0 || !same_group(r, t - 1, t)) {
+            row_label(lab, sizeof lab, r, r->base, r->col_base, it->base_row, ' ', 0);
+            fprintf(f, "\n%s\n%8s %14s %14s %8s %7s  %s\n", lab, "T", "base", "new",
+                    "ratio", "noise", "verdict");
+        }
+        num_fmt(b, sizeof b, it->base, r->normalized);
+        num_fmt(n, sizeof n, it->cur, r->normalized);
+        ratio_fmt(q, sizeof q, it->ratio);
+        char noise[40];
+        if (isfinite(it->noise) && it->base != 0)
+            snprintf(noise, sizeof noise, "%.1f%%", 100.0 * it->noise / fabs(it->base));
+        else
+            snprintf(noise, sizeof noise, "-");
+        fprintf(f, "%8lld %14s %14s %8s %7s  %s\n",
+                (long long)cell_int(r->base, it->base_row, r->col_base[COL_SEQ_LEN]), b, n,
+                q, noise, kv_compare_verdict_str(r, it->verdict));
+    }
+    fprintf(f, "\n");
+    if (r->n_only_base > 0 || r->n_only_new > 0)
+        fprintf(f, "not compared: %lld rows only in base, %lld only in new\n",
+                (long long)r->n_only_base, (long long)r->n_only_new);
+    if (r->n_na > 0)
+        fprintf(f, "not comparable: %lld rows with a nan or inf value\n", (long long)r->n_na);
+    if (r->worst_item >= 0) {
+        const struct kv_compare_item *w = &r->items[r->worst_item];
+        ratio_fmt(q, sizeof q, r->worst_ratio);
+        row_label(lab, sizeof lab, r, r->base, r->col_base, w->base_row, ' ', 1);
+        fprintf(f, "summary: %lld compared, %lld regressed, %lld improved, worst ratio %s (%s)\n",
+                (long long)r->n_compared, (long long)r->n_regressed,
+                (long long)r->n_improved, q, lab);
+    } else {
+        fprintf(f, "summary: 0 compared, 0 regressed, 0 improved, worst ratio n/a\n");
+    }
+}
+
+static void write_csv(FILE *f, const struct kv_compare_result *r)
+{
+    for (int j = 0; j < KV_SWEEP_N_KEY; j++)
+        fprintf(f, "%s,", kv_sweep_required[j]);
+    fprintf(f, "metric,unit,base,new,ratio,noise,verdict\n");
+    for (int64_t t = 0; t < r->n_items; t++) {
+        const struct kv_compare_item *it = &r->items[t];
+        char s[72];
+        /* strategy names are plain identifiers; quote anything else */
+        const char *st = kv_csv_cell(r->base, it->base_row, r->col_base[COL_STRATEGY]);
+        kv_csv_excerpt(s, sizeof s, st, 64);
+        for (char *p = s; *p; p++) {
+            if (*p == ',' || *p == '"')
+                *p = '_';
+        }
+        fprintf(f, "%s,", s);
+        for (int j = 1; j < KV_SWEEP_N_KEY; j++)
+            fprintf(f, "%lld,", (long long)cell_int(r->base, it->base_row, r->col_base[j]));
+        fprintf(f, "%s,%s,%.9g,%.9g,%.9g,%.9g,%s\n", r->metric, r->unit, it->base, it->cur,
+                it->ratio, it->noise, kv_compare_verdict_str(r, it->verdict));
+    }
+    fprintf(f, "# compared=%lld\n# regressed=%lld\n# improved=%lld\n# not_comparable=%lld\n"
+               "# only_base=%lld\n# only_new=%lld\n# worst_ratio=%.9g\n",
+            (long long)r->n_compared, (long long)r->n_regressed, (long long)r->n_improved,
+            (long long)r->n_na, (long long)r->n_only_base, (long long)r->n_only_new,
+            r->worst_ratio);
+}
+
+/* A JSON string body: quotes, backslashes and control bytes escaped. */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f)
+            fprintf(f, "\\u%04x", ch < 0x80 ? ch : '?');
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* Every row of the NEW file with a finite value, in file order. */
+static void write_json(FILE *f, const struct kv_compare_result *r)
+{
+    char lab[512], name[600];
+    int first = 1;
+    fprintf(f, "[");
+    for (int64_t row = 0; row < r->cur->n_rows; row++) {
+        double v = row_value(r, 1, row);
+        if (!isfinite(v))
+            continue;
+        row_label(lab, sizeof lab, r, r->cur, r->col_cur, row, '/', 1);
+        snprintf(name, sizeof name, "%s/%s", lab, r->metric);
+        fprintf(f, "%s\n  {\"name\": ", first ? "" : ",");
+        json_str(f, name);
+        fprintf(f, ", \"unit\": ");
+        json_str(f, r->unit);
+        fprintf(f, ", \"value\": %.10g}", v);
+        first = 0;
+    }
+    fprintf(f, "%s]\n", first ? "" : "\n");
+}
+
+enum kv_status kv_compare_write(FILE *f, const struct kv_compare_result *r,
+                                enum kv_compare_format fmt)
+{
+    if (f == NULL || r == NULL || (unsigned)fmt >= KV_COMPARE_FORMAT_COUNT)
+        return KV_ERR_INVALID;
+    if (fmt == KV_COMPARE_TABLE)
+        write_table(f, r);
+    else if (fmt == KV_COMPARE_CSV)
+        write_csv(f, r);
+    else
+        write_json(f, r);
+    return ferror(f) ? KV_ERR_IO : KV_OK;
+}

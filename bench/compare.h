@@ -1,0 +1,136 @@
+/*
+ * compare.h - compare two sweep CSVs (schema v1) and decide, per
+ * configuration, whether a metric got better, worse or stayed the same
+ * within noise. The library half of `kvlab compare`.
+ *
+ * The design decision that matters: a change only counts when it is larger
+ * than the noise, and the noise is the larger of a relative threshold
+ * (default 5%) and the spread each side measured itself (p95 - median of
+ * the step time, on either file). With normalisation, each time is divided
+ * by the file's own roofline prediction for that row,
+ *
+ *   step metrics:  t_pred = max(bytes_step / read_gbps, flops_step / sgemm_gflops)
+ *   attn_ns_median: t_pred = max(cache_bytes / read_gbps, attn_flops_step / sgemm_gflops)
+ *
+ * (GB/s = bytes/ns and GFLOP/s = flop/ns, so t_pred is in ns), where
+ * read_gbps and sgemm_gflops come from the file's `# key=value` metadata,
+ * measured in the same run. A machine that is uniformly slower (slower
+ * memory and slower GEMM by the same factor) then compares as "same".
+ *
+ * Rows are joined on the configuration key: strategy and every
+ * configuration column (layers .. threads) plus seq_len; reps is not part
+ * of the key. Each file must have unique keys.
+ */
+#ifndef KV_COMPARE_H
+#define KV_COMPARE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "csv_read.h"
+#include "../kernels/kv_common.h"
+
+/* ------------------------------------------------------------------------ */
+/* The sweep CSV schema (DESIGN.md, schema v1)                              */
+
+#define KV_SWEEP_SCHEMA "1"
+#define KV_SWEEP_N_REQUIRED 27
+#define KV_SWEEP_N_KEY 14 /* strategy, layers .. threads, seq_len */
+
+/* Required columns in DESIGN.md's order; the first 14 are the key's. */
+extern const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED];
+
+/*
+ * Checks that a parsed CSV is a usable sweep file: `# schema=1`, every
+ * required column, at least one row, integers in the key columns and reps,
+ * numbers (nan/inf allowed) in the other required columns, a non-empty
+ * strategy. Fills col[] with the index of each required column.
+ * KV_ERR_FORMAT with "FILE:LINE: reason" on failure.
+ */
+enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_REQUIRED],
+                                 char *err, size_t err_len);
+
+/* ------------------------------------------------------------------------ */
+/* Comparison                                                               */
+
+struct kv_compare_opts {
+    const char *metric;   /* column name; default "step_ns_median" */
+    double threshold_pct; /* relative noise floor in percent; default 5 */
+    int normalize;        /* divide time metrics by the roofline prediction */
+};
+
+void kv_compare_opts_defaults(struct kv_compare_opts *o);
+
+enum kv_verdict {
+    KV_VERDICT_SAME = 0, /* |new - base| within noise */
+    KV_VERDICT_BETTER,   /* improved beyond noise */
+    KV_VERDICT_WORSE,    /* regressed beyond noise */
+    KV_VERDICT_NA,       /* a value is nan/inf: not compared */
+    KV_VERDICT_COUNT
+};
+
+/* One joined configuration. */
+struct kv_compare_item {
+    int64_t base_row, new_row; /* row indices in the two files */
+    double base, cur;          /* metric values (normalised if r->normalized) */
+    double ratio;              /* cur / base (1 when both are 0) */
+    double noise;              /* the |cur - base| still counted as same */
+    enum kv_verdict verdict;
+};
+
+struct kv_compare_result {
+    const struct kv_csv *base, *cur; /* borrowed; must outlive the result */
+    char metric[64];
+    const char *unit;       /* "ns", "bytes", "x roofline", "" ... */
+    int is_time;            /* the metric is a time (name has "_ns") */
+    int normalized;         /* values are divided by t_pred */
+    int smaller_is_better;  /* 0 for token_match and rates */
+    int uses_spread;        /* p95 - median widened the noise band */
+    double threshold_pct;
+
+    int64_t n_items;                /* joined rows, in key order */
+    struct kv_compare_item *items;  /* (n_items) */
+    int64_t n_compared, n_regressed, n_improved, n_na;
+    int64_t n_only_base, n_only_new;
+    double worst_ratio;             /* nan when nothing was compared */
+    int64_t worst_item;             /* index into items, or -1 */
+    uint32_t varying;               /* bit k: key column k differs between rows */
+
+    /* private: column indices and machine rates, for the writers */
+    int32_t col_base[KV_SWEEP_N_REQUIRED], col_cur[KV_SWEEP_N_REQUIRED];
+    int32_t metric_base, metric_cur;
+    int pred_attn; /* t_pred from cache_bytes/attn_flops_step, not the step's */
+    double base_read_gbps, base_gflops, cur_read_gbps, cur_gflops;
+};
+
+/*
+ * Validates both files, joins them, and classifies every joined row.
+ * KV_ERR_FORMAT (with "FILE:LINE: reason") for unusable input, including
+ * no rows in common and, with normalize on a time metric, missing or
+ * non-positive read_gbps / sgemm_gflops metadata. KV_ERR_INVALID for a bad
+ * option (unknown metric column, negative threshold).
+ */
+enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_csv *base,
+                              const struct kv_csv *cur, const struct kv_compare_opts *o,
+                              char *err, size_t err_len);
+
+void kv_compare_destroy(struct kv_compare_result *r);
+
+enum kv_compare_format {
+    KV_COMPARE_TABLE = 0, /* per-strategy tables and a summary line */
+    KV_COMPARE_CSV,       /* one row per joined configuration */
+    KV_COMPARE_JSON,      /* [{"name","unit","value"}] of the NEW file */
+    KV_COMPARE_FORMAT_COUNT
+};
+
+/* Parses "table" / "csv" / "json"; -1 if unknown. */
+int kv_compare_format_parse(const char *s);
+
+/* Writes the result to f; KV_ERR_IO if a write fails. */
+enum kv_status kv_compare_write(FILE *f, const struct kv_compare_result *r,
+                                enum kv_compare_format fmt);
+
+/* "faster"/"slower" for times, "better"/"worse" otherwise, "same", "n/a". */
+const char *kv_compare_verdict_str(const struct kv_compare_result *r, enum kv_verdict v);
+
+#endif /* KV_COMPARE_H */

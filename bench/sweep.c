@@ -1,0 +1,743 @@
+/*
+ * sweep.c - the measurement loop of `kvlab sweep` (contract in sweep.h).
+ *
+ * Shape of a run:
+ *   tokens (batch, capacity)      one seeded random sequence, fed to everyone
+ *   for each T ascending:
+ *     for each cached slot (the reference first):
+ *       chunked prefill to P = T-1-W-(R-1)/2 tokens   (untimed)
+ *       W warm-up + R timed decode steps at positions P .. P+W+R-1
+ *       the reference stores its logits per step, the others compare
+ *     `none` (if T <= none_max): W + R full forwards of tokens[0..T)
+ *
+ * The key decision is the lockstep: all caches live for the whole sweep and
+ * see the same tokens at the same positions, so the exact `dynamic` cache's
+ * logits at each step are the reference for every other strategy, and the
+ * prefill work is one pass per strategy. Everything the loop needs (runner,
+ * caches, token and logit buffers) is allocated before the first timed
+ * step; the only allocations inside it are the ones a strategy makes itself
+ * (dynamic's doubling, dynamic-concat's copies), which is what they measure.
+ */
+#include "sweep.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sysinfo.h"
+
+/* ------------------------------------------------------------------------ */
+/* Slots: one cache per measured strategy, plus a hidden reference          */
+
+struct slot {
+    int32_t index;            /* into cfg->strategies; -1: hidden reference */
+    const struct kv_strategy_ops *ops;
+    int32_t bits;
+    const char *label;
+    struct kv_cache *cache;
+    int32_t len;              /* tokens the cache holds */
+    int32_t is_none;          /* keeps no history: full re-run per step */
+    int32_t whole_prefill;    /* refuses chunked extension: prefill from empty */
+    int32_t prev_T;           /* none: previous measured T (auto reps) */
+    int64_t prev_median;      /* none: its median step time */
+};
+
+struct sweep {
+    const struct kv_sweep_config *cfg;
+    const struct kv_model *m;
+    struct kv_runner *runner;
+    struct slot slots[KV_SWEEP_MAX_STRATEGIES + 1];
+    int32_t n_slots;          /* slots[0] is the reference (dynamic) */
+    int32_t capacity;         /* positions per sequence */
+    int32_t max_call;         /* most tokens per sequence in one forward */
+    int32_t vocab;
+    int32_t *seq;             /* (batch, capacity) token ids */
+    int32_t *call;            /* (batch, max_call) tokens of one forward */
+    float *logits;            /* (batch, vocab) */
+    float *ref_logits;        /* (W + max reps, batch, vocab) reference per step */
+    int64_t *times;           /* (max reps) step wall times */
+    int64_t *attn;            /* (max reps) attention times */
+    int32_t max_reps;
+    /* progress */
+    int64_t t_start;
+    double pred_total, pred_done; /* predicted ns of all work / of finished work */
+    int32_t rows_total, rows_done;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                            */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts t[0..n) and returns its median (mean of the two middle values for even n). */
+static int64_t median_i64(int64_t *t, int32_t n)
+{
+    qsort(t, (size_t)n, sizeof(int64_t), cmp_i64);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* Nearest-rank p95 of an already sorted t[0..n). */
+static int64_t p95_sorted(const int64_t *t, int32_t n)
+{
+    int32_t rank = (int32_t)ceil(0.95 * n);
+    return t[(rank < 1 ? 1 : rank) - 1];
+}
+
+static int stopped(const struct kv_sweep_config *cfg)
+{
+    return cfg->stop != NULL && *cfg->stop;
+}
+
+static int is_quantized(const struct kv_strategy_ops *ops)
+{
+    return ops == &kv_strategy_quantized;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Work prediction (ETA and automatic reps for `none`)                      */
+
+/* GEMM FLOPs per token through every layer (projections and MLP). */
+static double gemm_flops_per_token(const struct kv_model_config *c)
+{
+    double D = c->dim, KVD = (double)c->n_kv_heads * (c->dim / c->n_heads);
+    double per_layer = 2.0 * (D * D + 2.0 * D * KVD + D * D);
+    if (c->mlp)
+        per_layer += 2.0 * 3.0 * D * c->hidden_dim;
+    return per_layer * c->n_layers;
+}
+
+/* Attention FLOPs per visible (query, key) pair through every layer. */
+static double attn_flops_per_pair(const struct kv_model_config *c)
+{
+    return 4.0 * (c->dim / c->n_heads) * c->n_heads * c->n_layers;
+}
+
+/* Bytes of f32 K+V per token per sequence, all layers. */
+static double kv_bytes_per_token(const struct kv_model_config *c)
+{
+    return 2.0 * c->n_layers * (double)c->n_kv_heads * (c->dim / c->n_heads) * 4.0;
+}
+
+static double pred_ns(const struct sweep *s, double flops, double bytes)
+{
+    double a = flops / s->cfg->est_gflops, b = bytes / s->cfg->est_gbps;
+    return a > b ? a : b;
+}
+
+/* A decode step attending over T tokens. */
+static double pred_decode(const struct sweep *s, int32_t T)
+{
+    const struct kv_model_config *c = &s->m->cfg;
+    double B = s->cfg->batch;
+    double fl = B * (gemm_flops_per_token(c) + attn_flops_per_pair(c) * T);
+    double by = (double)kv_model_weight_bytes(c) + B * kv_bytes_per_token(c) * T;
+    return pred_ns(s, fl, by);
+}
+
+/* A `none` step: a forward of the whole T-token prefix. */
+static double flops_none(const struct sweep *s, int32_t T)
+{
+    const struct kv_model_config *c = &s->m->cfg;
+    return s->cfg->batch * (gemm_flops_per_token(c) * T +
+                            attn_flops_per_pair(c) * 0.5 * (double)T * (T + 1.0));
+}
+
+/* Prefill from a to b tokens (untimed, chunked). */
+static double pred_prefill(const struct sweep *s, int32_t a, int32_t b)
+{
+    if (b <= a)
+        return 0.0;
+    const struct kv_model_config *c = &s->m->cfg;
+    double pairs = 0.5 * ((double)b * (b + 1.0) - (double)a * (a + 1.0));
+    double fl = s->cfg->batch * (gemm_flops_per_token(c) * (b - a) +
+                                 attn_flops_per_pair(c) * pairs);
+    return fl / s->cfg->est_gflops;
+}
+
+/* Odd count of `none` steps that fits the row budget, or cfg->reps. */
+static int32_t reps_none(const struct sweep *s, const struct slot *sl, int32_t T)
+{
+    if (s->cfg->reps > 0)
+        return s->cfg->reps;
+    double step = sl->prev_T > 0
+                      ? (double)sl->prev_median * flops_none(s, T) / flops_none(s, sl->prev_T)
+                      : flops_none(s, T) / s->cfg->est_gflops;
+    double r = (double)KV_SWEEP_NONE_BUDGET_NS / (step > 1.0 ? step : 1.0);
+    int32_t R = r > KV_SWEEP_AUTO_REPS ? KV_SWEEP_AUTO_REPS : (int32_t)r;
+    if (R < KV_SWEEP_NONE_REPS_MIN)
+        R = KV_SWEEP_NONE_REPS_MIN;
+    return R % 2 ? R : R - 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+
+int32_t kv_sweep_reps_cached(const struct kv_sweep_config *cfg, int32_t T)
+{
+    if (cfg->reps > 0)
+        return cfg->reps;
+    /* automatic: as many as fit the centring constraint T > W + (R-1)/2 */
+    int32_t R = KV_SWEEP_AUTO_REPS;
+    int32_t fit = 2 * (T - 1 - cfg->warmup) + 1;
+    if (R > fit)
+        R = fit;
+    return R < 1 ? 1 : R;
+}
+
+static int32_t max_reps(const struct kv_sweep_config *cfg)
+{
+    return cfg->reps > 0 ? cfg->reps : KV_SWEEP_AUTO_REPS;
+}
+
+int32_t kv_sweep_capacity(const struct kv_sweep_config *cfg)
+{
+    if (cfg->n_lens < 1)
+        return 0;
+    int64_t cap = (int64_t)cfg->seq_lens[cfg->n_lens - 1] + cfg->warmup + max_reps(cfg);
+    return cap > INT32_MAX ? INT32_MAX : (int32_t)cap;
+}
+
+enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv_model *m,
+                              const char **why)
+{
+    *why = NULL;
+    if (cfg->n_strategies < 1 || cfg->n_strategies > KV_SWEEP_MAX_STRATEGIES)
+        *why = "between 1 and 16 strategies are needed";
+    else if (cfg->n_lens < 1 || cfg->n_lens > KV_SWEEP_MAX_LENS)
+        *why = "between 1 and 32 sequence lengths are needed";
+    else if (cfg->warmup < 0 || cfg->reps < 0 || cfg->batch < 1 || cfg->threads < 1)
+        *why = "warmup, reps, batch and threads must be positive";
+    else if (!(cfg->est_gflops > 0.0) || !(cfg->est_gbps > 0.0))
+        *why = "machine rate estimates must be positive";
+    if (*why != NULL)
+        return KV_ERR_INVALID;
+    for (int32_t i = 0; i < cfg->n_strategies; i++) {
+        if (cfg->strategies[i].ops == NULL) {
+            *why = "unknown strategy";
+            return KV_ERR_INVALID;
+        }
+        for (int32_t j = 0; j < i; j++) {
+            if (cfg->strategies[j].ops == cfg->strategies[i].ops &&
+                cfg->strategies[j].bits == cfg->strategies[i].bits) {
+                *why = "a strategy is listed twice";
+                return KV_ERR_INVALID;
+            }
+        }
+    }
+    for (int32_t i = 0; i < cfg->n_lens; i++) {
+        int32_t T = cfg->seq_lens[i];
+        if (T < 2 || (i > 0 && T <= cfg->seq_lens[i - 1])) {
+            *why = "sequence lengths must be >= 2 and strictly ascending";
+            return KV_ERR_INVALID;
+        }
+        if (cfg->reps > 0 && T <= cfg->warmup + (cfg->reps - 1) / 2) {
+            *why = "every sequence length T must exceed warmup + (reps-1)/2, "
+                   "because the timed steps are centred on T";
+            return KV_ERR_INVALID;
+        }
+    }
+    if (kv_sweep_capacity(cfg) > m->cfg.max_len) {
+        *why = "the model's max length is below the largest T + warmup + reps";
+        return KV_ERR_INVALID;
+    }
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup and teardown                                                       */
+
+static void sweep_free(struct sweep *s)
+{
+    for (int32_t i = 0; i < s->n_slots; i++)
+        kv_cache_destroy(s->slots[i].cache);
+    kv_runner_destroy(s->runner);
+    kv_free(s->seq);
+    kv_free(s->call);
+    kv_free(s->logits);
+    kv_free(s->ref_logits);
+    kv_free(s->times);
+    kv_free(s->attn);
+}
+
+static void slot_init(struct slot *sl, const struct kv_sweep_strategy *st, int32_t index)
+{
+    memset(sl, 0, sizeof(*sl));
+    sl->index = index;
+    sl->ops = st->ops;
+    sl->bits = st->bits;
+    sl->label = st->label;
+    sl->is_none = st->ops->keeps_history == 0;
+}
+
+static int none_runs_at(const struct kv_sweep_config *cfg, int32_t T)
+{
+    return cfg->none_max == 0 || T <= cfg->none_max;
+}
+
+static enum kv_status sweep_setup(struct sweep *s)
+{
+    const struct kv_sweep_config *cfg = s->cfg;
+    const struct kv_model_config *mc = &s->m->cfg;
+    s->capacity = kv_sweep_capacity(cfg);
+    s->vocab = mc->vocab_size;
+    s->max_reps = max_reps(cfg);
+
+    /* Slots: the reference (dynamic, listed or hidden) first, then the list. */
+    int32_t ref = -1;
+    for (int32_t i = 0; i < cfg->n_strategies; i++)
+        if (cfg->strategies[i].ops == &kv_strategy_dynamic && ref < 0)
+            ref = i;
+    if (ref >= 0) {
+        slot_init(&s->slots[s->n_slots++], &cfg->strategies[ref], ref);
+    } else {
+        static const struct kv_sweep_strategy hidden = {
+            .ops = &kv_strategy_dynamic, .bits = 32, .label = "reference"};
+        slot_init(&s->slots[s->n_slots++], &hidden, -1);
+    }
+    for (int32_t i = 0; i < cfg->n_strategies; i++)
+        if (i != ref)
+            slot_init(&s->slots[s->n_slots++], &cfg->strategies[i], i);
+
+    /* Largest forward: a whole prefill from empty (strategies that refuse
+     * chunked extension), or `none`'s whole prefix. */
+    s->max_call = cfg->seq_lens[cfg->n_lens - 1];
+
+    enum kv_status st = kv_runner_create(&s->runner, s->m, cfg->batch, s->max_call,
+                                         cfg->threads);
+    if (st != KV_OK)
+        return st;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct kv_cache_config cc = cfg->cache;
+        cc.n_layers = mc->n_layers;
+        cc.batch = cfg->batch;
+        cc.n_kv_heads = mc->n_kv_heads;
+        cc.head_dim = mc->dim / mc->n_heads;
+        cc.max_len = s->capacity;
+        if (is_quantized(s->slots[i].ops))
+            cc.bits = s->slots[i].bits;
+        st = kv_cache_create(&s->slots[i].cache, s->slots[i].ops, &cc);
+        if (st != KV_OK)
+            return st;
+    }
+
+    size_t B = (size_t)cfg->batch, V = (size_t)s->vocab;
+    size_t steps = (size_t)cfg->warmup + (size_t)s->max_reps;
+    s->seq = kv_alloc(B * (size_t)s->capacity * sizeof(int32_t));
+    s->call = kv_alloc(B * (size_t)s->max_call * sizeof(int32_t));
+    s->logits = kv_alloc(B * V * sizeof(float));
+    s->ref_logits = kv_alloc(steps * B * V * sizeof(float));
+    s->times = kv_alloc((size_t)s->max_reps * sizeof(int64_t));
+    s->attn = kv_alloc((size_t)s->max_reps * sizeof(int64_t));
+    if (!s->seq || !s->call || !s->logits || !s->ref_logits || !s->times || !s->attn)
+        return KV_ERR_NOMEM;
+
+    /* One fixed token sequence per batch row, from the seed. */
+    uint64_t rng = cfg->seed ^ 0x6B766C6162ull; /* "kvlab" */
+    for (size_t i = 0; i < B * (size_t)s->capacity; i++)
+        s->seq[i] = (int32_t)(splitmix64(&rng) % (uint64_t)s->vocab);
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forwards                                                                 */
+
+/* One forward of tokens [pos0, pos0+n) of every sequence. */
+static enum kv_status forward(struct sweep *s, struct kv_cache *cache, int32_t pos0,
+                              int32_t n, struct kv_step_stats *st)
+{
+    for (int32_t b = 0; b < s->cfg->batch; b++)
+        memcpy(s->call + (size_t)b * n, s->seq + (size_t)b * s->capacity + pos0,
+               (size_t)n * sizeof(int32_t));
+    return kv_forward(s->runner, s->m, cache, s->call, n, pos0, NULL, s->logits, st);
+}
+
+/*
+ * Untimed: brings a cached slot to exactly `target` tokens, extending it in
+ * chunks of up to KV_SWEEP_PREFILL_CHUNK tokens. A strategy may refuse a
+ * multi-token update into a non-empty cache (the sliding ring cannot take
+ * tokens that would evict keys the same call still needs: KV_ERR_INVALID);
+ * then the slot is reset and refilled from empty in one forward, which
+ * every strategy accepts, and keeps doing so for later rows.
+ */
+static enum kv_status prefill_to(struct sweep *s, struct slot *sl, int32_t target)
+{
+    if (sl->len > target || (sl->whole_prefill && sl->len != target)) {
+        enum kv_status st = kv_cache_reset(sl->cache);
+        if (st != KV_OK)
+            return st;
+        sl->len = 0;
+    }
+    while (sl->len < target && !stopped(s->cfg)) {
+        int32_t n = target - sl->len;
+        int32_t chunk = sl->whole_prefill ? s->max_call : KV_SWEEP_PREFILL_CHUNK;
+        if (n > chunk)
+            n = chunk;
+        enum kv_status st = forward(s, sl->cache, sl->len, n, NULL);
+        if (st == KV_ERR_INVALID && sl->len > 0 && n > 1 && !sl->whole_prefill) {
+            sl->whole_prefill = 1;
+            st = kv_cache_reset(sl->cache);
+            if (st != KV_OK)
+                return st;
+            sl->len = 0;
+            continue;
+        }
+        if (st != KV_OK)
+            return st;
+        sl->len += n;
+    }
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accuracy against the reference                                           */
+
+struct acc {
+    double max_abs, max_rel;
+    int64_t match, total;
+};
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* Adds one step's logits (batch, vocab) against the reference's. */
+static void acc_add(struct acc *a, const float *l, const float *ref, int32_t batch,
+                    int32_t vocab)
+{
+    for (int32_t b = 0; b < batch; b++) {
+        const float *x = l + (size_t)b * vocab, *r = ref + (size_t)b * vocab;
+        double d2 = 0.0, r2 = 0.0;
+        for (int32_t i = 0; i < vocab; i++) {
+            double d = (double)x[i] - (double)r[i];
+            d2 += d * d;
+            r2 += (double)r[i] * r[i];
+            if (fabs(d) > a->max_abs)
+                a->max_abs = fabs(d);
+        }
+        double rel = r2 > 0.0 ? sqrt(d2 / r2) : sqrt(d2);
+        if (rel > a->max_rel)
+            a->max_rel = rel;
+        a->match += argmax(x, vocab) == argmax(r, vocab);
+        a->total++;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Progress                                                                 */
+
+static void progress(struct sweep *s, const struct slot *sl, int32_t T,
+                     struct kv_sweep_progress *p)
+{
+    p->strategy = sl->index;
+    p->label = sl->label;
+    p->seq_len = T;
+    p->rows_done = s->rows_done;
+    p->rows_total = s->rows_total;
+    p->elapsed_ns = kv_now_ns() - s->t_start;
+    p->frac_done = s->pred_total > 0 ? s->pred_done / s->pred_total : 0.0;
+    if (p->frac_done > 1.0)
+        p->frac_done = 1.0;
+    double left = s->pred_total - s->pred_done;
+    if (left < 0)
+        left = 0;
+    /* scale the prediction by how fast the finished work really went */
+    double speed = s->pred_done > 0 && p->elapsed_ns > 0
+                       ? (double)p->elapsed_ns / s->pred_done
+                       : 1.0;
+    p->eta_ns = (int64_t)(left * speed);
+}
+
+static void row_start(struct sweep *s, const struct slot *sl, int32_t T)
+{
+    if (s->cfg->on_row_start == NULL)
+        return;
+    struct kv_sweep_progress p;
+    progress(s, sl, T, &p);
+    s->cfg->on_row_start(s->cfg->user, &p);
+}
+
+static void row_done(struct sweep *s, const struct slot *sl, int32_t T,
+                     const struct kv_sweep_row *row, double pred)
+{
+    s->pred_done += pred;
+    if (sl->index < 0)
+        return; /* the hidden reference has no row */
+    s->rows_done++;
+    if (s->cfg->on_row == NULL)
+        return;
+    struct kv_sweep_progress p;
+    progress(s, sl, T, &p);
+    s->cfg->on_row(s->cfg->user, row, &p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Measuring one row                                                        */
+
+/* Fills the configuration columns of a row. */
+static void row_config(const struct sweep *s, const struct slot *sl, int32_t ti,
+                       struct kv_sweep_row *row)
+{
+    memset(row, 0, sizeof(*row));
+    row->strategy = sl->index;
+    row->len_index = ti;
+    row->window = kv_cache_mask_window(sl->cache);
+    row->bits = is_quantized(sl->ops) ? sl->bits : 32;
+    row->group = is_quantized(sl->ops) ? s->cfg->cache.group : 0;
+    row->residual = is_quantized(sl->ops) ? s->cfg->cache.residual : 0;
+    row->seq_len = s->cfg->seq_lens[ti];
+    row->warmup = s->cfg->warmup;
+}
+
+/* Latency columns from the R timed steps. */
+static void row_times(struct sweep *s, struct kv_sweep_row *row, int32_t R)
+{
+    double sum = 0.0;
+    for (int32_t i = 0; i < R; i++)
+        sum += (double)s->times[i];
+    row->step_ns_mean = sum / R;
+    row->step_ns_median = median_i64(s->times, R);
+    row->step_ns_p95 = p95_sorted(s->times, R);
+    row->step_ns_min = s->times[0];
+    row->attn_ns_median = median_i64(s->attn, R);
+    row->reps = R;
+    row->peak_rss_bytes = kv_peak_rss_bytes();
+}
+
+static void row_step_stats(struct kv_sweep_row *row, const struct kv_step_stats *st)
+{
+    row->flops_step = kv_flops_total(&st->flops);
+    row->attn_flops_step = st->flops.attn;
+    row->gemm_flops_step = st->flops.gemm;
+    row->bytes_step = st->bytes_read;
+}
+
+/*
+ * A cached slot at T: prefill to P, then W + R decode steps at positions
+ * P .. P+W+R-1; step j attends over P+j+1 tokens, step mid = W + (R-1)/2
+ * over exactly T. Returns KV_OK with *done = 0 when interrupted.
+ */
+static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t ti,
+                                     int *done)
+{
+    const struct kv_sweep_config *cfg = s->cfg;
+    const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
+    const int32_t R = kv_sweep_reps_cached(cfg, T);
+    const int32_t P = T - 1 - W - (R - 1) / 2, mid = W + (R - 1) / 2;
+    const int is_ref = sl == &s->slots[0];
+    const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
+    double pred = pred_prefill(s, sl->len <= P ? sl->len : 0, P) +
+                  (W + R) * pred_decode(s, T);
+    *done = 0;
+    row_start(s, sl, T);
+
+    struct kv_sweep_row row;
+    row_config(s, sl, ti, &row);
+    row.seq_len_lo = T - (R - 1) / 2;
+    row.seq_len_hi = row.seq_len_lo + R - 1;
+    enum kv_status st = prefill_to(s, sl, P);
+    if (st != KV_OK || stopped(cfg))
+        return st;
+
+    struct acc acc = {0};
+    size_t copied0 = 0;
+    for (int32_t j = 0; j < W + R; j++) {
+        if (j == W)
+            copied0 = kv_cache_copied_bytes(sl->cache);
+        struct kv_step_stats ss = {0};
+        int64_t t0 = kv_now_ns();
+        st = forward(s, sl->cache, sl->len, 1, &ss);
+        int64_t t1 = kv_now_ns();
+        if (st != KV_OK)
+            return st;
+        sl->len++;
+        if (j >= W) {
+            s->times[j - W] = t1 - t0;
+            s->attn[j - W] = ss.attn_ns;
+        }
+        if (j == mid) {
+            row_step_stats(&row, &ss);
+            row.cache_bytes = kv_cache_resident_bytes(sl->cache);
+        }
+        if (is_ref)
+            memcpy(s->ref_logits + (size_t)j * BV, s->logits, BV * sizeof(float));
+        else if (j >= W)
+            acc_add(&acc, s->logits, s->ref_logits + (size_t)j * BV, cfg->batch, s->vocab);
+        if (stopped(cfg))
+            return KV_OK;
+    }
+    row.copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
+    row_times(s, &row, R);
+    if (is_ref) {
+        row.token_match = 1.0;
+    } else {
+        row.acc_measured = 1;
+        row.max_abs_err = acc.max_abs;
+        row.rel_err = acc.max_rel;
+        row.token_match = (double)acc.match / (double)acc.total;
+    }
+    *done = 1;
+    row_done(s, sl, T, &row, pred);
+    return KV_OK;
+}
+
+/*
+ * `none` at T: W + R forwards of tokens [0, T), each attending over exactly
+ * T tokens; compared with the reference's step at T (index W + (R_ref-1)/2
+ * of this T's plan).
+ */
+static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti, int *done)
+{
+    const struct kv_sweep_config *cfg = s->cfg;
+    const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
+    const int32_t R = reps_none(s, sl, T);
+    const int32_t ref_mid = W + (kv_sweep_reps_cached(cfg, T) - 1) / 2;
+    const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
+    double pred = (W + R) * flops_none(s, T) / cfg->est_gflops;
+    *done = 0;
+    if (R > s->max_reps)
+        return KV_ERR_INVALID; /* cannot happen: reps_none caps at max_reps */
+    row_start(s, sl, T);
+
+    struct kv_sweep_row row;
+    row_config(s, sl, ti, &row);
+    row.seq_len_lo = row.seq_len_hi = T;
+    struct acc acc = {0};
+    size_t copied0 = 0;
+    enum kv_status st;
+    for (int32_t j = 0; j < W + R; j++) {
+        if (j == W)
+            copied0 = kv_cache_copied_bytes(sl->cache);
+        struct kv_step_stats ss = {0};
+        int64_t t0 = kv_now_ns();
+        st = forward(s, sl->cache, 0, T, &ss);
+        int64_t t1 = kv_now_ns();
+        if (st != KV_OK)
+            return st;
+        if (j >= W) {
+            s->times[j - W] = t1 - t0;
+            s->attn[j - W] = ss.attn_ns;
+            acc_add(&acc, s->logits, s->ref_logits + (size_t)ref_mid * BV, cfg->batch,
+                    s->vocab);
+        }
+        if (j == W) {
+            row_step_stats(&row, &ss);
+            row.cache_bytes = kv_cache_resident_bytes(sl->cache);
+        }
+        if (stopped(cfg))
+            return KV_OK;
+    }
+    row.copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
+    row_times(s, &row, R);
+    row.acc_measured = 1;
+    row.max_abs_err = acc.max_abs;
+    row.rel_err = acc.max_rel;
+    row.token_match = (double)acc.match / (double)acc.total;
+    sl->prev_T = T;
+    sl->prev_median = row.step_ns_median;
+    *done = 1;
+    row_done(s, sl, T, &row, pred);
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The run                                                                  */
+
+/* Whether slot i measures anything at T (the hidden reference only runs
+ * when some other slot needs its logits). */
+static int slot_runs_at(const struct sweep *s, int32_t i, int32_t T)
+{
+    const struct slot *sl = &s->slots[i];
+    if (sl->is_none)
+        return none_runs_at(s->cfg, T);
+    if (sl->index >= 0)
+        return 1;
+    for (int32_t k = 1; k < s->n_slots; k++)
+        if (slot_runs_at(s, k, T))
+            return 1;
+    return 0;
+}
+
+/* Predicted total work and row count, for the ETA. */
+static void plan(struct sweep *s)
+{
+    const struct kv_sweep_config *cfg = s->cfg;
+    int32_t len[KV_SWEEP_MAX_STRATEGIES + 1] = {0};
+    for (int32_t ti = 0; ti < cfg->n_lens; ti++) {
+        int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
+        int32_t R = kv_sweep_reps_cached(cfg, T), P = T - 1 - W - (R - 1) / 2;
+        for (int32_t i = 0; i < s->n_slots; i++) {
+            const struct slot *sl = &s->slots[i];
+            if (!slot_runs_at(s, i, T))
+                continue;
+            if (sl->is_none) {
+                int32_t Rn = cfg->reps > 0 ? cfg->reps : KV_SWEEP_NONE_REPS_MIN;
+                s->pred_total += (W + Rn) * flops_none(s, T) / cfg->est_gflops;
+            } else {
+                s->pred_total += pred_prefill(s, len[i] <= P ? len[i] : 0, P) +
+                                 (W + R) * pred_decode(s, T);
+                len[i] = P + W + R;
+            }
+            s->rows_total += sl->index >= 0;
+        }
+    }
+}
+
+enum kv_status kv_sweep_run(const struct kv_sweep_config *cfg, const struct kv_model *m,
+                            int32_t *interrupted)
+{
+    *interrupted = 0;
+    const char *why;
+    enum kv_status st = kv_sweep_check(cfg, m, &why);
+    if (st != KV_OK)
+        return st;
+    struct sweep s;
+    memset(&s, 0, sizeof(s));
+    s.cfg = cfg;
+    s.m = m;
+    st = sweep_setup(&s);
+    if (st != KV_OK) {
+        sweep_free(&s);
+        return st;
+    }
+    plan(&s);
+    s.t_start = kv_now_ns();
+
+    for (int32_t ti = 0; ti < cfg->n_lens && st == KV_OK; ti++) {
+        const int32_t T = cfg->seq_lens[ti];
+        for (int32_t i = 0; i < s.n_slots && st == KV_OK; i++) {
+            struct slot *sl = &s.slots[i];
+            int done = 1;
+            if (!slot_runs_at(&s, i, T))
+                continue;
+            if (sl->is_none)
+                st = measure_none(&s, sl, ti, &done);
+            else
+                st = measure_cached(&s, sl, ti, &done);
+            if (st == KV_OK && !done) {
+                *interrupted = 1;
+                break;
+            }
+        }
+        if (*interrupted)
+            break;
+    }
+    sweep_free(&s);
+    return st;
+}

@@ -1,0 +1,137 @@
+/*
+ * sweep.h - the measurement loop behind `kvlab sweep`: for every strategy
+ * and every sequence length T, time the decode step that attends over T
+ * tokens, and record its FLOPs, bytes, cache memory and logits error.
+ *
+ * The design decision that matters: all caches advance in lockstep along
+ * ONE fixed, seeded token sequence. For each T (ascending), every cache is
+ * extended by an untimed, chunked prefill to P = T - 1 - W - (R-1)/2 tokens,
+ * then runs W warm-up and R timed decode steps, each feeding the next token
+ * of the sequence (teacher forcing). Timed step j (0-based) therefore
+ * attends over T - (R-1)/2 + j tokens: the steps are centred on T, step
+ * (R-1)/2 attends over exactly T, and the FLOP, byte and memory columns are
+ * read at that step. Because every strategy sees the same tokens at the
+ * same positions, the exact `dynamic` cache (the reference) gives each
+ * other strategy its logits error at every step for free. Caches persist
+ * across T, so the prefill work of the whole sweep is one pass to the
+ * largest T per strategy, and `static` has one capacity for every row.
+ *
+ * `none` keeps nothing: its step is one forward of the whole T-token prefix
+ * (positions 0..T-1), repeated W + R times, so its rows attend over exactly
+ * T, and its logits are compared with the reference's step at T.
+ *
+ * Library code: returns kv_status, never prints; progress goes through
+ * callbacks, and an interrupt flag (set by a signal handler) stops the run
+ * between two forwards, dropping the row in flight.
+ */
+#ifndef KV_SWEEP_H
+#define KV_SWEEP_H
+
+#include <signal.h>
+
+#include "kv_model.h"
+
+#define KV_SWEEP_MAX_STRATEGIES 16
+#define KV_SWEEP_MAX_LENS 32
+#define KV_SWEEP_LABEL_LEN 32
+
+/* Automatic repetitions: timed steps of cached strategies per row, the
+ * range of `none`'s (scaled so a row costs about KV_SWEEP_NONE_BUDGET_NS),
+ * and the tokens of one prefill forward. */
+#define KV_SWEEP_AUTO_REPS 21
+#define KV_SWEEP_NONE_REPS_MIN 3
+#define KV_SWEEP_NONE_BUDGET_NS 1500000000LL
+#define KV_SWEEP_PREFILL_CHUNK 1024
+
+struct kv_sweep_strategy {
+    const struct kv_strategy_ops *ops;
+    int32_t bits;                   /* quantized: 8 or 4; others 32 (f32) */
+    char label[KV_SWEEP_LABEL_LEN]; /* "dynamic", "quantized-int4", ... */
+};
+
+/* One finished (strategy, T) measurement. */
+struct kv_sweep_row {
+    int32_t strategy;        /* index into cfg->strategies */
+    int32_t len_index;       /* index into cfg->seq_lens */
+    int32_t window;          /* sliding-window mask in effect (0 = none) */
+    int32_t bits;            /* bits per cached element (32 for f32 caches) */
+    int32_t group, residual; /* quantized only, else 0 */
+    int32_t seq_len;         /* tokens the step at the median position attends over */
+    int32_t seq_len_lo, seq_len_hi; /* range over the timed steps */
+    int32_t reps, warmup;
+    int64_t step_ns_median, step_ns_p95, step_ns_min;
+    double step_ns_mean;
+    int64_t attn_ns_median;  /* kv_attn time per step, all layers */
+    int64_t flops_step;      /* kv_flops_total of the step at seq_len */
+    int64_t attn_flops_step; /* flops.attn of that step (QK^T and PV) */
+    int64_t gemm_flops_step; /* flops.gemm of that step */
+    size_t bytes_step;       /* analytic bytes read by that step */
+    size_t cache_bytes;      /* resident cache bytes after that step */
+    double copy_bytes_step;  /* bytes written into the cache per timed step */
+    size_t peak_rss_bytes;   /* process peak RSS when the row finished */
+    double max_abs_err;      /* max |logit - reference| over timed steps */
+    double rel_err;          /* max over timed steps of ||l - ref|| / ||ref|| */
+    double token_match;      /* fraction of timed steps with the same argmax */
+    int32_t acc_measured;    /* 1: compared with the reference; 0: is the reference */
+};
+
+struct kv_sweep_progress {
+    int32_t strategy;        /* index into cfg->strategies, -1: the hidden reference */
+    const char *label;
+    int32_t seq_len;
+    int32_t rows_done, rows_total;
+    int64_t elapsed_ns;
+    int64_t eta_ns;          /* predicted time left, -1 when unknown */
+    double frac_done;        /* 0..1, by predicted work */
+};
+
+struct kv_sweep_config {
+    struct kv_cache_config cache; /* window, group, residual (bits per strategy) */
+    struct kv_sweep_strategy strategies[KV_SWEEP_MAX_STRATEGIES];
+    int32_t n_strategies;
+    int32_t seq_lens[KV_SWEEP_MAX_LENS]; /* strictly ascending, >= 2 */
+    int32_t n_lens;
+    int32_t none_max;  /* `none` only at T <= none_max; 0: every T */
+    int32_t reps;      /* timed steps per row; 0: automatic */
+    int32_t warmup;    /* untimed decode steps before them (>= 0) */
+    int32_t batch;
+    int32_t threads;
+    uint64_t seed;
+    double est_gflops, est_gbps; /* machine rates for ETA and auto reps (> 0) */
+    const volatile sig_atomic_t *stop; /* set by a signal handler, or NULL */
+    /* Called before a row's work starts and when it is done; may be NULL. */
+    void (*on_row_start)(void *user, const struct kv_sweep_progress *p);
+    void (*on_row)(void *user, const struct kv_sweep_row *row,
+                   const struct kv_sweep_progress *p);
+    void *user;
+};
+
+/*
+ * Positions the sweep needs (largest T + warmup + max reps): the capacity of
+ * every cache (so `static` is one size for the whole sweep) and the least
+ * max_len the model must have.
+ */
+int32_t kv_sweep_capacity(const struct kv_sweep_config *cfg);
+
+/* Timed steps of a cached strategy's row at T (cfg->reps or automatic). */
+int32_t kv_sweep_reps_cached(const struct kv_sweep_config *cfg, int32_t T);
+
+/*
+ * Checks the configuration against the model: lengths ascending and large
+ * enough for warmup and reps (T > W + (R-1)/2), capacity within the model's
+ * max_len, strategies known. KV_ERR_INVALID with *why set to a sentence.
+ */
+enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv_model *m,
+                              const char **why);
+
+/*
+ * Runs the sweep, calling cfg->on_row for every finished row (in
+ * measurement order: T outer, strategies inner). *interrupted is set to 1
+ * when cfg->stop ended it early (the row in flight is dropped and KV_OK is
+ * returned). Any other failure returns its status; rows already reported
+ * stay valid.
+ */
+enum kv_status kv_sweep_run(const struct kv_sweep_config *cfg, const struct kv_model *m,
+                            int32_t *interrupted);
+
+#endif /* KV_SWEEP_H */

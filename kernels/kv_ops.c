@@ -1,0 +1,311 @@
+/*
+ * kv_ops.c - GEMM, RMSNorm, RoPE, SwiGLU, softmax, argmax (see kv_ops.h).
+ *
+ * GEMM is OpenBLAS's sgemm with the weight matrix transposed at the call
+ * (the weights stay in llama2.c's (out, in) layout), split over the OpenMP
+ * team by kv_gemm itself; with at most GEMV_MAX_M rows of input (decode) it
+ * is a streaming loop that reads each weight row once. The element-wise
+ * ops are plain loops the compiler vectorises, split over rows with OpenMP
+ * when there is enough work to pay for waking threads; the thread count is
+ * whatever the caller set (the runner calls omp_set_num_threads). Each op has
+ * a `_ref` twin written as plainly as possible, in double, for the tests.
+ */
+#include "kv_ops.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+
+/* Elements of work below which an op stays on one thread. */
+#define KV_OPS_PAR_MIN 32768
+
+/* ------------------------------------------------------------------------ */
+/* GEMM                                                                     */
+
+/* Rows of x up to which kv_gemm streams W itself (GEMV-like) instead of
+ * calling sgemm: each weight row is read once for all rows of x. */
+#define GEMV_MAX_M 4
+/* Work (M*N*K) below which a GEMM runs on the calling thread only. */
+#define GEMM_SERIAL_MNK (1 << 18)
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+/* dots[m] = x[m] . wr for m < M (M <= GEMV_MAX_M), wr and x[m] K floats. */
+static void dot_rows(float *dots, const float *x, const float *wr, int M, int64_t K)
+{
+    int64_t k = 0;
+    float acc[GEMV_MAX_M] = {0};
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 a[GEMV_MAX_M][2];
+    for (int m = 0; m < M; m++)
+        a[m][0] = a[m][1] = _mm256_setzero_ps();
+    for (; k + 16 <= K; k += 16) {
+        __m256 w0 = _mm256_loadu_ps(wr + k), w1 = _mm256_loadu_ps(wr + k + 8);
+        for (int m = 0; m < M; m++) {
+            a[m][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + m * K + k), a[m][0]);
+            a[m][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + m * K + k + 8), a[m][1]);
+        }
+    }
+    for (int m = 0; m < M; m++)
+        acc[m] = hsum8(_mm256_add_ps(a[m][0], a[m][1]));
+#endif
+    for (; k < K; k++)
+        for (int m = 0; m < M; m++)
+            acc[m] += x[m * K + k] * wr[k];
+    for (int m = 0; m < M; m++)
+        dots[m] = acc[m];
+}
+
+/* out (M, N) = beta*out + x W^T for M <= GEMV_MAX_M: streams W once. */
+static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                         int64_t K, float beta)
+{
+#pragma omp parallel for schedule(static) if (N * K >= GEMM_SERIAL_MNK)
+    for (int64_t n = 0; n < N; n++) {
+        float d[GEMV_MAX_M];
+        dot_rows(d, x, w + n * K, (int)M, K);
+        for (int64_t m = 0; m < M; m++)
+            out[m * N + n] = beta == 0.0f ? d[m] : d[m] + beta * out[m * N + n];
+    }
+}
+
+static void sgemm_nt(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                     int64_t K, float beta, int64_t ldo)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x,
+                (int)K, w, (int)K, beta, out, (int)ldo);
+}
+
+/*
+ * Threads: the runner keeps OpenBLAS single-threaded and kv_gemm splits a big
+ * GEMM across the OpenMP team itself (each thread one slice of W, or of x
+ * when W is the smaller side), so the whole forward uses one thread pool;
+ * two pools (OpenBLAS's and OpenMP's) spinning against each other on few
+ * cores cost several times the GEMM itself.
+ */
+void kv_gemm(float *out, const float *x, const float *w, int64_t M, int64_t N,
+             int64_t K, float beta, int64_t *flops)
+{
+    KV_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    KV_ASSERT(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX);
+    if (flops != NULL)
+        *flops += 2 * M * N * K;
+    if (M == 0 || N == 0)
+        return;
+    if (M <= GEMV_MAX_M) {
+        gemm_small_m(out, x, w, M, N, K, beta);
+        return;
+    }
+    if (M * N * K < GEMM_SERIAL_MNK || omp_in_parallel() || omp_get_max_threads() == 1) {
+        sgemm_nt(out, x, w, M, N, K, beta, N);
+        return;
+    }
+#pragma omp parallel
+    {
+        int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+        if (N >= M) { /* slice the columns of out, i.e. the rows of W */
+            int64_t n0 = N * id / nt, n1 = N * (id + 1) / nt;
+            if (n1 > n0)
+                sgemm_nt(out + n0, x, w + n0 * K, M, n1 - n0, K, beta, N);
+        } else { /* slice the rows of x and out */
+            int64_t m0 = M * id / nt, m1 = M * (id + 1) / nt;
+            if (m1 > m0)
+                sgemm_nt(out + m0 * N, x + m0 * K, w, m1 - m0, N, K, beta, N);
+        }
+    }
+}
+
+void kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                 int64_t K, float beta, int64_t *flops)
+{
+    if (flops != NULL)
+        *flops += 2 * M * N * K;
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                acc += (double)x[m * K + k] * (double)w[n * K + k];
+            if (beta != 0.0f)
+                acc += (double)beta * (double)out[m * N + n];
+            out[m * N + n] = (float)acc;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* RMSNorm                                                                  */
+
+static void rmsnorm_row(float *restrict o, const float *x, const float *restrict w,
+                        int32_t dim)
+{
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int32_t i = 0; i < dim; i++)
+        ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)dim + KV_RMSNORM_EPS);
+    for (int32_t i = 0; i < dim; i++)
+        o[i] = x[i] * inv * w[i];
+}
+
+void kv_rmsnorm(float *out, const float *x, const float *w, int64_t rows, int32_t dim)
+{
+#pragma omp parallel for schedule(static) if (rows * dim >= KV_OPS_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        rmsnorm_row(out + r * dim, x + r * dim, w, dim);
+}
+
+void kv_rmsnorm_ref(float *out, const float *x, const float *w, int64_t rows, int32_t dim)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0.0;
+        for (int32_t i = 0; i < dim; i++)
+            ss += (double)x[r * dim + i] * (double)x[r * dim + i];
+        double inv = 1.0 / sqrt(ss / dim + (double)KV_RMSNORM_EPS);
+        for (int32_t i = 0; i < dim; i++)
+            out[r * dim + i] = (float)((double)x[r * dim + i] * inv * (double)w[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* RoPE                                                                     */
+
+/* Pairs handled per block: their cos/sin live on the stack. */
+#define ROPE_BLOCK 64
+
+/* Rotates pairs [p0, p0+np) of each of n_heads heads of one row. */
+static void rope_rotate(float *row, int32_t n_heads, int32_t head_dim, int32_t p0,
+                        int32_t np, const float *c, const float *s)
+{
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *x = row + (int64_t)h * head_dim + 2 * p0;
+        for (int32_t j = 0; j < np; j++) {
+            float x0 = x[2 * j], x1 = x[2 * j + 1];
+            x[2 * j] = x0 * c[j] - x1 * s[j];
+            x[2 * j + 1] = x0 * s[j] + x1 * c[j];
+        }
+    }
+}
+
+void kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
+             int32_t head_dim, const int32_t *pos)
+{
+    KV_ASSERT(head_dim > 0 && head_dim % 2 == 0);
+    int32_t half = head_dim / 2;
+    for (int32_t p0 = 0; p0 < half; p0 += ROPE_BLOCK) {
+        int32_t np = half - p0 < ROPE_BLOCK ? half - p0 : ROPE_BLOCK;
+        double inv_freq[ROPE_BLOCK];
+        for (int32_t j = 0; j < np; j++)
+            inv_freq[j] = pow(KV_ROPE_THETA, -(double)(2 * (p0 + j)) / head_dim);
+#pragma omp parallel for schedule(static) if (rows * head_dim * n_heads >= KV_OPS_PAR_MIN)
+        for (int64_t r = 0; r < rows; r++) {
+            float c[ROPE_BLOCK], s[ROPE_BLOCK];
+            for (int32_t j = 0; j < np; j++) {
+                double a = (double)pos[r] * inv_freq[j];
+                c[j] = (float)cos(a);
+                s[j] = (float)sin(a);
+            }
+            rope_rotate(q + r * n_heads * head_dim, n_heads, head_dim, p0, np, c, s);
+            if (k != NULL)
+                rope_rotate(k + r * n_kv_heads * head_dim, n_kv_heads, head_dim, p0, np,
+                            c, s);
+        }
+    }
+}
+
+static void rope_ref_one(float *x, int32_t n_heads, int64_t rows, int32_t head_dim,
+                         const int32_t *pos)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *v = x + (r * n_heads + h) * head_dim;
+            for (int32_t i = 0; i < head_dim; i += 2) {
+                double freq = 1.0 / pow(KV_ROPE_THETA, (double)i / (double)head_dim);
+                double a = (double)pos[r] * freq;
+                double x0 = v[i], x1 = v[i + 1];
+                v[i] = (float)(x0 * cos(a) - x1 * sin(a));
+                v[i + 1] = (float)(x0 * sin(a) + x1 * cos(a));
+            }
+        }
+    }
+}
+
+void kv_rope_ref(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
+                 int32_t head_dim, const int32_t *pos)
+{
+    rope_ref_one(q, n_heads, rows, head_dim, pos);
+    if (k != NULL)
+        rope_ref_one(k, n_kv_heads, rows, head_dim, pos);
+}
+
+/* ------------------------------------------------------------------------ */
+/* SwiGLU                                                                   */
+
+void kv_swiglu(float *a, const float *b, int64_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= KV_OPS_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i];
+        a[i] = x / (1.0f + expf(-x)) * b[i];
+    }
+}
+
+void kv_swiglu_ref(float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double x = a[i];
+        a[i] = (float)(x / (1.0 + exp(-x)) * (double)b[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax, argmax                                                          */
+
+void kv_softmax(float *x, int32_t n)
+{
+    KV_ASSERT(n >= 1);
+    float mx = x[0];
+    for (int32_t i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    float sum = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int32_t i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void kv_softmax_ref(float *x, int32_t n)
+{
+    KV_ASSERT(n >= 1);
+    double mx = x[0];
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > mx)
+            mx = x[i];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        sum += exp((double)x[i] - mx);
+    for (int32_t i = 0; i < n; i++)
+        x[i] = (float)(exp((double)x[i] - mx) / sum);
+}
+
+int32_t kv_argmax(const float *x, int32_t n)
+{
+    KV_ASSERT(n >= 1);
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}

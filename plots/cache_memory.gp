@@ -1,0 +1,22 @@
+# cache_memory.gp - figure 3: resident KV-cache bytes vs sequence length
+# (exact, from each strategy, read after the step at T). Dynamic grows
+# linearly; static is preallocated, flat at its capacity; sliding is flat at
+# its window; the quantized caches grow at about bits/32 of the f32 slope
+# plus their scales; none keeps nothing.
+plotdir = system("dirname '" . ARG0 . "'")
+load plotdir . "/common.gp"
+
+set title "Resident KV-cache memory vs sequence length\n" . SUB
+set xlabel "sequence length T (tokens held)"
+set ylabel "resident cache memory (MiB)"
+set xrange [0:*]
+set yrange [0:*]
+MiB = 1048576.0
+do for [fmt in "png svg"] {
+    eval TERM(fmt)
+    set output outdir . "/cache_memory." . fmt
+    plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,cache_bytes") \
+         using 1:($2 / MiB) with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
+         lc rgb color(word(KEYS, i)) title title(word(KEYS, i))
+    unset output
+}

@@ -1,0 +1,39 @@
+# latency_loglog.gp - figure 1, log-log twin: on log axes a power law is a
+# straight line whose slope is its exponent. Guide lines of slope 1 (linear,
+# anchored at dynamic's largest T) and slope 2 (quadratic, anchored at
+# none's largest T) let the reader read the growth rate off the picture.
+plotdir = system("dirname '" . ARG0 . "'")
+load plotdir . "/common.gp"
+
+set title "Decode step latency vs sequence length (log-log)\n" . SUB
+set xlabel "sequence length T (tokens attended by the step)"
+set ylabel "median step latency (ms)"
+set logscale xy 2
+set format x "%g"
+set format y "10^{%L}"
+set logscale y 10
+
+# guides: y = a * T^k through an anchor point
+A1KEY = has("dynamic") ? "dynamic" : word(KEYS, words(KEYS))
+T1 = real(LASTT(A1KEY)); Y1 = real(LAST(A1KEY, "step_ms"))
+T2 = has("none") ? real(LASTT("none")) : 0; Y2 = has("none") ? real(LAST("none", "step_ms")) : 0
+slope1(x) = Y1 * (x / T1)
+slope2(x) = Y2 * (x / T2)**2
+
+do for [fmt in "png svg"] {
+    eval TERM(fmt)
+    set output outdir . "/latency_loglog." . fmt
+    if (has("none")) {
+        plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,step_ms") \
+             using 1:2 with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
+             lc rgb color(word(KEYS, i)) title title(word(KEYS, i)), \
+             slope2(x) with lines dt 2 lw 1.5 lc rgb "#555555" title "slope 2 (T^2)", \
+             slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
+    } else {
+        plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,step_ms") \
+             using 1:2 with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
+             lc rgb color(word(KEYS, i)) title title(word(KEYS, i)), \
+             slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
+    }
+    unset output
+}

@@ -1,0 +1,55 @@
+# quantization.gp - figure 5: what quantizing the cache buys and costs, per
+# bit width. Left: memory saved against an f32 cache of the same tokens vs
+# the logits' relative L2 error against the exact cache (one point per T).
+# Right: how often the greedy token still agrees with the exact cache.
+plotdir = system("dirname '" . ARG0 . "'")
+load plotdir . "/common.gp"
+
+QKEYS = ""
+do for [k in "quantized-int8 quantized-int4 quantized-int2"] {
+    if (has(k)) { QKEYS = QKEYS . k . " " }
+}
+# sliding beyond its window is lossy too: shown on the right for contrast
+RKEYS = QKEYS . (has("sliding") ? "sliding" : "")
+
+do for [fmt in "png svg"] {
+    eval TERM(fmt)
+    set output outdir . "/quantization." . fmt
+    set multiplot layout 1,2 title "Quantized KV cache: memory saved vs logits error\n" . SUB
+    set key inside bottom left box opaque
+    set title "memory saved vs error (one point per T)"
+    set xlabel "memory saved vs f32 cache (%)"
+    set ylabel "relative L2 error of logits"
+    set logscale y 10
+    set format y "10^{%L}"
+    set xrange [0:100]
+    set autoscale y
+    if (words(QKEYS) > 0) {
+        plot for [i = 1:words(QKEYS)] DATA("rows", word(QKEYS, i), "seq_len,cache_bytes,f32_bytes,rel_err") \
+             using (100 * (1 - $2 / $3)):($4 > 0 ? $4 : NaN) with points pt ptype(word(QKEYS, i)) ps 1.8 \
+             lc rgb color(word(QKEYS, i)) title title(word(QKEYS, i))
+    } else {
+        set label 1 "no quantized rows in this CSV" at graph 0.5, 0.5 center
+        plot NaN notitle
+        unset label 1
+    }
+    set title "greedy-token agreement with the exact cache"
+    set xlabel "sequence length T"
+    set ylabel "steps with the same argmax token (%)"
+    unset logscale y
+    set format y "%g"
+    set logscale x 2
+    set format x "%g"
+    set xrange [*:*]
+    set yrange [0:105]
+    if (words(RKEYS) > 0) {
+        plot for [i = 1:words(RKEYS)] DATA("rows", word(RKEYS, i), "seq_len,token_match") \
+             using 1:(100 * $2) with linespoints lw 2 pt ptype(word(RKEYS, i)) ps 1.3 \
+             lc rgb color(word(RKEYS, i)) title title(word(RKEYS, i))
+    } else {
+        plot NaN notitle
+    }
+    unset logscale x
+    unset multiplot
+    unset output
+}

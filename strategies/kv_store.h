@@ -1,0 +1,153 @@
+/*
+ * kv_store.h - private helpers shared by the strategies that keep f32 rows:
+ * the one storage layout, the copy that transposes the model's layout into
+ * it, and the span that exposes it to the attention kernel.
+ *
+ * The design decision: every strategy that keeps history stores, per layer,
+ *     K, V : (batch, n_kv_heads, cap, head_dim) floats
+ * so the tokens of one (sequence, kv head) are contiguous and the kernel
+ * streams them with a fixed row stride (head_dim * 4 bytes). The model hands
+ * tokens as (batch, n_new, n_kv_heads, head_dim), so every write transposes.
+ * Growing a store (dynamic, dynamic-concat) is a copy of each (sequence,
+ * head) run of rows into a bigger buffer of the same layout.
+ *
+ * Not part of the public interface: only the strategy files include it.
+ */
+#ifndef KV_STORE_H
+#define KV_STORE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "strategy.h"
+
+/* ------------------------------------------------------------------------ */
+/* Sizes                                                                    */
+
+/* Smallest capacity a growing store starts with, in tokens. */
+#define KV_STORE_MIN_CAP 16
+
+/*
+ * *out = bytes of ONE of K or V holding `cap` tokens of `row_bytes` bytes per
+ * (sequence, kv head), i.e. batch * n_kv_heads * cap * row_bytes. Sizes past
+ * PTRDIFF_MAX / 2 (so that K and V together still fit an object) count as
+ * overflow: no allocation is attempted for them.
+ */
+static inline enum kv_status kv_store_bytes(size_t *out, const struct kv_cache_config *cfg,
+                                            size_t cap, size_t row_bytes)
+{
+    size_t f[4] = {(size_t)cfg->batch, (size_t)cfg->n_kv_heads, cap, row_bytes};
+    size_t b;
+    if (kv_mul_sizes(&b, 4, f) != KV_OK || b > (size_t)PTRDIFF_MAX / 2)
+        return KV_ERR_OVERFLOW;
+    *out = b;
+    return KV_OK;
+}
+
+/* Bytes of one f32 row of one kv head. */
+static inline size_t kv_store_row_bytes(const struct kv_cache_config *cfg)
+{
+    return (size_t)cfg->head_dim * sizeof(float);
+}
+
+/* Bytes of one token across the whole batch, K and V (f32). */
+static inline size_t kv_store_token_bytes(const struct kv_cache_config *cfg)
+{
+    /* cannot overflow: kv_cache_create checked layers*batch*heads*head_dim*8 */
+    return 2 * (size_t)cfg->batch * (size_t)cfg->n_kv_heads * kv_store_row_bytes(cfg);
+}
+
+/*
+ * Capacity a growing store moves to when it must hold `needed` tokens:
+ * next_pow2(max(KV_STORE_MIN_CAP, needed)), so appends are amortised O(1).
+ * Clamped to INT32_MAX (positions are int32), where pow2 would not fit.
+ */
+static inline int32_t kv_store_grow_cap(int32_t needed)
+{
+    int64_t c = KV_STORE_MIN_CAP;
+    while (c < needed)
+        c *= 2;
+    return c > INT32_MAX ? INT32_MAX : (int32_t)c;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Copies                                                                   */
+
+/*
+ * dst (batch, n_kv_heads, dst_cap, head_dim) rows [t0, t0+n)
+ *   <- src (batch, n_src, n_kv_heads, head_dim) tokens [s0, s0+n).
+ */
+static inline void kv_store_put(float *dst, int32_t dst_cap, int32_t t0, const float *src,
+                                int32_t n_src, int32_t s0, int32_t n,
+                                const struct kv_cache_config *cfg)
+{
+    const size_t hd = (size_t)cfg->head_dim, nh = (size_t)cfg->n_kv_heads;
+    for (size_t b = 0; b < (size_t)cfg->batch; b++)
+        for (size_t h = 0; h < nh; h++)
+            for (size_t t = 0; t < (size_t)n; t++)
+                memcpy(dst + ((b * nh + h) * (size_t)dst_cap + (size_t)t0 + t) * hd,
+                       src + ((b * (size_t)n_src + (size_t)s0 + t) * nh + h) * hd,
+                       hd * sizeof(float));
+}
+
+/*
+ * dst (batch, n_kv_heads, dst_cap, row) rows [d0, d0+n)
+ *   <- src (batch, n_kv_heads, src_cap, row) rows [s0, s0+n),
+ * `row` bytes per row. dst and src may be the same buffer (memmove).
+ */
+static inline void kv_store_move(void *dst, int32_t dst_cap, int32_t d0, const void *src,
+                                 int32_t src_cap, int32_t s0, int32_t n, size_t row,
+                                 const struct kv_cache_config *cfg)
+{
+    const size_t nh = (size_t)cfg->n_kv_heads;
+    if (n <= 0)
+        return;
+    for (size_t b = 0; b < (size_t)cfg->batch; b++)
+        for (size_t h = 0; h < nh; h++)
+            memmove((char *)dst + ((b * nh + h) * (size_t)dst_cap + (size_t)d0) * row,
+                    (const char *)src + ((b * nh + h) * (size_t)src_cap + (size_t)s0) * row,
+                    (size_t)n * row);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Spans                                                                    */
+
+/* A span over rows [t0, t0+n) of f32 stores k, v of capacity cap. */
+static inline struct kv_span kv_store_span(const float *k, const float *v, int32_t cap,
+                                           int32_t t0, int32_t n, int32_t pos0,
+                                           const struct kv_cache_config *cfg)
+{
+    const size_t row = kv_store_row_bytes(cfg);
+    const size_t off = (size_t)t0 * (size_t)cfg->head_dim;
+    return (struct kv_span){
+        .dtype = KV_DTYPE_F32,
+        .k = k + off,
+        .v = v + off,
+        .n_tokens = n,
+        .pos0 = pos0,
+        .row_stride = row,
+        .head_stride = (size_t)cap * row,
+        .seq_stride = (size_t)cfg->n_kv_heads * (size_t)cap * row,
+    };
+}
+
+/* A span over the model's own (batch, n_new, n_kv_heads, head_dim) arrays. */
+static inline struct kv_span kv_store_span_model(const float *k_new, const float *v_new,
+                                                 int32_t n_new, int32_t pos0,
+                                                 const struct kv_cache_config *cfg)
+{
+    const size_t head = kv_store_row_bytes(cfg);
+    const size_t row = (size_t)cfg->n_kv_heads * head;
+    return (struct kv_span){
+        .dtype = KV_DTYPE_F32,
+        .k = k_new,
+        .v = v_new,
+        .n_tokens = n_new,
+        .pos0 = pos0,
+        .row_stride = row,
+        .head_stride = head,
+        .seq_stride = (size_t)n_new * row,
+    };
+}
+
+#endif /* KV_STORE_H */

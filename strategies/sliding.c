@@ -1,0 +1,201 @@
+/*
+ * sliding.c - a ring buffer of `window` slots per layer (the seed's
+ * StaticSlidingWindowLayer): the oldest token is evicted, memory is flat.
+ *
+ * Per layer, K and V are (batch, n_kv_heads, window, head_dim) floats, all
+ * layers in one allocation made at init. Position p lives in slot p % window.
+ * view returns the held positions in order as at most two spans: the older
+ * run (slots s..window-1) then the newer run (slots 0..s-1), each with
+ * consecutive positions; mask_window tells the model to apply the same
+ * window in the kernel, so the result is exact sliding-window attention.
+ *
+ * The design decision is the multi-token update. Writing n_new > 1 tokens
+ * into a full ring would overwrite keys that the earliest of those queries
+ * still needs. So:
+ *   - into an EMPTY ring (the prefill), the last min(n_new, window) tokens go
+ *     into the ring, and when n_new > window this step's view is one span
+ *     over the caller's k_new/v_new covering all n_new tokens (like `none`):
+ *     the kernel's window mask gives every prompt query exactly its window;
+ *   - into a non-empty ring it is allowed only when nothing is evicted
+ *     (length + n_new <= window); otherwise KV_ERR_INVALID, nothing written
+ *     (a documented limitation: feed decode steps one token at a time).
+ * Single-token updates never fail: the cache never refuses a length, and
+ * max_len is not enforced here.
+ */
+#include "kv_store.h"
+
+/* ------------------------------------------------------------------------ */
+/* State                                                                    */
+
+struct sliding_layer {
+    int32_t len;          /* tokens seen (the next pos0) */
+    /* Pass-through view of the last update when it did not fit the ring. */
+    const float *pk, *pv; /* (batch, pn, n_kv_heads, head_dim), the caller's */
+    int32_t pn;           /* 0: the ring serves the view */
+};
+
+struct sliding_state {
+    struct kv_cache_config cfg;
+    float *buf;                   /* (n_layers, 2, batch, n_kv_heads, window, head_dim) */
+    size_t half;                  /* bytes of one K (or V) ring of one layer */
+    struct sliding_layer *layers; /* (n_layers) */
+    size_t copied;
+};
+
+static enum kv_status sliding_init(void *state, const struct kv_cache_config *cfg)
+{
+    struct sliding_state *s = state;
+    s->cfg = *cfg;
+    if (cfg->window < 1)
+        return KV_ERR_INVALID;
+    size_t half, total, meta;
+    enum kv_status st = kv_store_bytes(&half, cfg, (size_t)cfg->window, kv_store_row_bytes(cfg));
+    if (st != KV_OK)
+        return st;
+    if (kv_mul_size(&total, 2 * half, (size_t)cfg->n_layers) != KV_OK ||
+        total > (size_t)PTRDIFF_MAX ||
+        kv_mul_size(&meta, (size_t)cfg->n_layers, sizeof *s->layers) != KV_OK)
+        return KV_ERR_OVERFLOW;
+    s->half = half;
+    s->layers = kv_alloc(meta);
+    if (s->layers == NULL)
+        return KV_ERR_NOMEM;
+    s->buf = kv_alloc(total);
+    if (s->buf == NULL) {
+        kv_free(s->layers);
+        s->layers = NULL;
+        return KV_ERR_NOMEM;
+    }
+    return KV_OK;
+}
+
+static void sliding_free(void *state)
+{
+    struct sliding_state *s = state;
+    kv_free(s->buf);
+    kv_free(s->layers);
+    s->buf = NULL;
+    s->layers = NULL;
+}
+
+static void sliding_reset(void *state)
+{
+    struct sliding_state *s = state;
+    memset(s->layers, 0, (size_t)s->cfg.n_layers * sizeof *s->layers);
+    s->copied = 0;
+}
+
+static int32_t sliding_mask_window(const struct kv_cache_config *cfg) { return cfg->window; }
+
+static float *sliding_k(const struct sliding_state *s, int32_t l)
+{
+    return (float *)((char *)s->buf + (size_t)l * 2 * s->half);
+}
+
+static float *sliding_v(const struct sliding_state *s, int32_t l)
+{
+    return (float *)((char *)s->buf + ((size_t)l * 2 + 1) * s->half);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Update                                                                   */
+
+/* Writes positions [a, b) of the update (tokens a-pos0 ..) into their slots. */
+static void sliding_write(struct sliding_state *s, int32_t layer, const float *k_new,
+                          const float *v_new, int32_t n_new, int32_t pos0, int32_t a, int32_t b)
+{
+    const int32_t w = s->cfg.window;
+    for (int32_t p = a; p < b;) {
+        const int32_t slot = p % w;
+        const int32_t run = (b - p < w - slot) ? b - p : w - slot;
+        kv_store_put(sliding_k(s, layer), w, slot, k_new, n_new, p - pos0, run, &s->cfg);
+        kv_store_put(sliding_v(s, layer), w, slot, v_new, n_new, p - pos0, run, &s->cfg);
+        p += run;
+    }
+    s->copied += (size_t)(b - a) * kv_store_token_bytes(&s->cfg);
+}
+
+static enum kv_status sliding_update(void *state, int32_t layer, const float *k_new,
+                                     const float *v_new, int32_t n_new, int32_t pos0)
+{
+    struct sliding_state *s = state;
+    struct sliding_layer *l = &s->layers[layer];
+    const int32_t w = s->cfg.window;
+    if (pos0 != l->len)
+        return KV_ERR_INVALID;
+    const int32_t end = pos0 + n_new;
+    const int32_t evicts = n_new > w - l->len; /* len + n_new > window */
+    if (n_new > 1 && l->len > 0 && evicts)
+        return KV_ERR_INVALID; /* would overwrite keys these queries need */
+    l->pn = 0;
+    if (n_new > 1 && evicts) { /* prefill longer than the window */
+        sliding_write(s, layer, k_new, v_new, n_new, pos0, end - w, end);
+        l->pk = k_new;
+        l->pv = v_new;
+        l->pn = n_new;
+    } else {
+        sliding_write(s, layer, k_new, v_new, n_new, pos0, pos0, end);
+    }
+    l->len = end;
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* View and accounting                                                      */
+
+static int32_t sliding_view(const void *state, int32_t layer, struct kv_span *spans)
+{
+    const struct sliding_state *s = state;
+    const struct sliding_layer *l = &s->layers[layer];
+    const int32_t w = s->cfg.window;
+    if (l->pn > 0) {
+        spans[0] = kv_store_span_model(l->pk, l->pv, l->pn, l->len - l->pn, &s->cfg);
+        return 1;
+    }
+    const int32_t held = l->len < w ? l->len : w;
+    if (held == 0)
+        return 0;
+    const int32_t oldest = l->len - held;
+    const int32_t slot = oldest % w;
+    const int32_t n1 = held < w - slot ? held : w - slot;
+    const float *k = sliding_k(s, layer), *v = sliding_v(s, layer);
+    spans[0] = kv_store_span(k, v, w, slot, n1, oldest, &s->cfg);
+    if (n1 == held)
+        return 1;
+    spans[1] = kv_store_span(k, v, w, 0, held - n1, oldest + n1, &s->cfg);
+    return 2;
+}
+
+static int32_t sliding_seq_len(const void *state, int32_t layer)
+{
+    const struct sliding_state *s = state;
+    return s->layers[layer].len;
+}
+
+static size_t sliding_resident_bytes(const void *state)
+{
+    const struct sliding_state *s = state;
+    return 2 * s->half * (size_t)s->cfg.n_layers;
+}
+
+static size_t sliding_copied_bytes(const void *state)
+{
+    const struct sliding_state *s = state;
+    return s->copied;
+}
+
+const struct kv_strategy_ops kv_strategy_sliding = {
+    .name = "sliding",
+    .description = "ring buffer of `window` slots, oldest evicted (flat memory)",
+    .keeps_history = 1,
+    .mask_window = sliding_mask_window,
+    .state_size = sizeof(struct sliding_state),
+    .init = sliding_init,
+    .free = sliding_free,
+    .update = sliding_update,
+    .view = sliding_view,
+    .seq_len = sliding_seq_len,
+    .resident_bytes = sliding_resident_bytes,
+    .copied_bytes = sliding_copied_bytes,
+    .reset = sliding_reset,
+};

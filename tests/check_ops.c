@@ -1,0 +1,425 @@
+/*
+ * check_ops.c - the decoder's math kernels (kernels/kv_ops.h) against naive
+ * references written here, independently of the library's `_ref` twins:
+ * GEMM (every path: streaming small-M, serial sgemm, split over threads,
+ * beta 0 and 1) and its FLOP counter, RMSNorm, RoPE (identity at position
+ * 0, norm preservation, the exact angle formula, relative-position
+ * property), SwiGLU, softmax (including huge inputs) and argmax.
+ *
+ * Tolerances come from float32 rounding: a sum of K products carries an
+ * error of at most about K * FLT_EPSILON times the sum of |terms| (the
+ * classic gamma_K bound); element-wise ops are within a few ulps.
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/kv_ops.h"
+
+/* Element-wise float ops (one rounding per step, a handful of steps). */
+#define ELEMWISE_ULPS 8.0
+/* expf and 1/(1+e) in SwiGLU: a few ulps each in glibc. */
+#define SWIGLU_REL_TOL (16.0 * FLT_EPSILON)
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+
+static uint64_t rng_state;
+
+static double urand(void) /* uniform in [0, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static float *rand_floats(size_t n, double lo, double hi)
+{
+    float *x = malloc(n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(lo + (hi - lo) * urand());
+    return x;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMM                                                                     */
+
+struct gemm_case {
+    int64_t M, N, K;
+    int threads;
+};
+
+/* Covers: streaming path (M <= 4), serial sgemm (small M*N*K), split over
+ * W's rows (N >= M) and over x's rows (M > N), odd sizes, K not a multiple
+ * of the vector width. */
+static const struct gemm_case gemm_cases[] = {
+    {1, 1, 1, 1},     {1, 7, 5, 1},      {1, 512, 512, 2},  {2, 33, 17, 2},
+    {3, 1376, 512, 2}, {4, 64, 100, 1},  {5, 100, 70, 2},   {17, 9, 31, 1},
+    {64, 300, 128, 2}, {300, 64, 128, 2}, {129, 257, 65, 2}, {1000, 3, 96, 2},
+};
+
+START_TEST(test_gemm_vs_naive)
+{
+    const struct gemm_case *gc = &gemm_cases[_i];
+    rng_state = 1000 + (uint64_t)_i;
+    omp_set_num_threads(gc->threads);
+    int64_t M = gc->M, N = gc->N, K = gc->K;
+    float *x = rand_floats((size_t)(M * K), -1, 1);
+    float *w = rand_floats((size_t)(N * K), -1, 1);
+    float *c0 = rand_floats((size_t)(M * N), -1, 1);
+    for (int beta_i = 0; beta_i < 2; beta_i++) {
+        float beta = (float)beta_i;
+        float *out = malloc((size_t)(M * N) * sizeof *out);
+        float *ref = malloc((size_t)(M * N) * sizeof *ref);
+        memcpy(out, c0, (size_t)(M * N) * sizeof *out);
+        memcpy(ref, c0, (size_t)(M * N) * sizeof *ref);
+        int64_t flops = 7; /* the wrapper adds, it does not overwrite */
+        kv_gemm(out, x, w, M, N, K, beta, &flops);
+        ck_assert_int_eq(flops, 7 + 2 * M * N * K);
+        int64_t flops_ref = 0;
+        kv_gemm_ref(ref, x, w, M, N, K, beta, &flops_ref);
+        ck_assert_int_eq(flops_ref, 2 * M * N * K);
+        for (int64_t m = 0; m < M; m++) {
+            for (int64_t n = 0; n < N; n++) {
+                double exact = beta_i ? (double)c0[m * N + n] : 0.0, mag = fabs(exact);
+                for (int64_t k = 0; k < K; k++) {
+                    double t = (double)x[m * K + k] * (double)w[n * K + k];
+                    exact += t;
+                    mag += fabs(t);
+                }
+                /* gamma_{K+1} bound on a float sum of K+1 terms */
+                double tol = (double)(K + 2) * FLT_EPSILON * mag + 1e-30;
+                ck_assert_msg(fabs(out[m * N + n] - exact) <= tol,
+                              "gemm %ldx%ldx%ld beta %d at (%ld,%ld): %g vs %g", (long)M,
+                              (long)N, (long)K, beta_i, (long)m, (long)n,
+                              (double)out[m * N + n], exact);
+                ck_assert(fabs(ref[m * N + n] - exact) <= tol);
+            }
+        }
+        free(out);
+        free(ref);
+    }
+    free(x);
+    free(w);
+    free(c0);
+}
+END_TEST
+
+START_TEST(test_gemm_flops_empty)
+{
+    /* A zero-sized GEMM counts nothing and touches nothing. */
+    int64_t flops = 0;
+    float out = 3.0f;
+    kv_gemm(&out, NULL, NULL, 0, 1, 5, 0.0f, &flops);
+    ck_assert_int_eq(flops, 0);
+    ck_assert(out == 3.0f);
+    /* Counter is 64-bit: a count past 2^32 is exact. */
+    flops = (int64_t)1 << 40;
+    float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, o[1];
+    kv_gemm(o, x, w, 1, 1, 4, 0.0f, &flops);
+    ck_assert_int_eq(flops, ((int64_t)1 << 40) + 8);
+    ck_assert(o[0] == 10.0f);
+    kv_gemm(o, x, w, 1, 1, 4, 0.0f, NULL); /* NULL counter is allowed */
+    ck_assert(o[0] == 10.0f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* RMSNorm                                                                  */
+
+static const int32_t rms_dims[] = {1, 2, 7, 64, 512, 777, 4096};
+
+START_TEST(test_rmsnorm_vs_naive)
+{
+    int32_t dim = rms_dims[_i];
+    int64_t rows = dim >= 512 ? 70 : 5; /* 70 x 512 takes the threaded path */
+    rng_state = 77 + (uint64_t)dim;
+    omp_set_num_threads(2);
+    float *x = rand_floats((size_t)(rows * dim), -3, 3);
+    float *w = rand_floats((size_t)dim, 0.5, 1.5);
+    float *out = malloc((size_t)(rows * dim) * sizeof *out);
+    float *ref = malloc((size_t)(rows * dim) * sizeof *ref);
+    kv_rmsnorm(out, x, w, rows, dim);
+    kv_rmsnorm_ref(ref, x, w, rows, dim);
+    /* sum of dim squares: gamma_dim relative error, halved by the sqrt */
+    double tol = ((double)dim + ELEMWISE_ULPS) * FLT_EPSILON;
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int32_t i = 0; i < dim; i++)
+            ss += (double)x[r * dim + i] * x[r * dim + i];
+        double inv = 1.0 / sqrt(ss / dim + 1e-5);
+        for (int32_t i = 0; i < dim; i++) {
+            double e = (double)x[r * dim + i] * inv * (double)w[i];
+            ck_assert_msg(fabs(out[r * dim + i] - e) <= tol * fabs(e) + 1e-30,
+                          "rmsnorm dim %d: %g vs %g", dim, (double)out[r * dim + i], e);
+            ck_assert(fabs(ref[r * dim + i] - e) <= tol * fabs(e) + 1e-30);
+        }
+    }
+    /* in place gives the same */
+    kv_rmsnorm(x, x, w, rows, dim);
+    ck_assert_mem_eq(x, out, (size_t)(rows * dim) * sizeof *x);
+    free(x);
+    free(w);
+    free(out);
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_rmsnorm_scale)
+{
+    /* With unit weights the output has RMS 1 (up to eps), whatever the
+     * input's scale; eps keeps an all-zero row at zero, not NaN. */
+    enum { D = 256 };
+    float x[2 * D], w[D], out[2 * D];
+    for (int i = 0; i < D; i++) {
+        x[i] = 1e4f * (float)((i % 13) - 6);
+        x[D + i] = 0.0f;
+        w[i] = 1.0f;
+    }
+    kv_rmsnorm(out, x, w, 2, D);
+    double ss = 0;
+    for (int i = 0; i < D; i++) {
+        ss += (double)out[i] * out[i];
+        ck_assert(out[D + i] == 0.0f);
+    }
+    ck_assert(fabs(sqrt(ss / D) - 1.0) < 1e-5);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* RoPE                                                                     */
+
+struct rope_case {
+    int32_t head_dim, n_heads, n_kv_heads;
+    int64_t rows;
+};
+
+/* head_dim 130 and 256 cross the kernel's 64-pair block boundary; 64 rows x 8
+ * heads x 64 takes the threaded path. */
+static const struct rope_case rope_cases[] = {
+    {2, 1, 1, 3}, {16, 4, 2, 5}, {64, 8, 8, 64}, {80, 4, 1, 9}, {130, 2, 1, 4},
+    {256, 2, 2, 3},
+};
+
+/* The rotation each pair must get: llama2.c's formula, in double. */
+static void rope_expected(double *o0, double *o1, double x0, double x1, int32_t pos,
+                          int32_t i, int32_t hs)
+{
+    double freq = 1.0 / pow(10000.0, (double)(i % hs) / (double)hs);
+    double a = (double)pos * freq;
+    *o0 = x0 * cos(a) - x1 * sin(a);
+    *o1 = x0 * sin(a) + x1 * cos(a);
+}
+
+START_TEST(test_rope_formula)
+{
+    const struct rope_case *rc = &rope_cases[_i];
+    rng_state = 4242 + (uint64_t)_i;
+    omp_set_num_threads(2);
+    int32_t hs = rc->head_dim;
+    int64_t rows = rc->rows;
+    size_t nq = (size_t)(rows * rc->n_heads * hs), nk = (size_t)(rows * rc->n_kv_heads * hs);
+    float *q = rand_floats(nq, -2, 2), *k = rand_floats(nk, -2, 2);
+    float *q0 = malloc(nq * sizeof *q0), *k0 = malloc(nk * sizeof *k0);
+    float *qr = malloc(nq * sizeof *qr), *kr = malloc(nk * sizeof *kr);
+    memcpy(q0, q, nq * sizeof *q);
+    memcpy(k0, k, nk * sizeof *k);
+    memcpy(qr, q, nq * sizeof *q);
+    memcpy(kr, k, nk * sizeof *k);
+    int32_t *pos = malloc((size_t)rows * sizeof *pos);
+    for (int64_t r = 0; r < rows; r++)
+        pos[r] = r == 0 ? 0 : (r == 1 ? 8191 : (int32_t)(urand() * 5000));
+
+    kv_rope(q, rc->n_heads, k, rc->n_kv_heads, rows, hs, pos);
+    kv_rope_ref(qr, rc->n_heads, kr, rc->n_kv_heads, rows, hs, pos);
+
+    for (int pass = 0; pass < 2; pass++) {
+        const float *in = pass ? k0 : q0, *out = pass ? k : q, *ref = pass ? kr : qr;
+        int32_t heads = pass ? rc->n_kv_heads : rc->n_heads;
+        for (int64_t r = 0; r < rows; r++) {
+            for (int32_t h = 0; h < heads; h++) {
+                for (int32_t i = 0; i < hs; i += 2) {
+                    size_t at = (size_t)((r * heads + h) * hs + i);
+                    double x0 = in[at], x1 = in[at + 1], e0, e1;
+                    rope_expected(&e0, &e1, x0, x1, pos[r], i, hs);
+                    double norm = hypot(x0, x1);
+                    /* cos/sin rounded to float, then 2 products and a sum */
+                    double tol = ELEMWISE_ULPS * FLT_EPSILON * norm + 1e-30;
+                    ck_assert_msg(fabs(out[at] - e0) <= tol && fabs(out[at + 1] - e1) <= tol,
+                                  "rope hs %d pos %d pair %d: (%g,%g) vs (%g,%g)", hs,
+                                  pos[r], i, (double)out[at], (double)out[at + 1], e0, e1);
+                    ck_assert(fabs(ref[at] - e0) <= tol && fabs(ref[at + 1] - e1) <= tol);
+                    /* the rotation preserves each pair's length */
+                    ck_assert(fabs(hypot(out[at], out[at + 1]) - norm) <= 2 * tol);
+                    if (pos[r] == 0) /* position 0 is the identity, exactly */
+                        ck_assert(out[at] == in[at] && out[at + 1] == in[at + 1]);
+                }
+            }
+        }
+    }
+    free(q);
+    free(k);
+    free(q0);
+    free(k0);
+    free(qr);
+    free(kr);
+    free(pos);
+}
+END_TEST
+
+START_TEST(test_rope_relative)
+{
+    /* q.k after RoPE depends only on the distance between the positions
+     * (what makes a cache of rotated keys valid at any later step). */
+    enum { HS = 64 };
+    rng_state = 99;
+    float *q = rand_floats(HS, -1, 1), *k = rand_floats(HS, -1, 1);
+    double base = 0;
+    for (int shift = 0; shift < 3; shift++) {
+        float qa[HS], ka[HS];
+        memcpy(qa, q, sizeof qa);
+        memcpy(ka, k, sizeof ka);
+        int32_t pq = 37 + shift * 1000, pk = 5 + shift * 1000;
+        kv_rope(qa, 1, NULL, 0, 1, HS, &pq);
+        kv_rope(ka, 1, NULL, 0, 1, HS, &pk);
+        double dot = 0, mag = 0;
+        for (int i = 0; i < HS; i++) {
+            dot += (double)qa[i] * ka[i];
+            mag += fabs((double)q[i] * k[i]);
+        }
+        if (shift == 0)
+            base = dot;
+        else /* angles up to ~2000 rad: float cos/sin error dominates */
+            ck_assert_msg(fabs(dot - base) <= 64 * FLT_EPSILON * mag * 4, "shift %d: %g vs %g",
+                          shift, dot, base);
+    }
+    free(q);
+    free(k);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* SwiGLU                                                                   */
+
+START_TEST(test_swiglu_vs_naive)
+{
+    enum { N = 70000 }; /* over the threading threshold */
+    rng_state = 5;
+    omp_set_num_threads(2);
+    float *a = rand_floats(N, -30, 30), *b = rand_floats(N, -3, 3);
+    a[0] = -200.0f; /* exp overflows to inf: silu must give -0, not NaN */
+    a[1] = 200.0f;
+    a[2] = 0.0f;
+    float *a0 = malloc(N * sizeof *a0), *ar = malloc(N * sizeof *ar);
+    memcpy(a0, a, N * sizeof *a);
+    memcpy(ar, a, N * sizeof *a);
+    kv_swiglu(a, b, N);
+    kv_swiglu_ref(ar, b, N);
+    for (int i = 0; i < N; i++) {
+        double x = a0[i], e = x / (1.0 + exp(-x)) * (double)b[i];
+        ck_assert(isfinite(a[i]));
+        ck_assert_msg(fabs(a[i] - e) <= SWIGLU_REL_TOL * fabs(e) + 1e-37,
+                      "swiglu(%g, %g) = %g, expected %g", x, (double)b[i], (double)a[i], e);
+        ck_assert(fabs(ar[i] - e) <= SWIGLU_REL_TOL * fabs(e) + 1e-37);
+    }
+    free(a);
+    free(b);
+    free(a0);
+    free(ar);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Softmax, argmax                                                          */
+
+START_TEST(test_softmax)
+{
+    /* Each case: values, then the check against a naive double softmax. */
+    static const float cases[][6] = {
+        {0, 0, 0, 0, 0, 0},
+        {1, 2, 3, 4, 5, 6},
+        {1000, 999, 998, -1000, 0, 1000},       /* exp overflows without the max */
+        {88.7f, 88.6f, -88.7f, 3e38f, -3e38f, 1}, /* near FLT_MAX */
+        {-1e30f, -1e30f, -1e30f, -1e30f, -1e30f, -2e30f},
+        {-5, -7, -100, -3, -4, -1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float x[6], xr[6];
+        memcpy(x, cases[c], sizeof x);
+        memcpy(xr, cases[c], sizeof xr);
+        kv_softmax(x, 6);
+        kv_softmax_ref(xr, 6);
+        double mx = -INFINITY, sum = 0, e[6], total = 0;
+        for (int i = 0; i < 6; i++)
+            mx = fmax(mx, cases[c][i]);
+        for (int i = 0; i < 6; i++)
+            sum += e[i] = exp((double)cases[c][i] - mx);
+        for (int i = 0; i < 6; i++) {
+            e[i] /= sum;
+            ck_assert(isfinite(x[i]) && x[i] >= 0.0f);
+            ck_assert_msg(fabs(x[i] - e[i]) <= ELEMWISE_ULPS * 6 * FLT_EPSILON,
+                          "softmax case %zu [%d]: %g vs %g", c, i, (double)x[i], e[i]);
+            ck_assert(fabs(xr[i] - e[i]) <= ELEMWISE_ULPS * FLT_EPSILON);
+            total += x[i];
+        }
+        ck_assert(fabs(total - 1.0) <= ELEMWISE_ULPS * 6 * FLT_EPSILON);
+    }
+    float one = -12345.0f;
+    kv_softmax(&one, 1);
+    ck_assert(one == 1.0f);
+}
+END_TEST
+
+START_TEST(test_argmax)
+{
+    float x[] = {1, 5, -2, 5, 4};
+    ck_assert_int_eq(kv_argmax(x, 5), 1); /* lowest index on ties */
+    ck_assert_int_eq(kv_argmax(x, 1), 0);
+    float y[] = {-INFINITY, -3, -1e30f};
+    ck_assert_int_eq(kv_argmax(y, 3), 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("gemm");
+    tcase_add_loop_test(tc, test_gemm_vs_naive, 0,
+                        (int)(sizeof gemm_cases / sizeof gemm_cases[0]));
+    tcase_add_test(tc, test_gemm_flops_empty);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rmsnorm");
+    tcase_add_loop_test(tc, test_rmsnorm_vs_naive, 0,
+                        (int)(sizeof rms_dims / sizeof rms_dims[0]));
+    tcase_add_test(tc, test_rmsnorm_scale);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rope");
+    tcase_add_loop_test(tc, test_rope_formula, 0,
+                        (int)(sizeof rope_cases / sizeof rope_cases[0]));
+    tcase_add_test(tc, test_rope_relative);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("elementwise");
+    tcase_add_test(tc, test_swiglu_vs_naive);
+    tcase_add_test(tc, test_softmax);
+    tcase_add_test(tc, test_argmax);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ops_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed < 125 ? failed : 125; /* the number of failures */
+}

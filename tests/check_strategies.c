@@ -1,0 +1,1188 @@
+/*
+ * check_strategies.c - proves the cache strategies correct.
+ *
+ * The design decision: one conformance suite walks the registry, so a new
+ * strategy is tested by registering it. It feeds random keys/values (token
+ * by token, prefill then decode, uneven chunks; batch > 1; several layers
+ * with different data) and after every update reads everything back through
+ * the spans, honouring strides and dtypes, against the history the test
+ * itself keeps: every position a query of the step needs must be visible
+ * exactly once, in order, with the value that was written (bit-exact for
+ * f32 spans, within half a quantization step of the ORIGINAL value for
+ * quantized spans). Per-strategy suites then check what only that strategy
+ * promises: closed-form resident and copied bytes, static's KV_ERR_FULL,
+ * sliding's last-`window` contents, quantized's residual schedule. The
+ * error-path suite fails every allocation in turn (kv_alloc_fail_at) and
+ * checks that the status is KV_ERR_NOMEM, the cache is unchanged and
+ * nothing leaks (kv_alloc_live); run it under ASan too.
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/kv_quant.h"
+#include "../strategies/strategy.h"
+
+/* ------------------------------------------------------------------------ */
+/* Tolerances                                                               */
+
+/*
+ * Quantized values: asymmetric rounding to the nearest of 2^bits levels is
+ * off by at most half a step, step = (max - min) / (2^bits - 1) of the
+ * group, in exact arithmetic. Float evaluation of the step, the division and
+ * min + step*q adds a few ulps of the group's magnitude: QUANT_REL_SLACK of
+ * the half step plus QUANT_ULP_SLACK ulps of max|x|.
+ */
+#define QUANT_REL_SLACK 1e-4f
+#define QUANT_ULP_SLACK 8.0f
+
+/*
+ * Check logs a mark for every passing ck_assert (a write to its pipe), so
+ * the per-element comparisons in the inner loops use this instead: silent
+ * when it holds, a normal failure with the message when it does not.
+ */
+#define REQUIRE(cond, ...)                                                                   \
+    do {                                                                                     \
+        if (!(cond))                                                                         \
+            ck_abort_msg(__VA_ARGS__);                                                       \
+    } while (0)
+
+/* Upper bound on allocations one failure-injection scenario makes. */
+#define MAX_ALLOC_STEPS 2000
+
+/* ------------------------------------------------------------------------ */
+/* Random history the test keeps for itself                                 */
+
+static uint64_t rng_state;
+
+static float rng_uniform(void) /* in [-2, 2) */
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    uint64_t z = rng_state;
+    z = (z ^ (z >> 33)) * 0xff51afd7ed558ccdULL;
+    z ^= z >> 33;
+    return (float)((double)(z >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+}
+
+struct feed {
+    struct kv_cache_config cfg;
+    int32_t t_max;
+    float *k, *v;   /* (n_layers, batch, t_max, n_kv_heads, head_dim) history */
+    float *ck, *cv; /* (batch, n, n_kv_heads, head_dim) the chunk being fed */
+    float *deq;     /* (head_dim) scratch */
+};
+
+static size_t feed_row(const struct feed *f, int32_t l, int32_t b, int32_t p, int32_t h)
+{
+    const struct kv_cache_config *c = &f->cfg;
+    return ((((size_t)l * c->batch + b) * f->t_max + p) * c->n_kv_heads + h) * c->head_dim;
+}
+
+static void feed_init(struct feed *f, const struct kv_cache_config *cfg, int32_t t_max,
+                      uint64_t seed)
+{
+    f->cfg = *cfg;
+    f->t_max = t_max;
+    size_t n = (size_t)cfg->n_layers * cfg->batch * t_max * cfg->n_kv_heads * cfg->head_dim;
+    size_t chunk = (size_t)cfg->batch * t_max * cfg->n_kv_heads * cfg->head_dim;
+    f->k = malloc(n * sizeof(float));
+    f->v = malloc(n * sizeof(float));
+    f->ck = malloc(chunk * sizeof(float));
+    f->cv = malloc(chunk * sizeof(float));
+    f->deq = malloc((size_t)cfg->head_dim * sizeof(float));
+    ck_assert(f->k && f->v && f->ck && f->cv && f->deq);
+    rng_state = seed;
+    for (size_t i = 0; i < n; i++) {
+        f->k[i] = rng_uniform();
+        f->v[i] = rng_uniform();
+    }
+    /* a few groups with all-equal values and one with a large outlier */
+    for (int32_t d = 0; d < cfg->head_dim; d++) {
+        f->k[feed_row(f, 0, 0, 1, 0) + d] = 0.75f;
+        f->v[feed_row(f, 0, 0, 2, 0) + d] = -1.5f;
+    }
+    f->k[feed_row(f, 0, cfg->batch - 1, 3, 0)] = 1000.0f;
+}
+
+static void feed_free(struct feed *f)
+{
+    free(f->k);
+    free(f->v);
+    free(f->ck);
+    free(f->cv);
+    free(f->deq);
+}
+
+/* ck, cv (batch, n, n_kv_heads, head_dim) <- history of layer l, positions [p0, p0+n). */
+static void feed_chunk(struct feed *f, int32_t l, int32_t p0, int32_t n)
+{
+    const struct kv_cache_config *c = &f->cfg;
+    const size_t tok = (size_t)c->n_kv_heads * c->head_dim;
+    ck_assert_int_le(p0 + n, f->t_max);
+    for (int32_t b = 0; b < c->batch; b++) {
+        memcpy(f->ck + (size_t)b * n * tok, f->k + feed_row(f, l, b, p0, 0), n * tok * sizeof(float));
+        memcpy(f->cv + (size_t)b * n * tok, f->v + feed_row(f, l, b, p0, 0), n * tok * sizeof(float));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading a view back                                                      */
+
+/* |x' - x| within half a quantization step of x's group (see tolerances). */
+static void check_quant_row(const struct feed *f, const float *want, const float *got,
+                            enum kv_dtype t, const char *what, int32_t pos)
+{
+    const int32_t g = f->cfg.group;
+    const float levels = t == KV_DTYPE_Q8 ? 255.0f : 15.0f;
+    for (int32_t g0 = 0; g0 < f->cfg.head_dim; g0 += g) {
+        float lo = want[g0], hi = want[g0], amax = 0.0f;
+        for (int32_t i = g0; i < g0 + g; i++) {
+            lo = fminf(lo, want[i]);
+            hi = fmaxf(hi, want[i]);
+            amax = fmaxf(amax, fabsf(want[i]));
+        }
+        const float half_step = 0.5f * (hi - lo) / levels;
+        const float tol = half_step * (1.0f + QUANT_REL_SLACK) + QUANT_ULP_SLACK * FLT_EPSILON * amax;
+        for (int32_t i = g0; i < g0 + g; i++)
+            REQUIRE(fabsf(got[i] - want[i]) <= tol,
+                          "%s pos %d elem %d: got %g want %g (tol %g)", what, pos, i,
+                          (double)got[i], (double)want[i], (double)tol);
+    }
+}
+
+struct seen {
+    int32_t count; /* positions visible */
+    int32_t lo;    /* smallest visible position */
+    int32_t hi;    /* one past the largest */
+    int32_t n_spans;
+    int32_t n_quant; /* positions in quantized spans */
+};
+
+/*
+ * Reads layer l's view back and compares it with the history. Every visible
+ * position must be in [0, q_end), appear once, spans in position order, and
+ * hold exactly what was written. Returns what was seen.
+ */
+static struct seen check_view(struct feed *f, const struct kv_cache *c, int32_t l, int32_t q_end)
+{
+    const struct kv_cache_config *cfg = &f->cfg;
+    struct kv_span spans[KV_MAX_SPANS];
+    struct seen s = {.lo = INT32_MAX, .hi = 0};
+    char *mark = calloc((size_t)q_end + 1, 1);
+    ck_assert(mark != NULL);
+    s.n_spans = kv_cache_view(c, l, spans);
+    ck_assert_int_ge(s.n_spans, 0);
+    ck_assert_int_le(s.n_spans, KV_MAX_SPANS);
+    int32_t prev_end = 0;
+    for (int32_t i = 0; i < s.n_spans; i++) {
+        const struct kv_span *sp = &spans[i];
+        ck_assert_int_ge(sp->n_tokens, 1);
+        ck_assert_int_ge(sp->pos0, prev_end); /* position order */
+        ck_assert_int_le(sp->pos0 + sp->n_tokens, q_end);
+        ck_assert(sp->k != NULL && sp->v != NULL);
+        prev_end = sp->pos0 + sp->n_tokens;
+        const int quant = sp->dtype != KV_DTYPE_F32;
+        if (quant) {
+            ck_assert(sp->dtype == KV_DTYPE_Q8 || sp->dtype == KV_DTYPE_Q4);
+            ck_assert(sp->k_qp != NULL && sp->v_qp != NULL);
+            s.n_quant += sp->n_tokens;
+        }
+        for (int32_t t = 0; t < sp->n_tokens; t++) {
+            const int32_t p = sp->pos0 + t;
+            REQUIRE(!mark[p], "layer %d: position %d visible twice", l, p);
+            mark[p] = 1;
+            s.count++;
+            s.lo = p < s.lo ? p : s.lo;
+            s.hi = p + 1 > s.hi ? p + 1 : s.hi;
+            for (int32_t b = 0; b < cfg->batch; b++)
+                for (int32_t h = 0; h < cfg->n_kv_heads; h++) {
+                    const size_t off = b * sp->seq_stride + h * sp->head_stride + t * sp->row_stride;
+                    const float *wk = f->k + feed_row(f, l, b, p, h);
+                    const float *wv = f->v + feed_row(f, l, b, p, h);
+                    if (!quant) {
+                        REQUIRE(memcmp((const char *)sp->k + off, wk,
+                                       cfg->head_dim * sizeof(float)) == 0,
+                                "layer %d seq %d head %d pos %d: K differs", l, b, h, p);
+                        REQUIRE(memcmp((const char *)sp->v + off, wv,
+                                       cfg->head_dim * sizeof(float)) == 0,
+                                "layer %d seq %d head %d pos %d: V differs", l, b, h, p);
+                        continue;
+                    }
+                    const size_t qoff = b * sp->qp_seq_stride + h * sp->qp_head_stride +
+                                        t * sp->qp_row_stride;
+                    kv_dequantize_row(f->deq, (const char *)sp->k + off,
+                                      (const struct kv_qparams *)((const char *)sp->k_qp + qoff),
+                                      sp->dtype, cfg->head_dim, cfg->group);
+                    check_quant_row(f, wk, f->deq, sp->dtype, "K", p);
+                    kv_dequantize_row(f->deq, (const char *)sp->v + off,
+                                      (const struct kv_qparams *)((const char *)sp->v_qp + qoff),
+                                      sp->dtype, cfg->head_dim, cfg->group);
+                    check_quant_row(f, wv, f->deq, sp->dtype, "V", p);
+                }
+        }
+    }
+    free(mark);
+    if (s.count == 0)
+        s.lo = 0;
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Feeding                                                                  */
+
+/*
+ * One model step: positions [len, len+n) for every layer in order (for a
+ * strategy without history, the whole prefix [0, len+n) at pos0 0). After
+ * each layer's update its view is read back; queries of the step are at
+ * [len, len+n) (all of [0, len+n) without history), and every key one of
+ * them may see under the strategy's mask window must be visible:
+ *   window 0: exactly [0, len+n);
+ *   window W: at least [max(0, first query - W + 1), len+n).
+ * Returns the first failing status (then only layer 0 may have failed).
+ */
+static enum kv_status feed_step(struct feed *f, struct kv_cache *c, int32_t len, int32_t n)
+{
+    const int hist = c->ops->keeps_history;
+    const int32_t w = kv_cache_mask_window(c);
+    const int32_t q_end = len + n;
+    const int32_t q_first = hist ? len : 0;
+    for (int32_t l = 0; l < f->cfg.n_layers; l++) {
+        const int32_t p0 = hist ? len : 0, cnt = hist ? n : q_end;
+        feed_chunk(f, l, p0, cnt);
+        const size_t copied = kv_cache_copied_bytes(c);
+        enum kv_status st = kv_cache_update(c, l, f->ck, f->cv, cnt, p0);
+        if (st != KV_OK) {
+            ck_assert_msg(l == 0, "layer %d refused what layer 0 took: %s", l, kv_status_str(st));
+            return st;
+        }
+        ck_assert_uint_ge(kv_cache_copied_bytes(c), copied);
+        ck_assert_int_eq(kv_cache_seq_len(c, l), hist ? q_end : 0);
+        struct seen s = check_view(f, c, l, q_end);
+        ck_assert_int_eq(s.hi, q_end);
+        if (w == 0) {
+            ck_assert_int_eq(s.count, q_end);
+        } else {
+            const int32_t need_lo = q_first - w + 1 > 0 ? q_first - w + 1 : 0;
+            ck_assert_int_le(s.lo, need_lo);
+            ck_assert_int_eq(s.count, q_end - s.lo); /* contiguous */
+        }
+    }
+    return KV_OK;
+}
+
+/*
+ * Runs a schedule of update sizes. A strategy with a mask window may refuse
+ * a multi-token update into a non-empty cache (KV_ERR_INVALID, documented
+ * for sliding); the cache must then be unchanged, and the chunk is fed one
+ * token at a time instead.
+ */
+static void run_schedule(struct feed *f, struct kv_cache *c, const int32_t *sched, int32_t n_sched)
+{
+    int32_t len = 0;
+    for (int32_t i = 0; i < n_sched; i++) {
+        const int32_t n = sched[i];
+        const size_t copied = kv_cache_copied_bytes(c);
+        enum kv_status st = feed_step(f, c, len, n);
+        if (st == KV_ERR_INVALID && kv_cache_mask_window(c) > 0 && len > 0 && n > 1) {
+            ck_assert_int_eq(kv_cache_seq_len(c, 0), len);
+            ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+            for (int32_t j = 0; j < n; j++)
+                ck_assert_int_eq(feed_step(f, c, len + j, 1), KV_OK);
+        } else {
+            ck_assert_msg(st == KV_OK, "%s: update of %d at %d: %s", c->ops->name, n, len,
+                          kv_status_str(st));
+        }
+        len += n;
+    }
+}
+
+static int32_t sched_total(const int32_t *sched, int32_t n)
+{
+    int32_t t = 0;
+    for (int32_t i = 0; i < n; i++)
+        t += sched[i];
+    return t;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configurations and schedules                                             */
+
+static const struct kv_cache_config conf_cfgs[] = {
+    /* layers batch heads head_dim max_len window bits group residual */
+    {.n_layers = 2, .batch = 3, .n_kv_heads = 2, .head_dim = 16, .max_len = 64,
+     .window = 5, .bits = 8, .group = 8, .residual = 4},
+    {.n_layers = 1, .batch = 1, .n_kv_heads = 1, .head_dim = 32, .max_len = 64,
+     .window = 1, .bits = 4, .group = 32, .residual = 1},
+    {.n_layers = 3, .batch = 2, .n_kv_heads = 3, .head_dim = 8, .max_len = 64,
+     .window = 16, .bits = 4, .group = 4, .residual = 7},
+    {.n_layers = 1, .batch = 2, .n_kv_heads = 2, .head_dim = 12, .max_len = 50,
+     .window = 9, .bits = 8, .group = 3, .residual = 32},
+};
+#define N_CONF_CFGS ((int32_t)(sizeof conf_cfgs / sizeof conf_cfgs[0]))
+
+static const int32_t sched_tokens[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                       1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                       1, 1};
+static const int32_t sched_prefill[] = {13, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                        1, 1};
+static const int32_t sched_long_prefill[] = {40, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int32_t sched_chunks[] = {3, 5, 1, 7, 2, 1, 1, 11, 4, 1, 6, 2};
+
+struct sched {
+    const char *name;
+    const int32_t *sizes;
+    int32_t n;
+};
+#define SCHED(a) {#a, a, (int32_t)(sizeof a / sizeof a[0])}
+static const struct sched scheds[] = {
+    SCHED(sched_tokens), SCHED(sched_prefill), SCHED(sched_long_prefill), SCHED(sched_chunks)};
+#define N_SCHEDS ((int32_t)(sizeof scheds / sizeof scheds[0]))
+
+/* ------------------------------------------------------------------------ */
+/* Conformance suite: every registered strategy                             */
+
+/* _i indexes strategy x config. */
+START_TEST(test_conformance_readback)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i / N_CONF_CFGS);
+    const struct kv_cache_config *cfg = &conf_cfgs[_i % N_CONF_CFGS];
+    ck_assert_ptr_nonnull(ops);
+    const int64_t live0 = kv_alloc_live();
+    for (int32_t s = 0; s < N_SCHEDS; s++) {
+        const int32_t total = sched_total(scheds[s].sizes, scheds[s].n);
+        struct feed f;
+        feed_init(&f, cfg, total, 1000 + (uint64_t)_i * 17 + (uint64_t)s);
+        struct kv_cache *c = NULL;
+        ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+        ck_assert_ptr_nonnull(c);
+        for (int32_t l = 0; l < cfg->n_layers; l++) {
+            ck_assert_int_eq(kv_cache_seq_len(c, l), 0);
+            struct kv_span sp[KV_MAX_SPANS];
+            ck_assert_int_eq(kv_cache_view(c, l, sp), 0);
+        }
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
+        run_schedule(&f, c, scheds[s].sizes, scheds[s].n);
+        kv_cache_destroy(c);
+        feed_free(&f);
+    }
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/* reset forgets everything and the cache behaves like a new one. */
+START_TEST(test_conformance_reset)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    const int64_t live0 = kv_alloc_live();
+    struct kv_cache *c = NULL, *fresh = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+    ck_assert_int_eq(kv_cache_create(&fresh, ops, cfg), KV_OK);
+    struct feed f;
+    const int32_t n_sched = (int32_t)(sizeof sched_prefill / sizeof sched_prefill[0]);
+    const int32_t total = sched_total(sched_prefill, n_sched);
+    feed_init(&f, cfg, total, 77);
+    run_schedule(&f, c, sched_prefill, n_sched);
+    ck_assert_int_eq(kv_cache_reset(c), KV_OK);
+    for (int32_t l = 0; l < cfg->n_layers; l++) {
+        ck_assert_int_eq(kv_cache_seq_len(c, l), 0);
+        struct kv_span sp[KV_MAX_SPANS];
+        if (ops->keeps_history)
+            ck_assert_int_eq(kv_cache_view(c, l, sp), 0);
+    }
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), kv_cache_resident_bytes(fresh));
+    /* new data after the reset: nothing of the old data may show through */
+    feed_free(&f);
+    feed_init(&f, cfg, total, 78);
+    run_schedule(&f, c, sched_prefill, n_sched);
+    run_schedule(&f, fresh, sched_prefill, n_sched);
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), kv_cache_copied_bytes(fresh));
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), kv_cache_resident_bytes(fresh));
+    feed_free(&f);
+    kv_cache_destroy(c);
+    kv_cache_destroy(fresh);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/* Arguments the wrapper must refuse for every strategy, cache unchanged. */
+START_TEST(test_conformance_bad_updates)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    struct kv_cache *c = NULL;
+    struct feed f;
+    feed_init(&f, cfg, 8, 5);
+    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+    ck_assert_int_eq(feed_step(&f, c, 0, 1), KV_OK);
+    const size_t copied = kv_cache_copied_bytes(c);
+    const int32_t len = kv_cache_seq_len(c, 0);
+    const int32_t p0 = ops->keeps_history ? 1 : 0;
+    /* a separate buffer: `none` still points into f.ck */
+    float *junk = calloc(2 * (size_t)cfg->batch * cfg->n_kv_heads * cfg->head_dim, sizeof(float));
+    ck_assert_ptr_nonnull(junk);
+    ck_assert_int_eq(kv_cache_update(c, -1, junk, junk, 1, p0), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(c, cfg->n_layers, junk, junk, 1, p0), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 0, p0), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, -3, p0), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 1, -1), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(c, 0, NULL, junk, 1, p0), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(c, 0, junk, NULL, 1, p0), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 2, INT32_MAX - 1), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_update(NULL, 0, junk, junk, 1, p0), KV_ERR_INVALID);
+    if (ops->keeps_history) { /* pos0 must be the layer's length */
+        ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 1, 0), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 1, 2), KV_ERR_INVALID);
+    }
+    ck_assert_int_eq(kv_cache_seq_len(c, 0), len);
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+    /* (the last layer fed: `none` reads f.ck, which holds that layer) */
+    struct seen s = check_view(&f, c, cfg->n_layers - 1, 1);
+    ck_assert_int_eq(s.count, 1);
+    /* out-of-range queries answer harmlessly */
+    struct kv_span sp[KV_MAX_SPANS];
+    ck_assert_int_eq(kv_cache_view(c, -1, sp), 0);
+    ck_assert_int_eq(kv_cache_view(c, cfg->n_layers, sp), 0);
+    ck_assert_int_eq(kv_cache_seq_len(c, cfg->n_layers), 0);
+    kv_cache_destroy(c);
+    kv_cache_destroy(NULL);
+    free(junk);
+    feed_free(&f);
+}
+END_TEST
+
+/* Configs every strategy must refuse, before allocating anything. */
+START_TEST(test_conformance_bad_configs)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    const struct kv_cache_config good = conf_cfgs[0];
+    const int64_t live0 = kv_alloc_live();
+    struct {
+        struct kv_cache_config cfg;
+        enum kv_status want;
+    } cases[8];
+    int32_t n = 0;
+    for (int32_t i = 0; i < 8; i++)
+        cases[i].cfg = good;
+    cases[n].cfg.n_layers = 0, cases[n++].want = KV_ERR_INVALID;
+    cases[n].cfg.batch = 0, cases[n++].want = KV_ERR_INVALID;
+    cases[n].cfg.n_kv_heads = -2, cases[n++].want = KV_ERR_INVALID;
+    cases[n].cfg.head_dim = 0, cases[n++].want = KV_ERR_INVALID;
+    cases[n].cfg.max_len = -1, cases[n++].want = KV_ERR_INVALID;
+    /* 2 * 2^31 * 2^31 * 2^31 * 4 bytes per token overflows 64-bit size_t */
+    cases[n].cfg.batch = INT32_MAX, cases[n].cfg.n_kv_heads = INT32_MAX;
+    cases[n].cfg.head_dim = INT32_MAX, cases[n].cfg.group = 1, cases[n++].want = KV_ERR_OVERFLOW;
+    cases[n].cfg.n_layers = INT32_MAX, cases[n].cfg.batch = INT32_MAX;
+    cases[n].cfg.n_kv_heads = INT32_MAX, cases[n++].want = KV_ERR_OVERFLOW;
+    for (int32_t i = 0; i < n; i++) {
+        struct kv_cache *c = (struct kv_cache *)&cases[i]; /* must be overwritten */
+        ck_assert_int_eq(kv_cache_create(&c, ops, &cases[i].cfg), cases[i].want);
+        ck_assert_ptr_null(c);
+    }
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, ops, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_create(&c, NULL, &good), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_create(NULL, ops, &good), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/*
+ * Allocation failure at every k: create and a schedule with growth; the
+ * k-th allocation and (sticky) all after it fail. Each failure must be
+ * KV_ERR_NOMEM with the cache unchanged, and destroy must free everything.
+ */
+START_TEST(test_conformance_alloc_failure)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i / 2);
+    const int sticky = _i % 2;
+    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    static const int32_t sched[] = {9, 1, 1, 1, 1, 1, 1, 1, 3, 1, 20, 1};
+    const int32_t n_sched = (int32_t)(sizeof sched / sizeof sched[0]);
+    struct feed f;
+    feed_init(&f, cfg, sched_total(sched, n_sched), 9);
+    const int64_t live0 = kv_alloc_live();
+    int completed = 0;
+    int32_t failures = 0;
+    for (int64_t k = 1; k <= MAX_ALLOC_STEPS && !completed; k++) {
+        kv_alloc_fail_at(k, sticky);
+        struct kv_cache *c = NULL;
+        enum kv_status st = kv_cache_create(&c, ops, cfg);
+        if (st != KV_OK) {
+            ck_assert_int_eq(st, KV_ERR_NOMEM);
+            ck_assert_ptr_null(c);
+            ck_assert_int_eq(kv_alloc_live(), live0);
+            failures++;
+            if (sticky)
+                continue;
+            ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK); /* one-shot: retry */
+        }
+        int32_t len = 0;
+        int gave_up = 0;
+        for (int32_t i = 0; i < n_sched && !gave_up; i++) {
+            const int32_t n = sched[i];
+            if (n > 1 && len > 0 && kv_cache_mask_window(c) > 0)
+                continue; /* sliding refuses these by design; skip (tested elsewhere) */
+            for (int32_t l = 0; l < cfg->n_layers; l++) {
+                const int hist = ops->keeps_history;
+                const int32_t p0 = hist ? len : 0, cnt = hist ? n : len + n;
+                const size_t copied = kv_cache_copied_bytes(c);
+                const size_t resident = kv_cache_resident_bytes(c);
+                feed_chunk(&f, l, p0, cnt);
+                st = kv_cache_update(c, l, f.ck, f.cv, cnt, p0);
+                if (st != KV_OK) {
+                    ck_assert_int_eq(st, KV_ERR_NOMEM);
+                    failures++;
+                    ck_assert_int_eq(kv_cache_seq_len(c, l), hist ? len : 0);
+                    ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+                    ck_assert_uint_eq(kv_cache_resident_bytes(c), resident);
+                    if (hist && kv_cache_mask_window(c) == 0) {
+                        struct seen s = check_view(&f, c, l, len);
+                        ck_assert_int_eq(s.count, len);
+                    }
+                    if (sticky) {
+                        gave_up = 1;
+                        break;
+                    }
+                    st = kv_cache_update(c, l, f.ck, f.cv, cnt, p0); /* one-shot: retry */
+                    ck_assert_int_eq(st, KV_OK);
+                }
+                struct seen s = check_view(&f, c, l, len + n);
+                ck_assert_int_eq(s.hi, len + n);
+            }
+            len += n;
+        }
+        completed = !gave_up && kv_alloc_count() < k;
+        kv_cache_destroy(c);
+        ck_assert_int_eq(kv_alloc_live(), live0);
+    }
+    kv_alloc_fail_at(0, 0);
+    ck_assert_msg(completed, "%s: scenario never completed", ops->name);
+    ck_assert_int_ge(failures, 1); /* every strategy allocates at least in create */
+    feed_free(&f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Registry and wrapper defaults                                            */
+
+START_TEST(test_registry)
+{
+    static const char *const names[] = {"none", "dynamic", "dynamic-concat",
+                                        "static", "sliding", "quantized"};
+    const int32_t n = kv_strategy_count();
+    ck_assert_int_ge(n, 6);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_find(names[i]);
+        ck_assert_ptr_nonnull(ops);
+        ck_assert_str_eq(ops->name, names[i]);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(i);
+        ck_assert_ptr_nonnull(ops);
+        ck_assert_ptr_eq(kv_strategy_find(ops->name), ops); /* names unique */
+        ck_assert(ops->description != NULL && ops->description[0] != '\0');
+        ck_assert(ops->init && ops->free && ops->update && ops->view && ops->seq_len &&
+                  ops->resident_bytes && ops->copied_bytes);
+        ck_assert_uint_gt(ops->state_size, 0);
+        ck_assert_int_eq(ops->keeps_history, strcmp(ops->name, "none") != 0);
+    }
+    ck_assert_ptr_null(kv_strategy_at(-1));
+    ck_assert_ptr_null(kv_strategy_at(n));
+    ck_assert_ptr_null(kv_strategy_find("nope"));
+    ck_assert_ptr_null(kv_strategy_find(""));
+    ck_assert_ptr_null(kv_strategy_find(NULL));
+}
+END_TEST
+
+/* A minimal strategy with every optional method NULL, to test the defaults. */
+struct probe_state {
+    int32_t inits, frees, updates;
+    void *mem;
+};
+static int32_t probe_total_inits, probe_total_frees;
+
+static enum kv_status probe_init(void *state, const struct kv_cache_config *cfg)
+{
+    struct probe_state *s = state;
+    (void)cfg;
+    ck_assert_int_eq(s->inits + s->frees + s->updates, 0); /* zeroed state */
+    s->inits++;
+    probe_total_inits++;
+    s->mem = kv_alloc(100);
+    return s->mem ? KV_OK : KV_ERR_NOMEM;
+}
+
+static void probe_free(void *state)
+{
+    struct probe_state *s = state;
+    kv_free(s->mem);
+    s->mem = NULL;
+    probe_total_frees++;
+}
+
+static enum kv_status probe_update(void *state, int32_t layer, const float *k, const float *v,
+                                   int32_t n, int32_t pos0)
+{
+    (void)layer, (void)k, (void)v, (void)n, (void)pos0;
+    ((struct probe_state *)state)->updates++;
+    return KV_OK;
+}
+
+static const struct kv_strategy_ops probe_ops = {
+    .name = "probe",
+    .description = "test double",
+    .keeps_history = 1,
+    .state_size = sizeof(struct probe_state),
+    .init = probe_init,
+    .free = probe_free,
+    .update = probe_update,
+};
+
+START_TEST(test_wrapper_defaults)
+{
+    const int64_t live0 = kv_alloc_live();
+    struct kv_cache *c = NULL;
+    float kv[16] = {0};
+    probe_total_inits = probe_total_frees = 0;
+    ck_assert_int_eq(kv_cache_create(&c, &probe_ops, &conf_cfgs[0]), KV_OK);
+    ck_assert_int_eq(kv_cache_mask_window(c), 0);
+    ck_assert_int_eq(kv_cache_update(c, 0, kv, kv, 1, 0), KV_OK);
+    ck_assert_int_eq(((struct probe_state *)c->state)->updates, 1);
+    struct kv_span sp[KV_MAX_SPANS];
+    ck_assert_int_eq(kv_cache_view(c, 0, sp), 0);
+    ck_assert_int_eq(kv_cache_seq_len(c, 0), 0);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), 0);
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
+    /* default reset: free, zero the state, init again */
+    ck_assert_int_eq(kv_cache_reset(c), KV_OK);
+    ck_assert_int_eq(probe_total_frees, 1);
+    ck_assert_int_eq(probe_total_inits, 2);
+    ck_assert_int_eq(((struct probe_state *)c->state)->updates, 0);
+    kv_cache_destroy(c);
+    ck_assert_int_eq(probe_total_frees, 2);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+    /* a table without init or update is refused */
+    struct kv_strategy_ops broken = probe_ops;
+    broken.init = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, &broken, &conf_cfgs[0]), KV_ERR_INVALID);
+    broken = probe_ops;
+    broken.update = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, &broken, &conf_cfgs[0]), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Per-strategy: memory accounting in closed form                           */
+
+/* Bytes of one token of one layer, K and V, f32, whole batch. */
+static size_t f32_token_bytes(const struct kv_cache_config *c)
+{
+    return 2 * (size_t)c->batch * c->n_kv_heads * c->head_dim * sizeof(float);
+}
+
+static struct kv_cache *make(const char *name, const struct kv_cache_config *cfg)
+{
+    struct kv_cache *c = NULL;
+    const struct kv_strategy_ops *ops = kv_strategy_find(name);
+    ck_assert_ptr_nonnull(ops);
+    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+    return c;
+}
+
+/* Feeds single tokens until every layer holds `to` (from `from`). */
+static void feed_tokens(struct feed *f, struct kv_cache *c, int32_t from, int32_t to)
+{
+    for (int32_t p = from; p < to; p++)
+        ck_assert_int_eq(feed_step(f, c, p, 1), KV_OK);
+}
+
+static const struct kv_cache_config mem_cfg = {
+    .n_layers = 2, .batch = 2, .n_kv_heads = 3, .head_dim = 8, .max_len = 100,
+    .window = 6, .bits = 8, .group = 4, .residual = 5};
+
+START_TEST(test_none_keeps_nothing)
+{
+    struct kv_cache *c = make("none", &mem_cfg);
+    struct kv_span sp[KV_MAX_SPANS];
+    struct feed f;
+    feed_init(&f, &mem_cfg, 30, 3);
+    for (int32_t t = 1; t <= 30; t += 7) {
+        ck_assert_int_eq(feed_step(&f, c, t - 1, 1), KV_OK); /* re-feeds [0, t) */
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), 0);
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
+        /* the span is the caller's own buffer, in the model's layout */
+        ck_assert_int_eq(kv_cache_view(c, mem_cfg.n_layers - 1, sp), 1);
+        ck_assert_ptr_eq(sp[0].k, f.ck);
+        ck_assert_ptr_eq(sp[0].v, f.cv);
+        ck_assert_uint_eq(sp[0].row_stride, (size_t)mem_cfg.n_kv_heads * mem_cfg.head_dim * 4);
+        ck_assert_uint_eq(sp[0].head_stride, (size_t)mem_cfg.head_dim * 4);
+        ck_assert_uint_eq(sp[0].seq_stride, (size_t)t * mem_cfg.n_kv_heads * mem_cfg.head_dim * 4);
+    }
+    /* it keeps no history, so any pos0 is taken and shown as given */
+    ck_assert_int_eq(kv_cache_update(c, 0, f.ck, f.cv, 2, 5), KV_OK);
+    ck_assert_int_eq(kv_cache_view(c, 0, sp), 1);
+    ck_assert_int_eq(sp[0].pos0, 5);
+    ck_assert_int_eq(sp[0].n_tokens, 2);
+    ck_assert_int_eq(kv_cache_seq_len(c, 0), 0);
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+START_TEST(test_static_memory_and_full)
+{
+    const struct kv_cache_config *cfg = &mem_cfg;
+    const size_t flat = (size_t)cfg->n_layers * cfg->max_len * f32_token_bytes(cfg);
+    struct kv_cache *c = make("static", cfg);
+    struct feed f;
+    feed_init(&f, cfg, cfg->max_len + 3, 4);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), flat); /* preallocated */
+    ck_assert_int_eq(feed_step(&f, c, 0, 1), KV_OK);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), flat);
+    ck_assert_int_eq(feed_step(&f, c, 1, 40), KV_OK);
+    feed_tokens(&f, c, 41, cfg->max_len - 2);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), flat);
+    ck_assert_uint_eq(kv_cache_copied_bytes(c),
+                      (size_t)cfg->n_layers * (cfg->max_len - 2) * f32_token_bytes(cfg));
+    /* 3 tokens do not fit in the last 2 slots: refused, nothing written */
+    const size_t copied = kv_cache_copied_bytes(c);
+    ck_assert_int_eq(feed_step(&f, c, cfg->max_len - 2, 3), KV_ERR_FULL);
+    for (int32_t l = 0; l < cfg->n_layers; l++) {
+        ck_assert_int_eq(kv_cache_seq_len(c, l), cfg->max_len - 2);
+        struct seen s = check_view(&f, c, l, cfg->max_len - 2);
+        ck_assert_int_eq(s.count, cfg->max_len - 2);
+    }
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+    /* the last 2 fit; then one more is refused */
+    ck_assert_int_eq(feed_step(&f, c, cfg->max_len - 2, 2), KV_OK);
+    ck_assert_int_eq(feed_step(&f, c, cfg->max_len, 1), KV_ERR_FULL);
+    ck_assert_int_eq(kv_cache_seq_len(c, 0), cfg->max_len);
+    struct seen s = check_view(&f, c, 0, cfg->max_len);
+    ck_assert_int_eq(s.count, cfg->max_len);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), flat);
+    /* reset keeps the storage */
+    ck_assert_int_eq(kv_cache_reset(c), KV_OK);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), flat);
+    ck_assert_int_eq(feed_step(&f, c, 0, 3), KV_OK);
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+START_TEST(test_sliding_memory_and_contents)
+{
+    for (int32_t w = 1; w <= 7; w += 3) {
+        struct kv_cache_config cfg = mem_cfg;
+        cfg.window = w;
+        const size_t flat = (size_t)cfg.n_layers * w * f32_token_bytes(&cfg);
+        const int32_t t_max = 4 * w + 3;
+        struct kv_cache *c = make("sliding", &cfg);
+        struct feed f;
+        feed_init(&f, &cfg, t_max, 10 + (uint64_t)w);
+        ck_assert_int_eq(kv_cache_mask_window(c), w);
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), flat);
+        for (int32_t t = 1; t <= t_max; t++) {
+            ck_assert_int_eq(feed_step(&f, c, t - 1, 1), KV_OK);
+            ck_assert_uint_eq(kv_cache_resident_bytes(c), flat);
+            ck_assert_uint_eq(kv_cache_copied_bytes(c), (size_t)cfg.n_layers * t * f32_token_bytes(&cfg));
+            for (int32_t l = 0; l < cfg.n_layers; l++) { /* exactly the last w */
+                struct seen s = check_view(&f, c, l, t);
+                ck_assert_int_eq(s.count, t < w ? t : w);
+                ck_assert_int_eq(s.lo, t < w ? 0 : t - w);
+                ck_assert_int_le(s.n_spans, 2);
+            }
+        }
+        kv_cache_destroy(c);
+        feed_free(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_sliding_prefill_and_chunks)
+{
+    struct kv_cache_config cfg = mem_cfg; /* window 6 */
+    const int32_t w = cfg.window;
+    struct feed f;
+    feed_init(&f, &cfg, 40, 11);
+    /* prefill longer than the window: this step sees the whole prompt... */
+    struct kv_cache *c = make("sliding", &cfg);
+    ck_assert_int_eq(feed_step(&f, c, 0, 2 * w + 1), KV_OK);
+    struct kv_span sp[KV_MAX_SPANS];
+    ck_assert_int_eq(kv_cache_view(c, cfg.n_layers - 1, sp), 1);
+    ck_assert_ptr_eq(sp[0].k, f.ck); /* pass-through of this step's k_new */
+    ck_assert_int_eq(sp[0].n_tokens, 2 * w + 1);
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), (size_t)cfg.n_layers * w * f32_token_bytes(&cfg));
+    /* ...and the ring kept its last w tokens for the next decode step */
+    ck_assert_int_eq(feed_step(&f, c, 2 * w + 1, 1), KV_OK);
+    for (int32_t l = 0; l < cfg.n_layers; l++) {
+        struct seen s = check_view(&f, c, l, 2 * w + 2);
+        ck_assert_int_eq(s.count, w);
+        ck_assert_int_eq(s.lo, w + 2);
+    }
+    /* a multi-token update that would evict is refused, nothing changes */
+    const size_t copied = kv_cache_copied_bytes(c);
+    ck_assert_int_eq(feed_step(&f, c, 2 * w + 2, 2), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_seq_len(c, 0), 2 * w + 2);
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+    struct seen s = check_view(&f, c, 0, 2 * w + 2);
+    ck_assert_int_eq(s.lo, w + 2);
+    kv_cache_destroy(c);
+    /* chunks that fit the ring without evicting are taken */
+    c = make("sliding", &cfg);
+    ck_assert_int_eq(feed_step(&f, c, 0, 2), KV_OK);
+    ck_assert_int_eq(feed_step(&f, c, 2, w - 2), KV_OK);
+    ck_assert_int_eq(feed_step(&f, c, w, 1), KV_OK);
+    s = check_view(&f, c, 0, w + 1);
+    ck_assert_int_eq(s.count, w);
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* Closed form of `dynamic`: capacity next_pow2(max(16, T)), copies T + growths. */
+START_TEST(test_dynamic_memory)
+{
+    const struct kv_cache_config *cfg = &mem_cfg;
+    const size_t tok = f32_token_bytes(cfg) * (size_t)cfg->n_layers;
+    struct kv_cache *c = make("dynamic", cfg);
+    struct feed f;
+    feed_init(&f, cfg, 100, 12);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), 0);
+    size_t growth_rows = 0; /* rows copied by growths: 16 + 32 + ... below T */
+    for (int32_t t = 1; t <= 100; t++) {
+        ck_assert_int_eq(feed_step(&f, c, t - 1, 1), KV_OK);
+        size_t cap = 16;
+        while (cap < (size_t)t)
+            cap *= 2;
+        if (t > 16 && (t - 1) == (int32_t)(cap / 2))
+            growth_rows += (size_t)(t - 1); /* crossed a power of two */
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), cap * tok);
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), ((size_t)t + growth_rows) * tok);
+    }
+    ck_assert_uint_eq(growth_rows, 16 + 32 + 64); /* growths at 17, 33, 65 */
+    /* a chunk jumps straight to the power of two that holds it */
+    ck_assert_int_eq(kv_cache_reset(c), KV_OK);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), 0);
+    ck_assert_int_eq(feed_step(&f, c, 0, 3), KV_OK);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), 16 * tok);
+    ck_assert_int_eq(feed_step(&f, c, 3, 40), KV_OK);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), 64 * tok);
+    ck_assert_uint_eq(kv_cache_copied_bytes(c), (3 + 3 + 40) * tok);
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* `dynamic-concat` copies the arithmetic series 1 + 2 + ... + T. */
+START_TEST(test_concat_memory)
+{
+    const struct kv_cache_config *cfg = &mem_cfg;
+    const size_t tok = f32_token_bytes(cfg) * (size_t)cfg->n_layers;
+    struct kv_cache *c = make("dynamic-concat", cfg);
+    struct feed f;
+    feed_init(&f, cfg, 60, 13);
+    for (int32_t t = 1; t <= 60; t++) {
+        ck_assert_int_eq(feed_step(&f, c, t - 1, 1), KV_OK);
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), (size_t)t * tok);
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), (size_t)t * (t + 1) / 2 * tok);
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* Positions must stay within max_len for the strategies that keep all. */
+START_TEST(test_max_len_refused)
+{
+    static const char *const names[] = {"dynamic", "dynamic-concat", "quantized", "none"};
+    struct kv_cache_config cfg = mem_cfg;
+    cfg.max_len = 20;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct kv_cache *c = make(names[i], &cfg);
+        struct feed f;
+        feed_init(&f, &cfg, 21, 14);
+        feed_tokens(&f, c, 0, 20);
+        const size_t copied = kv_cache_copied_bytes(c);
+        ck_assert_int_eq(feed_step(&f, c, 20, 1), KV_ERR_FULL);
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+        kv_cache_destroy(c);
+        feed_free(&f);
+    }
+    /* sliding never fails for length */
+    struct kv_cache *c = make("sliding", &cfg);
+    struct feed f;
+    feed_init(&f, &cfg, 30, 15);
+    feed_tokens(&f, c, 0, 30);
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Per-strategy: quantized                                                  */
+
+/* Quantized tokens after T single-token updates: 0 up to R, then in steps
+ * of ceil(R/2) each time the residual overflows. */
+static int32_t quant_nq_decode(int32_t t, int32_t r)
+{
+    const int32_t c = (r + 1) / 2;
+    return t <= r ? 0 : c * ((t - r + c - 1) / c);
+}
+
+static size_t quant_pow2_cap(int32_t nq)
+{
+    if (nq == 0)
+        return 0;
+    size_t cap = 16;
+    while (cap < (size_t)nq)
+        cap *= 2;
+    return cap;
+}
+
+/* Closed-form resident bytes: packed codes + qparams + f32 residual. */
+static size_t quant_resident(const struct kv_cache_config *cfg, int32_t nq)
+{
+    const size_t code_row = (size_t)cfg->head_dim * cfg->bits / 8;
+    const size_t qp_row = (size_t)(cfg->head_dim / cfg->group) * 2 * sizeof(float);
+    const size_t per = 2 * (size_t)cfg->batch * cfg->n_kv_heads; /* K,V x sequences x heads */
+    return (size_t)cfg->n_layers * per *
+           (quant_pow2_cap(nq) * (code_row + qp_row) + (size_t)cfg->residual * cfg->head_dim * 4);
+}
+
+static const struct kv_cache_config quant_cfgs[] = {
+    {.n_layers = 2, .batch = 2, .n_kv_heads = 2, .head_dim = 16, .max_len = 0,
+     .bits = 8, .group = 8, .residual = 5},
+    {.n_layers = 1, .batch = 3, .n_kv_heads = 1, .head_dim = 32, .max_len = 0,
+     .bits = 4, .group = 16, .residual = 1},
+    {.n_layers = 2, .batch = 1, .n_kv_heads = 2, .head_dim = 8, .max_len = 0,
+     .bits = 4, .group = 2, .residual = 8},
+    {.n_layers = 1, .batch = 1, .n_kv_heads = 1, .head_dim = 64, .max_len = 0,
+     .bits = 8, .group = 64, .residual = 32},
+};
+#define N_QUANT_CFGS ((int32_t)(sizeof quant_cfgs / sizeof quant_cfgs[0]))
+
+/* Token by token: schedule of the residual, resident and copied bytes. */
+START_TEST(test_quantized_decode_accounting)
+{
+    const struct kv_cache_config *cfg = &quant_cfgs[_i];
+    const int32_t r = cfg->residual, half = (r + 1) / 2, t_max = 3 * r + 40;
+    const size_t code_row = (size_t)cfg->head_dim * cfg->bits / 8;
+    const size_t qp_row = (size_t)(cfg->head_dim / cfg->group) * 8;
+    const size_t per = 2 * (size_t)cfg->batch * cfg->n_kv_heads * cfg->n_layers;
+    const size_t f32_tok = per * cfg->head_dim * 4, q_tok = per * (code_row + qp_row);
+    struct kv_cache *c = make("quantized", cfg);
+    struct feed f;
+    feed_init(&f, cfg, t_max, 20 + (uint64_t)_i);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, 0));
+    /* independent simulation of the bytes written, one token at a time */
+    size_t copied = 0, qcap = 0;
+    int32_t nq = 0, nr = 0;
+    for (int32_t t = 1; t <= t_max; t++) {
+        if (nr < r) {
+            copied += f32_tok; /* the new token lands in the residual */
+            nr++;
+        } else {
+            if ((size_t)(nq + half) > qcap) { /* the store grows first */
+                copied += (size_t)nq * q_tok;
+                qcap = quant_pow2_cap(nq + half);
+            }
+            copied += (size_t)half * q_tok;                  /* oldest half quantized */
+            copied += (size_t)(r - half + 1) * f32_tok;      /* rest shifted + new one */
+            nq += half;
+            nr = r - half + 1;
+        }
+        ck_assert_int_eq(feed_step(&f, c, t - 1, 1), KV_OK);
+        ck_assert_int_eq(nq, quant_nq_decode(t, r));
+        for (int32_t l = 0; l < cfg->n_layers; l++) {
+            struct seen s = check_view(&f, c, l, t);
+            ck_assert_int_eq(s.n_quant, nq);
+            ck_assert_int_eq(s.count, t);
+            ck_assert_int_eq(s.n_spans, (nq > 0) + (nr > 0));
+        }
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, nq));
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* Span layout: dtype from bits, packed row and qparams strides. */
+START_TEST(test_quantized_span_layout)
+{
+    const struct kv_cache_config *cfg = &quant_cfgs[_i];
+    struct kv_cache *c = make("quantized", cfg);
+    struct feed f;
+    const int32_t t = cfg->residual + 20;
+    feed_init(&f, cfg, t, 30);
+    ck_assert_int_eq(feed_step(&f, c, 0, t), KV_OK); /* prefill */
+    struct kv_span sp[KV_MAX_SPANS];
+    ck_assert_int_eq(kv_cache_view(c, 0, sp), 2);
+    ck_assert_int_eq(sp[0].dtype, cfg->bits == 8 ? KV_DTYPE_Q8 : KV_DTYPE_Q4);
+    ck_assert_int_eq(sp[0].pos0, 0);
+    ck_assert_int_eq(sp[0].n_tokens, t - cfg->residual); /* all but the last R */
+    ck_assert_uint_eq(sp[0].row_stride, (size_t)cfg->head_dim * cfg->bits / 8);
+    ck_assert_uint_eq(sp[0].qp_row_stride, (size_t)(cfg->head_dim / cfg->group) * 8);
+    ck_assert_uint_eq(sp[0].head_stride, quant_pow2_cap(t - cfg->residual) * sp[0].row_stride);
+    ck_assert_uint_eq(sp[0].qp_head_stride, quant_pow2_cap(t - cfg->residual) * sp[0].qp_row_stride);
+    ck_assert_int_eq(sp[1].dtype, KV_DTYPE_F32);
+    ck_assert_int_eq(sp[1].pos0, t - cfg->residual);
+    ck_assert_int_eq(sp[1].n_tokens, cfg->residual);
+    ck_assert_ptr_null(sp[1].k_qp);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, t - cfg->residual));
+    /* a short prefill stays entirely in f32 */
+    ck_assert_int_eq(kv_cache_reset(c), KV_OK);
+    ck_assert_int_eq(feed_step(&f, c, 0, cfg->residual), KV_OK);
+    ck_assert_int_eq(kv_cache_view(c, 0, sp), 1);
+    ck_assert_int_eq(sp[0].dtype, KV_DTYPE_F32);
+    ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, 0));
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* Chunks: the residual never exceeds R, never holds fewer than it could. */
+START_TEST(test_quantized_chunks)
+{
+    const struct kv_cache_config *cfg = &quant_cfgs[_i];
+    const int32_t r = cfg->residual, half = (r + 1) / 2;
+    struct kv_cache *c = make("quantized", cfg);
+    const int32_t n_sched = (int32_t)(sizeof sched_chunks / sizeof sched_chunks[0]);
+    struct feed f;
+    feed_init(&f, cfg, sched_total(sched_chunks, n_sched), 31);
+    int32_t len = 0, nq = 0;
+    for (int32_t i = 0; i < n_sched; i++) {
+        const int32_t n = sched_chunks[i];
+        const int32_t nr = len - nq, total = nr + n;
+        int32_t nqz = 0; /* the rule in quantized.c's opening comment */
+        if (total > r) {
+            const int32_t flush = half < nr ? half : nr;
+            nqz = total - r > flush ? total - r : flush;
+        }
+        ck_assert_int_eq(feed_step(&f, c, len, n), KV_OK);
+        len += n;
+        nq += nqz;
+        struct seen s = check_view(&f, c, 0, len);
+        ck_assert_int_eq(s.n_quant, nq);
+        ck_assert_int_le(len - nq, r);
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, nq));
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+START_TEST(test_quantized_bad_configs)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_find("quantized");
+    const int64_t live0 = kv_alloc_live();
+    struct kv_cache_config base = quant_cfgs[0]; /* head_dim 16 */
+    struct {
+        int32_t bits, group, residual;
+        enum kv_status want;
+    } cases[] = {
+        {8, 8, 5, KV_OK},          {4, 16, 1, KV_OK},         {0, 8, 5, KV_ERR_INVALID},
+        {2, 8, 5, KV_ERR_INVALID}, {3, 8, 5, KV_ERR_INVALID}, {16, 8, 5, KV_ERR_INVALID},
+        {8, 0, 5, KV_ERR_INVALID}, {8, -8, 5, KV_ERR_INVALID}, {8, 6, 5, KV_ERR_INVALID},
+        {8, 32, 5, KV_ERR_INVALID}, {4, 1, 5, KV_ERR_INVALID}, {8, 8, 0, KV_ERR_INVALID},
+        {8, 8, -1, KV_ERR_INVALID},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct kv_cache_config cfg = base;
+        cfg.bits = cases[i].bits, cfg.group = cases[i].group, cfg.residual = cases[i].residual;
+        struct kv_cache *c = NULL;
+        ck_assert_msg(kv_cache_create(&c, ops, &cfg) == cases[i].want, "case %zu", i);
+        kv_cache_destroy(c);
+    }
+    /* a residual whose bytes overflow is refused before allocating it */
+    struct kv_cache_config big = base;
+    big.batch = 1 << 20, big.n_kv_heads = 1 << 12, big.head_dim = 1 << 10, big.group = 8;
+    big.residual = INT32_MAX;
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, ops, &big), KV_ERR_OVERFLOW);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+START_TEST(test_static_sliding_bad_configs)
+{
+    const int64_t live0 = kv_alloc_live();
+    struct kv_cache_config cfg = mem_cfg;
+    struct kv_cache *c = NULL;
+    cfg.max_len = 0;
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("static"), &cfg), KV_ERR_INVALID);
+    cfg = mem_cfg;
+    cfg.window = 0;
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_INVALID);
+    cfg.window = -3;
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_INVALID);
+    /* fields a strategy does not read are not its business */
+    cfg = mem_cfg;
+    cfg.window = 0, cfg.bits = 0, cfg.group = 0, cfg.residual = 0, cfg.max_len = 0;
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("dynamic"), &cfg), KV_OK);
+    kv_cache_destroy(c);
+    /* 2^20 * 2^12 * 2^30 * 2^12 bytes: overflow, refused before allocating */
+    cfg = mem_cfg;
+    cfg.batch = 1 << 20, cfg.n_kv_heads = 1 << 12, cfg.head_dim = 1 << 10;
+    cfg.max_len = 1 << 30, cfg.window = 1 << 30;
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("static"), &cfg), KV_ERR_OVERFLOW);
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_OVERFLOW);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Suites                                                                   */
+
+static Suite *strategies_suite(void)
+{
+    Suite *s = suite_create("strategies");
+    const int32_t n = kv_strategy_count();
+
+    TCase *tc = tcase_create("conformance");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_conformance_readback, 0, n * N_CONF_CFGS);
+    tcase_add_loop_test(tc, test_conformance_reset, 0, n);
+    tcase_add_loop_test(tc, test_conformance_bad_updates, 0, n);
+    tcase_add_loop_test(tc, test_conformance_bad_configs, 0, n);
+    tcase_add_loop_test(tc, test_conformance_alloc_failure, 0, 2 * n);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("core");
+    tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_wrapper_defaults);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("per-strategy");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_none_keeps_nothing);
+    tcase_add_test(tc, test_static_memory_and_full);
+    tcase_add_test(tc, test_sliding_memory_and_contents);
+    tcase_add_test(tc, test_sliding_prefill_and_chunks);
+    tcase_add_test(tc, test_dynamic_memory);
+    tcase_add_test(tc, test_concat_memory);
+    tcase_add_test(tc, test_max_len_refused);
+    tcase_add_test(tc, test_static_sliding_bad_configs);
+    tcase_add_loop_test(tc, test_quantized_decode_accounting, 0, N_QUANT_CFGS);
+    tcase_add_loop_test(tc, test_quantized_span_layout, 0, N_QUANT_CFGS);
+    tcase_add_loop_test(tc, test_quantized_chunks, 0, N_QUANT_CFGS);
+    tcase_add_test(tc, test_quantized_bad_configs);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(strategies_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# e2e_compare.sh - `kvlab compare` end to end on hand-made sweep CSVs: the
+# exit status is the verdict (0 no regression, 1 regression, 2 unusable
+# input), every error is exactly one line on stderr naming file and line,
+# and the table / csv / json outputs carry what they promise.
+# Usage: KVLAB=build/kvlab bash tests/e2e_compare.sh
+set -u
+KVLAB=${KVLAB:-build/kvlab}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvlab_e2e_compare.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+HEADER="strategy,layers,dim,heads,kv_heads,head_dim,hidden,batch,window,bits,group,residual,threads,seq_len,reps,step_ns_median,step_ns_p95,attn_ns_median,flops_step,attn_flops_step,bytes_step,cache_bytes,copy_bytes_step,peak_rss_bytes,max_abs_err,rel_err,token_match"
+
+# sweep FILE READ_GBPS SGEMM_GFLOPS TIME_SCALE_PERCENT [EXTRA_PERCENT_FOR_T512]
+# Two strategies x three seq_lens; step time = T * 1000 ns * scale / 100.
+sweep() {
+    local f=$1 gbps=$2 gflops=$3 scale=$4 extra=${5:-100}
+    {
+        echo "# kvlab sweep"
+        echo "# schema=1"
+        echo "# read_gbps=$gbps"
+        echo "# copy_gbps=$gbps"
+        echo "# sgemm_gflops=$gflops"
+        echo "# partial=0"
+        echo "# threads=2"
+        echo "# cpu=test"
+        echo "$HEADER"
+        for s in dynamic quantized; do
+            for T in 128 256 512; do
+                local t=$((T * 1000 * scale / 100))
+                [ "$T" = 512 ] && [ "$s" = quantized ] && t=$((t * extra / 100))
+                echo "$s,4,512,8,8,64,1376,1,512,8,32,32,2,$T,5,$t,$((t + t / 100)),$((t / 4)),40000000,$((T * 8192)),20000000,$((T * 4096)),0,100000000,0,0,1"
+            done
+        done
+    } >"$f"
+}
+
+# run NAME WANT_RC ARGS...: checks the exit status; stdout in $TMP/out,
+# stderr in $TMP/err.
+run() {
+    local name=$1 want=$2
+    shift 2
+    "$KVLAB" compare "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ "$rc" = "$want" ]; then ok; else bad "$name: exit $rc, want $want ($(head -c 300 "$TMP/err"))"; fi
+}
+
+# one_line NAME PATTERN: stderr is exactly one line and matches PATTERN.
+one_line() {
+    local n
+    n=$(wc -l <"$TMP/err")
+    if [ "$n" = 1 ] && grep -Eq -- "$2" "$TMP/err"; then ok; else
+        bad "$1: stderr ($n lines) does not match '$2': $(head -c 300 "$TMP/err")"
+    fi
+}
+
+out_has() {
+    if grep -Fq -- "$2" "$TMP/out"; then ok; else bad "$1: stdout lacks '$2'"; fi
+}
+
+sweep "$TMP/base.csv" 20 100 100
+sweep "$TMP/same.csv" 20 100 102          # 2% wobble
+sweep "$TMP/slow.csv" 20 100 120          # 20% slower everywhere
+sweep "$TMP/fast.csv" 20 100 80           # 20% faster
+sweep "$TMP/slowmachine.csv" 8 40 250     # a machine 2.5x slower in every respect
+sweep "$TMP/slowmachine_reg.csv" 8 40 250 130   # ... with a real 30% regression at one row
+
+# ---- verdicts and exit codes ----------------------------------------------
+run "wobble" 0 "$TMP/base.csv" "$TMP/same.csv"
+out_has "wobble" "summary: 6 compared, 0 regressed, 0 improved"
+run "slowdown" 1 "$TMP/base.csv" "$TMP/slow.csv"
+out_has "slowdown" "summary: 6 compared, 6 regressed, 0 improved, worst ratio 1.200"
+out_has "slowdown" "slower"
+run "improvement" 0 "$TMP/base.csv" "$TMP/fast.csv"
+out_has "improvement" "6 improved"
+out_has "improvement" "faster"
+run "threshold" 0 "$TMP/base.csv" "$TMP/slow.csv" --threshold 25%
+run "threshold-equals" 1 "$TMP/base.csv" "$TMP/same.csv" --threshold=1
+run "machine raw" 1 "$TMP/base.csv" "$TMP/slowmachine.csv"
+run "machine normalized" 0 "$TMP/base.csv" "$TMP/slowmachine.csv" --normalize
+out_has "machine normalized" "x roofline"
+run "machine normalized attn" 0 "$TMP/base.csv" "$TMP/slowmachine.csv" --normalize --metric attn_ns_median
+run "machine regression" 1 "$TMP/base.csv" "$TMP/slowmachine_reg.csv" --normalize
+out_has "machine regression" "1 regressed"
+out_has "machine regression" "quantized bits=8 T=512"
+run "cache_bytes" 0 "$TMP/base.csv" "$TMP/slow.csv" --metric cache_bytes
+run "normalize non-time" 0 "$TMP/base.csv" "$TMP/slow.csv" --metric cache_bytes --normalize
+one_line "normalize non-time" "note: --normalize applies to time metrics only"
+
+# ---- formats ---------------------------------------------------------------
+run "json" 1 "$TMP/base.csv" "$TMP/slow.csv" --format json
+out_has "json" '"name": "dynamic/bits=8/T=128/step_ns_median", "unit": "ns", "value": 153600}'
+if [ "$(grep -c '"name"' "$TMP/out")" = 6 ] && head -c1 "$TMP/out" | grep -q '\['; then ok; else bad "json: want 6 records in an array"; fi
+if command -v python3 >/dev/null 2>&1; then
+    if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==6 and all(set(r)=={"name","unit","value"} for r in d)' "$TMP/out"; then ok; else bad "json: not valid JSON records"; fi
+fi
+run "csv" 1 "$TMP/base.csv" "$TMP/slow.csv" --format csv
+if [ "$(grep -vc '^#' "$TMP/out")" = 7 ] && grep -q '^# regressed=6$' "$TMP/out"; then ok; else bad "csv: want header + 6 rows and '# regressed=6'"; fi
+
+# ---- unusable input: exit 2, one line naming file and line ---------------
+bad_file() { # NAME WANT_PATTERN (file content on stdin)
+    cat >"$TMP/bad_$1.csv"
+    run "$1" 2 "$TMP/base.csv" "$TMP/bad_$1.csv"
+    one_line "$1" "$2"
+}
+ROW="dynamic,4,512,8,8,64,1376,1,512,8,32,32,2,128,5,128000,129280,32000,40000000,1048576,20000000,524288,0,100000000,0,0,1"
+printf '# schema=1\n%s\n%s\ndynamic,4,512,8\n' "$HEADER" "$ROW" | bad_file truncated "bad_truncated.csv:4: .*fields"
+printf '# schema=1\n%s\n%s\n' "$HEADER" "${ROW/128000/slow}" | bad_file text "bad_text.csv:3: column 'step_ns_median': 'slow' is not a number"
+printf '# schema=1\n%s\n%s\n%s\n' "$HEADER" "$ROW" "$ROW" | bad_file dupkey "bad_dupkey.csv:4: duplicate configuration.*line 3"
+printf '# schema=1\n%s\n%s\n' "${HEADER%,token_match}" "${ROW%,1}" | bad_file missing "bad_missing.csv:2: missing required column 'token_match'"
+printf '' | bad_file empty "bad_empty.csv:1: empty file"
+printf '# schema=2\n%s\n%s\n' "$HEADER" "$ROW" | bad_file schema "bad_schema.csv:1: schema version '2'"
+printf '%s\n%s\n' "$HEADER" "$ROW" | bad_file noschema "bad_noschema.csv:1: no '# schema=' metadata"
+{ printf '# schema=1\n%s\n' "$HEADER"; head -c 1048576 /dev/zero | tr '\0' 'x'; echo; } | bad_file hugeline "bad_hugeline.csv:3: line is longer than"
+head -c 3000 /dev/urandom | bad_file binary "bad_binary.csv:[0-9]+: .*binary data"
+printf '# schema=1\n%s\nstatic,4,512,8,8,64,1376,1,512,8,32,32,2,128,5,1,1,1,1,1,1,1,0,1,0,0,1\n' "$HEADER" | bad_file disjoint "bad_disjoint.csv:3: no configuration in common"
+printf '# schema=1\n# read_gbps=nan\n# sgemm_gflops=100\n%s\n%s\n' "$HEADER" "$ROW" >"$TMP/nanmeta.csv"
+run "nan metadata" 2 "$TMP/base.csv" "$TMP/nanmeta.csv" --normalize
+one_line "nan metadata" "nanmeta.csv:2: metadata read_gbps='nan' is not a positive number"
+run "nan metadata, no normalize" 0 "$TMP/base.csv" "$TMP/nanmeta.csv"
+run "missing file" 2 "$TMP/base.csv" "$TMP/nope.csv"
+one_line "missing file" "nope.csv: cannot open"
+run "directory" 2 "$TMP/base.csv" "$TMP"
+one_line "directory" "is a directory"
+run "missing base" 2 "$TMP/nope.csv" "$TMP/base.csv"
+one_line "missing base" "nope.csv: cannot open"
+
+# ---- options -----------------------------------------------------------------
+run "no args" 2
+one_line "no args" "expects two files"
+run "one file" 2 "$TMP/base.csv"
+run "three files" 2 "$TMP/base.csv" "$TMP/base.csv" "$TMP/base.csv"
+one_line "three files" "unexpected argument"
+run "bad threshold" 2 "$TMP/base.csv" "$TMP/slow.csv" --threshold abc
+one_line "bad threshold" "--threshold expects a percentage in \[0, 1000\], got 'abc'"
+run "negative threshold" 2 "$TMP/base.csv" "$TMP/slow.csv" --threshold -1
+run "missing value" 2 "$TMP/base.csv" "$TMP/slow.csv" --metric
+one_line "missing value" "--metric expects a value"
+run "bad format" 2 "$TMP/base.csv" "$TMP/slow.csv" --format xml
+one_line "bad format" "--format expects table, csv or json"
+run "unknown option" 2 "$TMP/base.csv" "$TMP/slow.csv" --frobnicate
+one_line "unknown option" "unknown option '--frobnicate'"
+run "unknown metric" 2 "$TMP/base.csv" "$TMP/slow.csv" --metric nope
+one_line "unknown metric" "base.csv:9: no column 'nope'"
+run "help" 0 --help
+out_has "help" "exit status: 0 no regression, 1 at least one regression"
+if [ -w /dev/full ]; then
+    "$KVLAB" compare "$TMP/base.csv" "$TMP/same.csv" >/dev/full 2>"$TMP/err"
+    rc=$?
+    if [ "$rc" = 2 ]; then ok; else bad "write to /dev/full: exit $rc, want 2"; fi
+    one_line "write to /dev/full" "cannot write the result"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,105 @@
+/*
+ * fuzz_csv.c - libFuzzer target for the sweep CSV reader and the compare
+ * logic behind it (`make fuzz`; clang -fsanitize=fuzzer,address,undefined).
+ *
+ * The input is one file, or two files separated by a line "%%" (BASE then
+ * NEW; without the separator the file is compared with itself). Each part
+ * goes through kv_csv_parse; when both parse, kv_compare_run runs with a
+ * few option sets and every writer renders the result to /dev/null. Beyond
+ * the sanitizers, the target checks the contracts: an error comes with a
+ * non-empty one-line message, a success with consistent counts, and every
+ * kv_alloc is freed.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../bench/compare.h"
+#include "../../bench/csv_read.h"
+
+static const char SEP[] = "\n%%\n";
+
+static void check_msg(const char *err)
+{
+    if (err[0] == '\0' || strchr(err, '\n') != NULL)
+        abort();
+}
+
+static void check_csv(const struct kv_csv *c)
+{
+    if (c->n_cols < 1 || c->n_rows < 0 || c->header_line < 1)
+        abort();
+    for (int64_t r = 0; r < c->n_rows; r++) {
+        if (c->row_line[r] <= c->header_line)
+            abort();
+        for (int32_t j = 0; j < c->n_cols; j++)
+            if (kv_csv_cell(c, r, j) == NULL)
+                abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static FILE *sink;
+    if (sink == NULL && (sink = fopen("/dev/null", "w")) == NULL)
+        abort();
+    const char *text = (const char *)data;
+    size_t n1 = size, off2 = 0, n2 = size;
+    for (size_t i = 0; i + sizeof SEP - 1 <= size; i++) {
+        if (memcmp(text + i, SEP, sizeof SEP - 1) == 0) {
+            n1 = i + 1;
+            off2 = i + sizeof SEP - 1;
+            n2 = size - off2;
+            break;
+        }
+    }
+    char err[KV_CSV_ERR_LEN];
+    struct kv_csv *a = NULL, *b = NULL;
+    err[0] = '\0';
+    if (kv_csv_parse(&a, text, n1, "base", err, sizeof err) != KV_OK) {
+        check_msg(err);
+        goto out;
+    }
+    check_csv(a);
+    err[0] = '\0';
+    if (kv_csv_parse(&b, text + off2, n2, "new", err, sizeof err) != KV_OK) {
+        check_msg(err);
+        goto out;
+    }
+    check_csv(b);
+
+    static const struct kv_compare_opts opts[] = {
+        {"step_ns_median", 5.0, 0},
+        {"step_ns_median", 0.0, 1},
+        {"attn_ns_median", 5.0, 1},
+        {"token_match", 1.0, 0},
+        {"rel_err", 1000.0, 1},
+    };
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+        struct kv_compare_result *r = NULL;
+        err[0] = '\0';
+        if (kv_compare_run(&r, a, b, &opts[k], err, sizeof err) != KV_OK) {
+            check_msg(err);
+            if (r != NULL)
+                abort();
+            continue;
+        }
+        if (r->n_items < 1 || r->n_compared + r->n_na != r->n_items ||
+            r->n_regressed + r->n_improved > r->n_compared ||
+            r->n_items + r->n_only_base != a->n_rows || r->n_items + r->n_only_new != b->n_rows)
+            abort();
+        for (int f = 0; f < KV_COMPARE_FORMAT_COUNT; f++)
+            if (kv_compare_write(sink, r, (enum kv_compare_format)f) != KV_OK)
+                abort();
+        kv_compare_destroy(r);
+    }
+out:
+    kv_csv_destroy(b);
+    kv_csv_destroy(a);
+    if (kv_alloc_live() != 0)
+        abort();
+    return 0;
+}
