@@ -102,6 +102,47 @@ check-e2e: $(CLI)
 	  echo "== $$t"; KVLAB=$(CLI) bash $$t || fail=1; done; \
 	exit $$fail
 
+# ---- benchmarks and plots (make bench) ----------------------------------
+BENCH_CSV ?= out/bench.csv
+PLOTS_DIR ?= out/plots
+BENCH_QUICK_CSV ?= out/bench-quick.csv
+# extra options for bench's sweep, e.g. BENCH_ARGS='--threads 1'
+BENCH_ARGS ?=
+# the reduced sweep of bench-quick: default model, shorter sequences
+BENCH_QUICK_ARGS ?= --max-seq 2048 --none-max 1024
+PLOT_SCRIPTS := $(filter-out plots/common.gp,$(sort $(wildcard plots/*.gp)))
+# the sweep CSV records the build flags (# cflags=) through sysinfo.c
+$(BUILD)/obj/bench/sysinfo.o: CPPFLAGS += -DKV_CFLAGS='"$(strip $(CFLAGS))"'
+
+# Build, run the default sweep into $(BENCH_CSV), draw every plot into $(PLOTS_DIR).
+bench: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	@mkdir -p $(dir $(BENCH_CSV))
+	$(CLI) sweep --out $(BENCH_CSV) $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
+	@echo "bench: results in $(BENCH_CSV), plots (PNG + SVG) in $(PLOTS_DIR)/"
+
+# A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into out/plots-quick/.
+bench-quick: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	@mkdir -p $(dir $(BENCH_QUICK_CSV))
+	$(CLI) sweep --out $(BENCH_QUICK_CSV) $(BENCH_QUICK_ARGS) $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_QUICK_CSV) PLOTS_DIR=out/plots-quick
+	@echo "bench-quick: results in $(BENCH_QUICK_CSV), plots in out/plots-quick/"
+
+# Re-draw every plot from an existing $(BENCH_CSV) without measuring anything.
+plots:
+	@test -f $(BENCH_CSV) || { echo "plots: $(BENCH_CSV) not found (run 'make bench' first)" >&2; exit 1; }
+	@mkdir -p $(PLOTS_DIR)
+	@for s in $(PLOT_SCRIPTS); do \
+	  gnuplot -e "csv='$(BENCH_CSV)'; outdir='$(PLOTS_DIR)'" $$s || exit 1; done
+	@echo "plots: $(words $(PLOT_SCRIPTS)) figures from $(BENCH_CSV) in $(PLOTS_DIR)/"
+
+# Regenerate notebooks_data/bench.csv (the classroom reference data) with the default sweep.
+notebooks-data: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	$(CLI) sweep --out notebooks_data/bench.csv $(BENCH_ARGS)
+
 # ---- regression tracking (kvlab compare) and fuzzing --------------------
 .PHONY: baseline bench-check fuzz fuzz-csv
 BENCH_QUICK_CSV ?= out/bench-quick.csv
@@ -110,7 +151,7 @@ COMPARE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_PKGS := clang libclang-rt-14-dev
-FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 \
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 \
                -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror
 # `make bench-quick` when this Makefile has it, else a small explicit sweep;
 # either way the result lands in $(BENCH_QUICK_CSV).
@@ -142,15 +183,19 @@ fuzz: fuzz-csv
 
 # Fuzz the CSV reader and compare logic (tests/fuzz/fuzz_csv.c, seeds in tests/fuzz/corpus_csv).
 fuzz-csv:
-	@command -v $(FUZZ_CC) >/dev/null 2>&1 || $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 	@mkdir -p build/fuzz/corpus_csv
+	@echo 'int LLVMFuzzerTestOneInput(void){return 0;}' >build/fuzz/probe.c
+	@$(FUZZ_CC) -fsanitize=fuzzer -o build/fuzz/probe build/fuzz/probe.c >/dev/null 2>&1 || \
+	  $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o build/fuzz/fuzz_csv tests/fuzz/fuzz_csv.c \
-	  bench/csv_read.c bench/compare.c kernels/kv_common.c -lm || \
-	  { $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)" && \
-	    $(FUZZ_CC) $(FUZZ_CFLAGS) -o build/fuzz/fuzz_csv tests/fuzz/fuzz_csv.c \
-	      bench/csv_read.c bench/compare.c kernels/kv_common.c -lm; }
+	  bench/csv_read.c bench/compare.c kernels/kv_common.c -lm
 	build/fuzz/fuzz_csv -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=build/fuzz/ build/fuzz/corpus_csv tests/fuzz/corpus_csv
+
+# Play the narrated demo tour (under 30 s; DEMO_PAUSE=1 pauses between parts on a terminal).
+demo: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	@KVLAB=$(CLI) bash bench/demo_tour.sh
 
 # Remove build output (results in out/ are kept).
 clean:

@@ -6,7 +6,8 @@
  * comparison, print the table (or CSV / JSON) on stdout. The exit status is
  * the verdict, so CI can gate on it: 0 no regression, 1 at least one
  * regression, 2 the comparison could not be made (bad option, unreadable or
- * malformed file, no rows in common, out of memory, output not written);
+ * malformed file, no rows in common, no finite values to compare, out of
+ * memory, output not written);
  * the reason is one line on stderr naming the file and line.
  */
 #include <errno.h>
@@ -178,6 +179,12 @@ int kv_cmd_compare(int argc, char **argv)
     if (kv_compare_write(stdout, res, (enum kv_compare_format)fmt) != KV_OK ||
         fflush(stdout) != 0) {
         fprintf(stderr, "kvlab compare: cannot write the result: %s\n", strerror(errno));
+        goto out;
+    }
+    if (res->n_compared == 0) {
+        /* nothing to judge must not pass a CI gate silently */
+        fprintf(stderr, "kvlab compare: no joined row has a finite %s in both files\n",
+                res->metric);
         goto out;
     }
     rc = res->n_regressed > 0 ? 1 : 0;

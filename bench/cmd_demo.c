@@ -10,14 +10,14 @@
  *
  * The design decision that matters: everything shown about the cache is
  * derived from what the attention kernel actually received. A probe
- * (kv_runner_set_probe) hands the demo the query, the mask parameters and
- * the spans of every layer; the held positions, the quantized/f32 split and
- * the attention weights (a naive softmax over dequantized rows, written
- * here) all come from those spans, so the demo works for any registered
- * strategy and cannot show something the kernel did not see. A `none` run is
- * driven alongside with the same tokens, which gives the no-cache FLOPs of
- * the very same step and the reference logits for "where do outputs
- * diverge".
+ * (kv_runner_set_probe, driven by demo.c) hands the demo the query, the mask
+ * parameters and the spans of every layer; the held positions, the
+ * quantized/f32 split and the attention weights (a naive softmax over
+ * dequantized rows) all come from those spans, so the demo works for any
+ * registered strategy and cannot show something the kernel did not see. A
+ * `none` run is driven alongside with the same tokens, which gives the
+ * no-cache FLOPs of the very same step and the reference logits for "where
+ * do outputs diverge". This file parses options and renders; demo.c runs.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -26,11 +26,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/kv_ops.h"
-#include "../kernels/kv_quant.h"
 #include "checkpoint.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "demo.h"
 #include "tokenizer.h"
 
 /* Logit differences below this are float rounding between two exact
@@ -56,8 +55,11 @@ static struct style style_make(int color)
                           "\033[36m", "\033[0m"};
 }
 
-/* One character per attention weight: ten levels, '_' for a masked key. */
-static const char shade_ramp[] = " .:-=+*#%@";
+/* One character per attention weight, nine levels relative to the row's
+ * largest weight ('@'); '_' for a masked key. No space, so a shade row is
+ * one word for tools that split on blanks. */
+static const char shade_ramp[] = ".:-=+*#%@";
+#define SHADE_TOP 8
 
 /* w: the weight, wmax: the row's largest (the shade is relative to it). */
 static void put_shade(const struct style *S, float w, float wmax)
@@ -66,17 +68,15 @@ static void put_shade(const struct style *S, float w, float wmax)
         fputs(S->color ? "\033[2m\xc2\xb7\033[0m" : "_", stdout);
         return;
     }
-    int lvl = wmax > 0.0f ? (int)lrintf(w / wmax * 9.0f) : 0;
-    if (lvl < 1 && w > 0.005f)
-        lvl = 1;
-    if (lvl > 9)
-        lvl = 9;
+    int lvl = wmax > 0.0f ? (int)lrintf(w / wmax * (float)SHADE_TOP) : 0;
+    if (lvl > SHADE_TOP)
+        lvl = SHADE_TOP;
     if (!S->color) {
         putchar(shade_ramp[lvl]);
         return;
     }
     /* Brighter grey (256-colour palette) for a larger weight. */
-    printf("\033[%s38;5;%dm%c\033[0m", lvl >= 7 ? "1;" : "", 240 + lvl * 15 / 9,
+    printf("\033[%s38;5;%dm%c\033[0m", lvl >= 6 ? "1;" : "", 240 + lvl * 15 / SHADE_TOP,
            shade_ramp[lvl]);
 }
 
@@ -88,40 +88,11 @@ struct vocab_view {
     int32_t vocab;
 };
 
-/* Writes a short printable form of token id into buf: 'a', '\x9f', 'the'. */
+/* A short printable form of token id: 'a', '\x9f', ' the' (kv_token_text). */
 static const char *tok_text(const struct vocab_view *vv, int32_t prev, int32_t id, char *buf,
                             size_t cap)
 {
-    const char *bytes;
-    size_t len;
-    char one;
-    if (vv->tok != NULL) {
-        len = kv_tokenizer_decode(vv->tok, prev, id, &bytes);
-        if (len == 0) {
-            int32_t pl;
-            bytes = kv_tokenizer_piece(vv->tok, id, &pl);
-            len = bytes ? (size_t)pl : 0;
-        }
-    } else if (vv->vocab <= 256) {
-        one = (char)id;
-        bytes = &one;
-        len = 1;
-    } else {
-        snprintf(buf, cap, "#%" PRId32, id);
-        return buf;
-    }
-    size_t o = 0;
-    buf[o++] = '\'';
-    for (size_t i = 0; i < len && o + 6 < cap; i++) {
-        unsigned char c = (unsigned char)bytes[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
-            buf[o++] = (char)c;
-        else
-            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-    }
-    buf[o++] = '\'';
-    buf[o] = '\0';
-    return buf;
+    return kv_token_text(vv->tok, vv->vocab, prev, id, buf, cap);
 }
 
 /* "0..5 8 10..12" for the set bits of held[0..n). */
@@ -146,318 +117,6 @@ static void print_ranges(const unsigned char *held, int32_t n)
     }
     if (first)
         printf("-");
-}
-
-/* ------------------------------------------------------------------------ */
-/* One strategy's run, with what the probe captured                         */
-
-struct layer_cap {
-    struct kv_attn_params ap;  /* mask parameters of this step */
-    int32_t n_spans;
-    enum kv_dtype span_dtype[KV_MAX_SPANS];
-    unsigned char *held;       /* (max_pos) 1: position in the spans (any dtype) */
-    unsigned char *held_q;     /* (max_pos) 1: held quantized */
-    unsigned char *prev;       /* (max_pos) held after the previous step */
-    float *w;                  /* (batch, max_pos) weight of the newest query, -1 masked */
-    int32_t q_pos;             /* newest quantized position with an f32 copy, or -1 */
-    int32_t q_newest;          /* newest quantized position, or -1 */
-    float q_err, q_half_step;  /* max |x - x'| over its K,V rows; max scale/2 */
-};
-
-struct run {
-    const char *name;
-    const struct kv_strategy_ops *ops;
-    const struct kv_model *m;
-    struct kv_cache *cache;
-    struct kv_runner *r;
-    int32_t B, P, max_pos;   /* batch, prompt length (with padding), positions */
-    int keeps;
-    int32_t *fed;            /* (B, max_pos) tokens of the current call */
-    float *logits;           /* (B, vocab) */
-    int32_t *next;           /* (B) greedy tokens of the last step */
-    int32_t n_fed, pos0;     /* last call */
-    struct kv_step_stats st; /* last step */
-    struct kv_step_stats total;
-    int64_t step_ns;
-    size_t copied_before;    /* copied bytes before the last step */
-    int capture;             /* probe on */
-    struct layer_cap *lc;    /* (n_layers) */
-    float *hist;             /* (n_layers, max_pos, 2, kv_dim) f32 K,V rows, seq 0 */
-    unsigned char *seen;     /* (n_layers, max_pos) hist row recorded */
-    float *row;              /* (head_dim) scratch */
-    float *scores;           /* (max_pos) scratch */
-    const void **kptr;       /* (max_pos) scratch: key rows of one head */
-    const struct kv_qparams **kqp; /* (max_pos) */
-    enum kv_dtype *kdt;      /* (max_pos) */
-    int32_t *kpos;           /* (max_pos) */
-    unsigned char *gone;     /* (max_pos) scratch: evicted positions */
-};
-
-static int32_t head_dim_of(const struct kv_model *m) { return m->cfg.dim / m->cfg.n_heads; }
-
-/* Naive attention weights of the newest query of each sequence, mean over
- * heads: softmax(q k^T * scale) over the visible keys, dequantizing codes. */
-static void capture_weights(struct run *R, struct layer_cap *lc, const float *q,
-                            const struct kv_attn_params *p, const struct kv_span *sp,
-                            int32_t ns)
-{
-    const int32_t hd = p->head_dim, H = p->n_heads, grp = H / p->n_kv_heads;
-    for (int32_t b = 0; b < p->batch; b++) {
-        float *w = lc->w + (size_t)b * R->max_pos;
-        for (int32_t s = 0; s < R->max_pos; s++)
-            w[s] = -1.0f;
-        const int32_t i = p->n_q - 1, qp = p->q_pos0 + i;
-        for (int32_t h = 0; h < H; h++) {
-            const int32_t kvh = h / grp;
-            int32_t nk = 0;
-            for (int32_t si = 0; si < ns; si++) {
-                for (int32_t t = 0; t < sp[si].n_tokens && nk < R->max_pos; t++) {
-                    int32_t s = sp[si].pos0 + t;
-                    int vis = s <= qp && (p->window == 0 || s > qp - p->window) &&
-                              (p->pad == NULL || s >= p->pad[b]);
-                    if (!vis || s >= R->max_pos)
-                        continue;
-                    size_t off = (size_t)b * sp[si].seq_stride +
-                                 (size_t)kvh * sp[si].head_stride + (size_t)t * sp[si].row_stride;
-                    R->kptr[nk] = (const char *)sp[si].k + off;
-                    R->kdt[nk] = sp[si].dtype;
-                    R->kqp[nk] = sp[si].dtype == KV_DTYPE_F32 ? NULL
-                        : (const struct kv_qparams *)((const char *)sp[si].k_qp +
-                              (size_t)b * sp[si].qp_seq_stride +
-                              (size_t)kvh * sp[si].qp_head_stride +
-                              (size_t)t * sp[si].qp_row_stride);
-                    R->kpos[nk++] = s;
-                }
-            }
-            if (nk == 0)
-                continue;
-            const float *qv = q + (((size_t)b * p->n_q + (size_t)i) * H + (size_t)h) * hd;
-            double mx = -INFINITY;
-            for (int32_t k = 0; k < nk; k++) {
-                const float *kr = R->kptr[k];
-                if (R->kdt[k] != KV_DTYPE_F32) {
-                    kv_dequantize_row(R->row, R->kptr[k], R->kqp[k], R->kdt[k], hd, p->group);
-                    kr = R->row;
-                }
-                double d = 0.0;
-                for (int32_t e = 0; e < hd; e++)
-                    d += (double)qv[e] * kr[e];
-                R->scores[k] = (float)(d * p->scale);
-                if (R->scores[k] > mx)
-                    mx = R->scores[k];
-            }
-            double sum = 0.0;
-            for (int32_t k = 0; k < nk; k++)
-                sum += exp(R->scores[k] - mx);
-            for (int32_t k = 0; k < nk; k++) {
-                float pw = (float)(exp(R->scores[k] - mx) / sum) / (float)H;
-                int32_t s = R->kpos[k];
-                w[s] = (w[s] < 0.0f ? 0.0f : w[s]) + pw;
-            }
-        }
-    }
-}
-
-static void probe(void *user, int32_t layer, const float *q, const struct kv_attn_params *p,
-                  const struct kv_span *sp, int32_t ns)
-{
-    struct run *R = user;
-    if (!R->capture)
-        return;
-    struct layer_cap *lc = &R->lc[layer];
-    const int32_t hd = p->head_dim, kvd = p->n_kv_heads * hd, M = R->max_pos;
-    lc->ap = *p;
-    lc->n_spans = ns;
-    memset(lc->held, 0, (size_t)M);
-    memset(lc->held_q, 0, (size_t)M);
-    float *hist = R->hist + (size_t)layer * M * 2 * kvd;
-    unsigned char *seen = R->seen + (size_t)layer * M;
-    lc->q_pos = lc->q_newest = -1;
-    for (int32_t si = 0; si < ns; si++) {
-        const struct kv_span *s = &sp[si];
-        lc->span_dtype[si] = s->dtype;
-        for (int32_t t = 0; t < s->n_tokens; t++) {
-            int32_t pos = s->pos0 + t;
-            if (pos < 0 || pos >= M)
-                continue;
-            lc->held[pos] = 1;
-            if (s->dtype != KV_DTYPE_F32) {
-                lc->held_q[pos] = 1;
-                if (pos > lc->q_newest)
-                    lc->q_newest = pos;
-                if (seen[pos] && pos > lc->q_pos)
-                    lc->q_pos = pos;
-                continue;
-            }
-            if (seen[pos])
-                continue;
-            for (int32_t h = 0; h < p->n_kv_heads; h++) {
-                size_t off = (size_t)h * s->head_stride + (size_t)t * s->row_stride;
-                memcpy(hist + ((size_t)pos * 2) * kvd + (size_t)h * hd,
-                       (const char *)s->k + off, (size_t)hd * sizeof(float));
-                memcpy(hist + ((size_t)pos * 2 + 1) * kvd + (size_t)h * hd,
-                       (const char *)s->v + off, (size_t)hd * sizeof(float));
-            }
-            seen[pos] = 1;
-        }
-    }
-    /* Round-trip error of the newest quantized row we hold an f32 copy of. */
-    lc->q_err = lc->q_half_step = 0.0f;
-    for (int32_t si = 0; si < ns && lc->q_pos >= 0; si++) {
-        const struct kv_span *s = &sp[si];
-        int32_t t = lc->q_pos - s->pos0;
-        if (s->dtype == KV_DTYPE_F32 || t < 0 || t >= s->n_tokens)
-            continue;
-        for (int kv = 0; kv < 2; kv++) {
-            const char *codes = kv ? s->v : s->k;
-            const char *qps = (const char *)(kv ? s->v_qp : s->k_qp);
-            for (int32_t h = 0; h < p->n_kv_heads; h++) {
-                const struct kv_qparams *qp = (const struct kv_qparams *)(
-                    qps + (size_t)h * s->qp_head_stride + (size_t)t * s->qp_row_stride);
-                kv_dequantize_row(R->row, codes + (size_t)h * s->head_stride +
-                                              (size_t)t * s->row_stride,
-                                  qp, s->dtype, hd, p->group);
-                const float *x = hist + ((size_t)lc->q_pos * 2 + (size_t)kv) * kvd +
-                                 (size_t)h * hd;
-                for (int32_t e = 0; e < hd; e++) {
-                    float d = fabsf(R->row[e] - x[e]);
-                    if (d > lc->q_err)
-                        lc->q_err = d;
-                }
-                for (int32_t g = 0; g < hd / p->group; g++) {
-                    if (qp[g].scale / 2 > lc->q_half_step)
-                        lc->q_half_step = qp[g].scale / 2;
-                }
-            }
-        }
-    }
-    capture_weights(R, lc, q, p, sp, ns);
-}
-
-static void run_destroy(struct run *R)
-{
-    if (R->lc != NULL) {
-        for (int32_t l = 0; l < R->m->cfg.n_layers; l++) {
-            kv_free(R->lc[l].held);
-            kv_free(R->lc[l].held_q);
-            kv_free(R->lc[l].prev);
-            kv_free(R->lc[l].w);
-        }
-    }
-    kv_free(R->lc);
-    kv_free(R->hist);
-    kv_free(R->seen);
-    kv_free(R->row);
-    kv_free(R->scores);
-    kv_free(R->kptr);
-    kv_free(R->kqp);
-    kv_free(R->kdt);
-    kv_free(R->kpos);
-    kv_free(R->gone);
-    kv_free(R->fed);
-    kv_free(R->logits);
-    kv_free(R->next);
-    kv_runner_destroy(R->r);
-    kv_cache_destroy(R->cache);
-    memset(R, 0, sizeof *R);
-}
-
-static enum kv_status run_create(struct run *R, const char *name, const struct kv_model *m,
-                                 const struct kv_cache_config *cc, int32_t B, int32_t P,
-                                 int32_t max_pos, int capture)
-{
-    memset(R, 0, sizeof *R);
-    R->name = name;
-    R->ops = kv_strategy_find(name);
-    R->m = m;
-    R->B = B;
-    R->P = P;
-    R->max_pos = max_pos;
-    R->capture = capture;
-    if (R->ops == NULL)
-        return KV_ERR_INVALID;
-    R->keeps = R->ops->keeps_history != 0;
-    enum kv_status s = kv_cache_create(&R->cache, R->ops, cc);
-    if (s != KV_OK)
-        return s;
-    s = kv_runner_create(&R->r, m, B, R->keeps ? P : max_pos, 1);
-    if (s != KV_OK)
-        return s;
-    kv_runner_set_probe(R->r, probe, R);
-    const size_t M = (size_t)max_pos, L = (size_t)m->cfg.n_layers;
-    const size_t kvd = (size_t)m->cfg.n_kv_heads * (size_t)head_dim_of(m);
-    R->fed = kv_alloc((size_t)B * M * sizeof *R->fed);
-    R->logits = kv_alloc((size_t)B * (size_t)m->cfg.vocab_size * sizeof *R->logits);
-    R->next = kv_alloc((size_t)B * sizeof *R->next);
-    R->lc = kv_alloc(L * sizeof *R->lc);
-    R->hist = kv_alloc(L * M * 2 * kvd * sizeof *R->hist);
-    R->seen = kv_alloc(L * M);
-    R->row = kv_alloc((size_t)head_dim_of(m) * sizeof *R->row);
-    R->scores = kv_alloc(M * sizeof *R->scores);
-    R->kptr = kv_alloc(M * sizeof *R->kptr);
-    R->kqp = kv_alloc(M * sizeof *R->kqp);
-    R->kdt = kv_alloc(M * sizeof *R->kdt);
-    R->kpos = kv_alloc(M * sizeof *R->kpos);
-    R->gone = kv_alloc(M);
-    if (!R->fed || !R->logits || !R->next || !R->lc || !R->hist || !R->seen || !R->row ||
-        !R->scores || !R->kptr || !R->kqp || !R->kdt || !R->kpos || !R->gone)
-        return KV_ERR_NOMEM;
-    for (size_t l = 0; l < L; l++) {
-        R->lc[l].held = kv_alloc(M);
-        R->lc[l].held_q = kv_alloc(M);
-        R->lc[l].prev = kv_alloc(M);
-        R->lc[l].w = kv_alloc((size_t)B * M * sizeof(float));
-        if (!R->lc[l].held || !R->lc[l].held_q || !R->lc[l].prev || !R->lc[l].w)
-            return KV_ERR_NOMEM;
-    }
-    return KV_OK;
-}
-
-/*
- * Step `step` over seq (B rows of stride `stride`, T = P + step tokens known):
- * step 0 feeds the prompt; a decode step feeds the newest token to a cache,
- * or the whole sequence again (after a reset) when the strategy keeps none.
- */
-static enum kv_status run_step(struct run *R, int32_t step, const int32_t *seq,
-                               int32_t stride, const int32_t *pad)
-{
-    const int32_t T = R->P + step;
-    int32_t n, pos0;
-    if (step == 0 || !R->keeps) {
-        n = T;
-        pos0 = 0;
-    } else {
-        n = 1;
-        pos0 = T - 1;
-    }
-    for (int32_t b = 0; b < R->B; b++)
-        memcpy(R->fed + (size_t)b * n, seq + (size_t)b * stride + pos0,
-               (size_t)n * sizeof(int32_t));
-    for (int32_t l = 0; l < R->m->cfg.n_layers; l++)
-        memcpy(R->lc[l].prev, R->lc[l].held, (size_t)R->max_pos);
-    R->copied_before = kv_cache_copied_bytes(R->cache);
-    enum kv_status s = KV_OK;
-    if (!R->keeps)
-        s = kv_cache_reset(R->cache);
-    memset(&R->st, 0, sizeof R->st);
-    int64_t t0 = kv_now_ns();
-    if (s == KV_OK)
-        s = kv_forward(R->r, R->m, R->cache, R->fed, n, pos0, pad, R->logits, &R->st);
-    R->step_ns = kv_now_ns() - t0;
-    if (s != KV_OK)
-        return s;
-    R->n_fed = n;
-    R->pos0 = pos0;
-    for (int32_t b = 0; b < R->B; b++)
-        R->next[b] = kv_argmax(R->logits + (size_t)b * R->m->cfg.vocab_size,
-                               R->m->cfg.vocab_size);
-    R->total.flops.gemm += R->st.flops.gemm;
-    R->total.flops.attn += R->st.flops.attn;
-    R->total.flops.softmax += R->st.flops.softmax;
-    R->total.flops.norm += R->st.flops.norm;
-    R->total.flops.other += R->st.flops.other;
-    R->total.tokens_fed += R->st.tokens_fed;
-    return KV_OK;
 }
 
 static float max_abs_diff(const float *a, const float *b, size_t n)
@@ -498,7 +157,8 @@ static void usage(FILE *f)
         "generation one step at a time and prints, per step: what is fed, the\n"
         "attention shape (new, past+new), the mask rows (1 visible, 0 masked), what\n"
         "each layer's cache holds, the newest query's attention weights as a shade\n"
-        "row (' .:-=+*#%%@' from 0 to 1, '_' masked), and the step's FLOPs next to\n"
+        "row ('.:-=+*#%%@', relative to the row's largest weight; '_' masked), and\n"
+        "the step's FLOPs next to "
         "the FLOPs of the same step without a cache.\n"
         "\n"
         "  --strategy NAME   cache strategy (default dynamic; see 'kvlab strategies')\n"
@@ -606,7 +266,7 @@ static void print_model_line(const struct session *x)
     printf("  (%" PRId32 " tokens%s)\n", x->P, x->B > 1 ? " with padding" : "");
 }
 
-static void print_cache_config(const struct session *x, const struct run *R)
+static void print_cache_config(const struct session *x, const struct kv_demo_run *R)
 {
     const struct kv_cache_config *cc = &x->cc;
     printf("%scache%s  %s: %s", x->S.bold, x->S.reset, R->name, R->ops->description);
@@ -628,7 +288,7 @@ static size_t slot_bytes(const struct session *x)
 }
 
 /* Mask rows of one sequence, over the held key positions. */
-static void print_mask(const struct session *x, const struct layer_cap *lc, int32_t b)
+static void print_mask(const struct session *x, const struct kv_demo_layer *lc, int32_t b)
 {
     const struct kv_attn_params *p = &lc->ap;
     int32_t rows = p->n_q;
@@ -659,9 +319,9 @@ static void print_mask(const struct session *x, const struct layer_cap *lc, int3
     }
 }
 
-static void print_weights(const struct session *x, const struct run *R, int32_t l, int32_t b)
+static void print_weights(const struct session *x, const struct kv_demo_run *R, int32_t l, int32_t b)
 {
-    const struct layer_cap *lc = &R->lc[l];
+    const struct kv_demo_layer *lc = &R->lc[l];
     const float *w = lc->w + (size_t)b * x->max_pos;
     int32_t qp = lc->ap.q_pos0 + lc->ap.n_q - 1;
     char label[64];
@@ -685,9 +345,9 @@ static void print_weights(const struct session *x, const struct run *R, int32_t 
 }
 
 /* What layer l holds after this step's update. */
-static void print_cache_layer(const struct session *x, const struct run *R, int32_t l)
+static void print_cache_layer(const struct session *x, const struct kv_demo_run *R, int32_t l)
 {
-    const struct layer_cap *lc = &R->lc[l];
+    const struct kv_demo_layer *lc = &R->lc[l];
     const int32_t M = x->max_pos;
     printf("  %-7sL%-12" PRId32, l == 0 ? "cache" : "", l);
     if (!R->keeps) {
@@ -777,7 +437,7 @@ static void print_cache_layer(const struct session *x, const struct run *R, int3
 static int64_t flops_of(const struct kv_step_stats *st) { return kv_flops_total(&st->flops); }
 
 /* The full per-step report. */
-static void print_step(struct session *x, const struct run *R, const struct run *ref,
+static void print_step(struct session *x, const struct kv_demo_run *R, const struct kv_demo_run *ref,
                        int32_t step, const int32_t *seq)
 {
     const struct style *S = &x->S;
@@ -802,7 +462,7 @@ static void print_step(struct session *x, const struct run *R, const struct run 
     }
     putchar('\n');
     /* Shape and mask. */
-    const struct layer_cap *lc0 = &R->lc[0];
+    const struct kv_demo_layer *lc0 = &R->lc[0];
     int32_t n_keys = 0;
     for (int32_t s = 0; s < x->max_pos; s++)
         n_keys += lc0->held[s];
@@ -813,7 +473,7 @@ static void print_step(struct session *x, const struct run *R, const struct run 
         printf(", window %" PRId32, lc0->ap.window);
     printf(", keys at pos ");
     print_ranges(lc0->held, x->max_pos);
-    putchar('\n');
+    printf(" (%" PRId32 " span%s)\n", lc0->n_spans, lc0->n_spans == 1 ? "" : "s");
     for (int32_t b = 0; b < x->B; b++)
         print_mask(x, lc0, b);
     for (int32_t l = 0; l < x->model->cfg.n_layers; l++)
@@ -863,7 +523,7 @@ static void print_brief_header(const struct session *x)
            "written B", x->o->show_time ? "     us" : "", "next", x->S.reset);
 }
 
-static void print_brief(const struct session *x, const struct run *R, const struct run *ref,
+static void print_brief(const struct session *x, const struct kv_demo_run *R, const struct kv_demo_run *ref,
                         int32_t step, const int32_t *seq)
 {
     char buf[64], shape[32];
@@ -890,13 +550,13 @@ static void print_brief(const struct session *x, const struct run *R, const stru
 /* ------------------------------------------------------------------------ */
 /* Walk one strategy                                                        */
 
-static void append_next(struct session *x, int32_t *seq, const struct run *R, int32_t T)
+static void append_next(struct session *x, int32_t *seq, const struct kv_demo_run *R, int32_t T)
 {
     for (int32_t b = 0; b < x->B; b++)
         seq[(size_t)b * x->stride + T] = R->next[b];
 }
 
-static int report_failure(const struct session *x, const struct run *R, int32_t step,
+static int report_failure(const struct session *x, const struct kv_demo_run *R, int32_t step,
                           enum kv_status s)
 {
     fflush(stdout);
@@ -916,35 +576,35 @@ static int report_failure(const struct session *x, const struct run *R, int32_t 
 static int walk(struct session *x, const char *name)
 {
     struct demo_opts *o = x->o;
-    struct run R, ref;
+    struct kv_demo_run R, ref;
     int rc = 0;
-    enum kv_status s = run_create(&R, name, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
+    enum kv_status s = kv_demo_run_create(&R, name, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
     int own_ref = s == KV_OK && R.keeps;
     if (s == KV_OK && own_ref) {
         struct kv_cache_config rc_cfg = x->cc;
         rc_cfg.max_len = x->model->cfg.max_len;
-        s = run_create(&ref, "none", x->model, &rc_cfg, x->B, x->P, x->max_pos, 0);
+        s = kv_demo_run_create(&ref, "none", x->model, &rc_cfg, x->B, x->P, x->max_pos, 0);
     }
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: demo: cannot set up strategy %s: %s\n", name, kv_status_str(s));
-        run_destroy(&R);
+        kv_demo_run_destroy(&R);
         if (own_ref)
-            run_destroy(&ref);
+            kv_demo_run_destroy(&ref);
         return s == KV_ERR_NOMEM ? 1 : 2;
     }
-    const struct run *refp = own_ref ? &ref : &R;
+    const struct kv_demo_run *refp = own_ref ? &ref : &R;
     print_model_line(x);
     print_cache_config(x, &R);
     if (o->brief)
         print_brief_header(x);
     for (int32_t step = 0; step <= o->steps; step++) {
-        s = run_step(&R, step, x->seq_a, x->stride, x->B > 1 ? x->pad : NULL);
+        s = kv_demo_run_step(&R, step, x->seq_a, x->stride, x->B > 1 ? x->pad : NULL);
         if (s != KV_OK) {
             rc = report_failure(x, &R, step, s);
             break;
         }
         if (own_ref) {
-            s = run_step(&ref, step, x->seq_a, x->stride, x->B > 1 ? x->pad : NULL);
+            s = kv_demo_run_step(&ref, step, x->seq_a, x->stride, x->B > 1 ? x->pad : NULL);
             if (s != KV_OK) {
                 rc = report_failure(x, &ref, step, s);
                 break;
@@ -986,9 +646,9 @@ static int walk(struct session *x, const char *name)
                    "\n",
                    x->S.bold, x->S.reset);
     }
-    run_destroy(&R);
+    kv_demo_run_destroy(&R);
     if (own_ref)
-        run_destroy(&ref);
+        kv_demo_run_destroy(&ref);
     return rc;
 }
 
@@ -998,15 +658,15 @@ static int walk(struct session *x, const char *name)
 static int compare(struct session *x, const char *na, const char *nb)
 {
     struct demo_opts *o = x->o;
-    struct run A, B;
+    struct kv_demo_run A, B;
     memset(&B, 0, sizeof B);
-    enum kv_status s = run_create(&A, na, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
+    enum kv_status s = kv_demo_run_create(&A, na, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
     if (s == KV_OK)
-        s = run_create(&B, nb, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
+        s = kv_demo_run_create(&B, nb, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: demo: cannot set up %s and %s: %s\n", na, nb, kv_status_str(s));
-        run_destroy(&A);
-        run_destroy(&B);
+        kv_demo_run_destroy(&A);
+        kv_demo_run_destroy(&B);
         return s == KV_ERR_NOMEM ? 1 : 2;
     }
     print_model_line(x);
@@ -1022,8 +682,8 @@ static int compare(struct session *x, const char *na, const char *nb)
     float worst = 0.0f;
     int32_t last_step = -1;
     for (int32_t step = 0; step <= o->steps; step++) {
-        enum kv_status sa = run_step(&A, step, x->seq_a, x->stride, x->B > 1 ? x->pad : NULL);
-        enum kv_status sb = sa == KV_OK ? run_step(&B, step, x->seq_b, x->stride,
+        enum kv_status sa = kv_demo_run_step(&A, step, x->seq_a, x->stride, x->B > 1 ? x->pad : NULL);
+        enum kv_status sb = sa == KV_OK ? kv_demo_run_step(&B, step, x->seq_b, x->stride,
                                                    x->B > 1 ? x->pad : NULL)
                                         : KV_OK;
         if (sa != KV_OK || sb != KV_OK) {
@@ -1085,8 +745,8 @@ static int compare(struct session *x, const char *na, const char *nb)
                kv_cache_resident_bytes(A.cache), nb, kv_cache_resident_bytes(B.cache), na,
                kv_cache_copied_bytes(A.cache), nb, kv_cache_copied_bytes(B.cache));
     }
-    run_destroy(&A);
-    run_destroy(&B);
+    kv_demo_run_destroy(&A);
+    kv_demo_run_destroy(&B);
     return rc;
 }
 

@@ -133,21 +133,30 @@ int kv_cmd_generate(int argc, char **argv)
             generate_usage(stdout);
             return 0;
         }
-        int32_t *field = strcmp(argv[i], "--prompt-len") == 0   ? &prompt_len
-                         : strcmp(argv[i], "--new-tokens") == 0 ? &new_tokens
-                                                                : NULL;
+        /* --prompt-len / --new-tokens, as "--opt value" or "--opt=value" */
+        const char *eq = strchr(argv[i], '=');
+        size_t nlen = eq != NULL ? (size_t)(eq - argv[i]) : strlen(argv[i]);
+        int32_t *field = NULL;
+        const char *name = NULL;
+        if (nlen == 12 && strncmp(argv[i], "--prompt-len", 12) == 0) {
+            field = &prompt_len;
+            name = "--prompt-len";
+        } else if (nlen == 12 && strncmp(argv[i], "--new-tokens", 12) == 0) {
+            field = &new_tokens;
+            name = "--new-tokens";
+        }
         if (field == NULL) {
             fprintf(stderr, "kvlab: generate: unknown option '%s' (see 'kvlab generate "
                             "--help')\n", argv[i]);
             return 2;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvlab: %s expects a value\n", argv[i]);
+        if (eq == NULL && i + 1 >= argc) {
+            fprintf(stderr, "kvlab: %s expects a value\n", name);
             return 2;
         }
-        if (kv_cli_i32(argv[i], argv[i + 1], 1, 1 << 30, field) != 0)
+        if (kv_cli_i32(name, eq != NULL ? eq + 1 : argv[i + 1], 1, 1 << 30, field) != 0)
             return 2;
-        i += 2;
+        i += eq != NULL ? 1 : 2;
     }
     if (c.strategy == NULL) {
         fprintf(stderr, "kvlab: generate needs --strategy NAME (see 'kvlab strategies')\n");

@@ -9,12 +9,14 @@
  * are the K+V bytes the spans hold (codes + qparams), FLOPs are 4 * head_dim
  * * heads per visible (query, key) pair. Every buffer is touched at creation
  * (kv_alloc zero-fills) and the kernel is warmed up before timing; the
- * result is checked against the reference after timing.
+ * result is checked against the reference after timing. OpenBLAS is set to
+ * one thread: kv_attn runs its own OpenMP threads and calls sgemm on tiles.
  *
  *   kvlab kernel --seq-len T[,T...] --heads H --kv-heads HKV --head-dim D
  *                --dtype f32|int8|int4[,...] [--queries N] [--reps R]
  *                [--threads N] [--group G] [--no-ref] [--csv]
  */
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -301,6 +303,9 @@ int kv_cmd_kernel(int argc, char **argv)
     int rc = parse_kernel_opts(&o, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the
+     * calling thread */
+    openblas_set_num_threads(1);
     fprintf(stderr, "# kvlab kernel: %d threads (of %d cores), head_dim %d, heads %d/%d, queries %d, group %d\n",
             o.threads, omp_get_num_procs(), o.head_dim, o.heads, o.kv_heads, o.queries, o.group);
     if (o.csv)

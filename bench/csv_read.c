@@ -51,7 +51,7 @@ void kv_csv_excerpt(char *dst, size_t dst_len, const char *s, size_t n)
     if (dst == NULL || dst_len == 0)
         return;
     size_t i = 0, w = 0;
-    for (; s[i] != '\0' && i < n && w + 1 < dst_len; i++) {
+    for (; i < n && s[i] != '\0' && w + 1 < dst_len; i++) {
         unsigned char ch = (unsigned char)s[i];
         dst[w++] = (ch < 0x20 || ch >= 0x7f) ? '?' : (char)ch;
     }
@@ -319,20 +319,20 @@ static enum kv_status pass_check(char *buf, size_t len, const char *name,
     while (line_next(&it, &s, &n)) {
         if (n > KV_CSV_MAX_LINE) {
             kv_csv_error(err, err_len, name, it.no,
-                    "line is longer than %d bytes", KV_CSV_MAX_LINE);
+                         "line is longer than %d bytes", KV_CSV_MAX_LINE);
             return KV_ERR_FORMAT;
         }
         for (size_t i = 0; i < n; i++) {
             unsigned char ch = (unsigned char)s[i];
             if (ch == 0) {
                 kv_csv_error(err, err_len, name, it.no,
-                        "NUL byte at column %zu: binary data, not a CSV file", i + 1);
+                             "NUL byte at column %zu: binary data, not a CSV file", i + 1);
                 return KV_ERR_FORMAT;
             }
             if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
                 kv_csv_error(err, err_len, name, it.no,
-                        "control byte 0x%02x at column %zu: binary data, not a CSV file",
-                        ch, i + 1);
+                             "control byte 0x%02x at column %zu: binary data, not a CSV file",
+                             ch, i + 1);
                 return KV_ERR_FORMAT;
             }
         }
@@ -361,8 +361,8 @@ static enum kv_status meta_check_unique(struct kv_csv *c, char *err, size_t err_
             char k[48];
             kv_csv_excerpt(k, sizeof k, ix[i]->key, 32);
             kv_csv_error(err, err_len, c->name, ix[i]->line,
-                    "metadata key '%s' repeated (first on line %lld)", k,
-                    (long long)ix[i - 1]->line);
+                         "metadata key '%s' repeated (first on line %lld)", k,
+                         (long long)ix[i - 1]->line);
             st = KV_ERR_FORMAT;
             break;
         }
@@ -382,20 +382,20 @@ static enum kv_status header_parse(struct kv_csv *c, char *line, int64_t no,
     int64_t nf = fields_split(line, tmp, KV_CSV_MAX_COLS + 1);
     if (nf < 0) {
         kv_csv_error(err, err_len, c->name, no, "header: bad quoting in field %lld",
-                (long long)-nf);
+                     (long long)-nf);
         st = KV_ERR_FORMAT;
         goto out;
     }
     if (nf > KV_CSV_MAX_COLS) {
         kv_csv_error(err, err_len, c->name, no, "header has more than %d columns",
-                KV_CSV_MAX_COLS);
+                     KV_CSV_MAX_COLS);
         st = KV_ERR_FORMAT;
         goto out;
     }
     for (int64_t j = 0; j < nf; j++) {
         if (tmp[j][0] == '\0') {
             kv_csv_error(err, err_len, c->name, no, "header: column %lld has no name",
-                    (long long)j + 1);
+                         (long long)j + 1);
             st = KV_ERR_FORMAT;
             goto out;
         }
@@ -479,14 +479,14 @@ static enum kv_status pass_fill(struct kv_csv *c, size_t len, int64_t n_comment,
         int64_t nf = fields_split(s, c->cells + r * c->n_cols, c->n_cols);
         if (nf < 0) {
             kv_csv_error(err, err_len, c->name, it.no, "bad quoting in field %lld",
-                    (long long)-nf);
+                         (long long)-nf);
             return KV_ERR_FORMAT;
         }
         if (nf != c->n_cols) {
             kv_csv_error(err, err_len, c->name, it.no,
-                    "%lld fields, but the header (line %lld) has %d%s", (long long)nf,
-                    (long long)c->header_line, c->n_cols,
-                    nf < c->n_cols ? " (truncated line?)" : "");
+                         "%lld fields, but the header (line %lld) has %d%s", (long long)nf,
+                         (long long)c->header_line, c->n_cols,
+                         nf < c->n_cols ? " (truncated line?)" : "");
             return KV_ERR_FORMAT;
         }
         c->row_line[r++] = it.no;
@@ -523,8 +523,8 @@ static enum kv_status parse_owned(struct kv_csv **out, char *buf, size_t len,
         goto fail;
     if (n_data == 0) {
         kv_csv_error(err, err_len, name, n_lines > 0 ? n_lines : 1, "%s",
-                n_lines == 0 ? "empty file (no header line)"
-                             : "no header line (only comments or blank lines)");
+                     n_lines == 0 ? "empty file (no header line)"
+                     : "no header line (only comments or blank lines)");
         st = KV_ERR_FORMAT;
         goto fail;
     }
@@ -586,7 +586,7 @@ enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
             if ((uintmax_t)sb.st_size > KV_CSV_MAX_FILE) {
                 fclose(f);
                 kv_csv_error(err, err_len, path, 0, "file is larger than %u bytes",
-                        KV_CSV_MAX_FILE);
+                             KV_CSV_MAX_FILE);
                 return KV_ERR_FORMAT;
             }
             cap = (size_t)sb.st_size + 2; /* +1 to see EOF, +1 spare byte */
@@ -594,20 +594,19 @@ enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
     }
     char *buf = kv_alloc(cap);
     size_t len = 0;
-    enum kv_status st = KV_OK;
-    while (buf != NULL) {
+    enum kv_status st = buf != NULL ? KV_OK : KV_ERR_NOMEM;
+    while (st == KV_OK) {
         if (cap - len < 2) { /* keep one spare byte for the terminator */
             if (cap > KV_CSV_MAX_FILE) {
                 kv_csv_error(err, err_len, path, 0, "file is larger than %u bytes",
-                        KV_CSV_MAX_FILE);
+                             KV_CSV_MAX_FILE);
                 st = KV_ERR_FORMAT;
                 break;
             }
             size_t ncap = cap * 2;
             char *nb = kv_alloc(ncap);
             if (nb == NULL) {
-                kv_free(buf);
-                buf = NULL;
+                st = KV_ERR_NOMEM;
                 break;
             }
             memcpy(nb, buf, len);
@@ -626,11 +625,9 @@ enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
         }
     }
     fclose(f);
-    if (buf == NULL) {
-        kv_csv_error(err, err_len, path, 0, "%s", kv_status_str(KV_ERR_NOMEM));
-        return KV_ERR_NOMEM;
-    }
     if (st != KV_OK) {
+        if (st == KV_ERR_NOMEM)
+            kv_csv_error(err, err_len, path, 0, "%s", kv_status_str(st));
         kv_free(buf);
         return st;
     }

@@ -687,7 +687,7 @@ static void plan(struct sweep *s)
             if (!slot_runs_at(s, i, T))
                 continue;
             if (sl->is_none) {
-                int32_t Rn = cfg->reps > 0 ? cfg->reps : KV_SWEEP_NONE_REPS_MIN;
+                int32_t Rn = reps_none(s, sl, T); /* before any row: analytic */
                 s->pred_total += (W + Rn) * flops_none(s, T) / cfg->est_gflops;
             } else {
                 s->pred_total += pred_prefill(s, len[i] <= P ? len[i] : 0, P) +

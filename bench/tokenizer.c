@@ -11,6 +11,7 @@
 #include "tokenizer.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -521,4 +522,47 @@ void kv_tokenizer_decode_all(const struct kv_tokenizer *t, const int32_t *ids, i
         out[total < cap - 1 ? total : cap - 1] = '\0';
     if (len_out)
         *len_out = total;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Display                                                                  */
+
+const char *kv_token_text(const struct kv_tokenizer *t, int32_t vocab, int32_t prev,
+                          int32_t id, char *buf, size_t cap)
+{
+    KV_ASSERT(buf != NULL && cap >= 16);
+    const char *bytes = "";
+    size_t len = 0;
+    char one;
+    if (t != NULL) {
+        len = kv_tokenizer_decode(t, prev, id, &bytes);
+        if (len == 0) {
+            int32_t pl = 0;
+            bytes = kv_tokenizer_piece(t, id, &pl);
+            len = bytes != NULL ? (size_t)pl : 0;
+            if (bytes == NULL) {
+                snprintf(buf, cap, "#%" PRId32, id);
+                return buf;
+            }
+        }
+    } else if (vocab <= 256 && id >= 0 && id < 256) {
+        one = (char)id;
+        bytes = &one;
+        len = 1;
+    } else {
+        snprintf(buf, cap, "#%" PRId32, id);
+        return buf;
+    }
+    size_t o = 0;
+    buf[o++] = '\'';
+    for (size_t i = 0; i < len && o + 6 < cap; i++) {
+        unsigned char c = (unsigned char)bytes[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+    }
+    buf[o++] = '\'';
+    buf[o] = '\0';
+    return buf;
 }

@@ -106,4 +106,15 @@ size_t kv_tokenizer_decode(const struct kv_tokenizer *t, int32_t prev, int32_t i
 void kv_tokenizer_decode_all(const struct kv_tokenizer *t, const int32_t *ids, int32_t n,
                              char *out, size_t cap, size_t *len_out);
 
+/*
+ * A short printable form of token id for terminals and logs: the bytes it
+ * stands for, single-quoted, with non-printable bytes, quotes and
+ * backslashes as \xNN ('a', '\x9f', ' the'); BOS/EOS show their piece
+ * ('<s>'). Without a tokenizer (t == NULL) a token is the byte of that
+ * value when vocab <= 256, else "#id". buf gets at most cap bytes
+ * (NUL-terminated, cap >= 16; long pieces are cut); returns buf.
+ */
+const char *kv_token_text(const struct kv_tokenizer *t, int32_t vocab, int32_t prev,
+                          int32_t id, char *buf, size_t cap);
+
 #endif /* KV_TOKENIZER_H */

@@ -38,11 +38,8 @@
 /* Tiling constants                                                         */
 
 #define DEC_KB 32        /* decode: key rows per online-softmax block        */
-#define PRE_QROWS 64     /* prefill: target rows (queries x group heads) per tile */
-#define PRE_KT_MAX 128   /* prefill: most keys per tile                     */
-/* OpenBLAS runs a GEMM single-threaded (in the calling OpenMP thread) when
- * M*N*K is at most this; prefill tiles stay under it where they can. */
-#define PRE_GEMM_SERIAL_MNK 262144
+#define PRE_QROWS 128    /* prefill: target rows (queries x group heads) per tile */
+#define PRE_KT 256       /* prefill: keys per tile */
 #define WS_ALIGN_FLOATS 16 /* 64 bytes */
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -113,7 +110,17 @@ static float exp_sub_row(float *x, int32_t n, float m)
 static float row_max(const float *x, int32_t n)
 {
     float m = -INFINITY;
-    for (int32_t j = 0; j < n; j++)
+    int32_t j = 0;
+#ifdef __AVX2__
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8)
+        vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + j));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    m = _mm_cvtss_f32(h);
+#endif
+    for (; j < n; j++)
         m = x[j] > m ? x[j] : m;
     return m;
 }
@@ -139,6 +146,7 @@ struct dec_job {
     enum kv_dtype dt;
     int32_t g, d, group, ng;
     int fast;               /* the SIMD path applies to this dtype and shape */
+    int wide;               /* and the AVX-512 one (quantized spans) */
     const char *k, *v;      /* token 0 of the span for this (b, h) */
     const char *kqp, *vqp;  /* its qparams (quantized spans) */
     size_t stride, qp_stride;
@@ -173,6 +181,12 @@ static void dec_job_init(struct dec_job *J, const struct kv_attn_params *p,
                                         : p->group % 16 == 0;
 #else
     J->fast = 0;
+#endif
+#ifdef __AVX512F__
+    J->wide = (s->dtype == KV_DTYPE_Q8 && p->group % 16 == 0) ||
+              (s->dtype == KV_DTYPE_Q4 && p->group % 32 == 0);
+#else
+    J->wide = 0;
 #endif
 }
 
@@ -336,6 +350,176 @@ KV_INLINE void q4_rows(float *o, const int nr, const float *q, const float *qsum
     }
 }
 
+#ifdef __AVX512F__
+/* AVX-512 twins of the quantized row kernels, 16 lanes: int8 groups that
+ * are a multiple of 16, int4 groups a multiple of 32. */
+KV_INLINE __m512 load_u8x16(const uint8_t *p)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+KV_INLINE __m256 fold512(__m512 v)
+{
+    return _mm256_add_ps(_mm512_castps512_ps256(v),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+KV_INLINE void qrows_finish(float *o, const int nr, const __m512 *tot, const float *mins)
+{
+    __m256 t[4];
+    for (int u = 0; u < nr; u++)
+        t[u] = fold512(tot[u]);
+    if (nr == 4) {
+        _mm_storeu_ps(o, _mm_add_ps(hsum4x4(t), _mm_loadu_ps(mins)));
+    } else {
+        for (int u = 0; u < nr; u++)
+            o[u] = hsum8(t[u]) + mins[u];
+    }
+}
+
+KV_INLINE void q8_rows16(float *o, const int nr, const float *q, const float *qsum,
+                         const char *r, size_t st, const char *qpr, size_t qst,
+                         int32_t group, int32_t ng)
+{
+    __m512 tot[4];
+    float mins[4];
+    for (int u = 0; u < nr; u++) {
+        tot[u] = _mm512_setzero_ps();
+        mins[u] = 0.0f;
+    }
+    for (int32_t gi = 0; gi < ng; gi++) {
+        const int32_t g0 = gi * group;
+        __m512 a[4];
+        for (int u = 0; u < nr; u++)
+            a[u] = _mm512_setzero_ps();
+        for (int32_t e = g0; e < g0 + group; e += 16) {
+            __m512 qv = _mm512_loadu_ps(q + e);
+            for (int u = 0; u < nr; u++)
+                a[u] = _mm512_fmadd_ps(qv, load_u8x16((const uint8_t *)(r + u * st) + e), a[u]);
+        }
+        for (int u = 0; u < nr; u++) {
+            const struct kv_qparams *qp = (const struct kv_qparams *)(qpr + u * qst) + gi;
+            tot[u] = _mm512_fmadd_ps(_mm512_set1_ps(qp->scale), a[u], tot[u]);
+            mins[u] += qp->min * qsum[gi];
+        }
+    }
+    qrows_finish(o, nr, tot, mins);
+}
+
+KV_INLINE void q4_rows16(float *o, const int nr, const float *q, const float *qsum,
+                         const char *r, size_t st, const char *qpr, size_t qst,
+                         int32_t group, int32_t ng)
+{
+    const int32_t half = group / 2;
+    const __m512i m4 = _mm512_set1_epi32(0x0F);
+    __m512 tot[4];
+    float mins[4];
+    for (int u = 0; u < nr; u++) {
+        tot[u] = _mm512_setzero_ps();
+        mins[u] = 0.0f;
+    }
+    for (int32_t gi = 0; gi < ng; gi++) {
+        const int32_t g0 = gi * group;
+        __m512 a[4];
+        for (int u = 0; u < nr; u++)
+            a[u] = _mm512_setzero_ps();
+        for (int32_t e = 0; e < half; e += 16) {
+            __m512 qlo = _mm512_loadu_ps(q + g0 + e), qhi = _mm512_loadu_ps(q + g0 + half + e);
+            for (int u = 0; u < nr; u++) {
+                const uint8_t *cb = (const uint8_t *)(r + u * st) + gi * half + e;
+                __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)cb));
+                a[u] = _mm512_fmadd_ps(qlo, _mm512_cvtepi32_ps(_mm512_and_si512(x, m4)), a[u]);
+                a[u] = _mm512_fmadd_ps(qhi, _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4)), a[u]);
+            }
+        }
+        for (int u = 0; u < nr; u++) {
+            const struct kv_qparams *qp = (const struct kv_qparams *)(qpr + u * qst) + gi;
+            tot[u] = _mm512_fmadd_ps(_mm512_set1_ps(qp->scale), a[u], tot[u]);
+            mins[u] += qp->min * qsum[gi];
+        }
+    }
+    qrows_finish(o, nr, tot, mins);
+}
+
+/* a (d) += sum_j w[j][group of e] * codes_j[e], int8, 64 elements a pass */
+static void pv_q8_512(float *a, const float *w, const char *v0, size_t stride, int32_t nb,
+                      int32_t d, int32_t group, int32_t ng)
+{
+    int32_t e = 0;
+    for (; e + 64 <= d; e += 64) {
+        const int32_t g0 = e / group, g1 = (e + 16) / group, g2 = (e + 32) / group,
+                      g3 = (e + 48) / group;
+        __m512 a0 = _mm512_loadu_ps(a + e), a1 = _mm512_loadu_ps(a + e + 16);
+        __m512 a2 = _mm512_loadu_ps(a + e + 32), a3 = _mm512_loadu_ps(a + e + 48);
+        for (int32_t j = 0; j < nb; j++) {
+            const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + e;
+            const float *wj = w + (size_t)j * ng;
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(wj[g0]), load_u8x16(c), a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(wj[g1]), load_u8x16(c + 16), a1);
+            a2 = _mm512_fmadd_ps(_mm512_set1_ps(wj[g2]), load_u8x16(c + 32), a2);
+            a3 = _mm512_fmadd_ps(_mm512_set1_ps(wj[g3]), load_u8x16(c + 48), a3);
+        }
+        _mm512_storeu_ps(a + e, a0);
+        _mm512_storeu_ps(a + e + 16, a1);
+        _mm512_storeu_ps(a + e + 32, a2);
+        _mm512_storeu_ps(a + e + 48, a3);
+    }
+    for (; e < d; e += 16) {
+        const int32_t g0 = e / group;
+        __m512 a0 = _mm512_loadu_ps(a + e);
+        for (int32_t j = 0; j < nb; j++) {
+            const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + e;
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)j * ng + g0]), load_u8x16(c), a0);
+        }
+        _mm512_storeu_ps(a + e, a0);
+    }
+}
+
+/* the same for int4: 16 code bytes of group gi at offset o hold elements
+ * gi*group + o%half .. +15 (low nibbles) and those + half (high) */
+static void pv_q4_512(float *a, const float *w, const char *v0, size_t stride, int32_t nb,
+                      int32_t d, int32_t group, int32_t ng)
+{
+    const int32_t half = group / 2, nbytes = d / 2;
+    const __m512i m4 = _mm512_set1_epi32(0x0F);
+    int32_t o = 0;
+    for (; o + 32 <= nbytes; o += 32) {
+        const int32_t gA = o / half, gB = (o + 16) / half;
+        const int32_t eA = gA * group + o % half, eB = gB * group + (o + 16) % half;
+        __m512 a0 = _mm512_loadu_ps(a + eA), a1 = _mm512_loadu_ps(a + eA + half);
+        __m512 a2 = _mm512_loadu_ps(a + eB), a3 = _mm512_loadu_ps(a + eB + half);
+        for (int32_t j = 0; j < nb; j++) {
+            const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + o;
+            const float *wj = w + (size_t)j * ng;
+            __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
+            __m512i y = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 16)));
+            __m512 wA = _mm512_set1_ps(wj[gA]), wB = _mm512_set1_ps(wj[gB]);
+            a0 = _mm512_fmadd_ps(wA, _mm512_cvtepi32_ps(_mm512_and_si512(x, m4)), a0);
+            a1 = _mm512_fmadd_ps(wA, _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4)), a1);
+            a2 = _mm512_fmadd_ps(wB, _mm512_cvtepi32_ps(_mm512_and_si512(y, m4)), a2);
+            a3 = _mm512_fmadd_ps(wB, _mm512_cvtepi32_ps(_mm512_srli_epi32(y, 4)), a3);
+        }
+        _mm512_storeu_ps(a + eA, a0);
+        _mm512_storeu_ps(a + eA + half, a1);
+        _mm512_storeu_ps(a + eB, a2);
+        _mm512_storeu_ps(a + eB + half, a3);
+    }
+    for (; o < nbytes; o += 16) {
+        const int32_t gA = o / half, eA = gA * group + o % half;
+        __m512 a0 = _mm512_loadu_ps(a + eA), a1 = _mm512_loadu_ps(a + eA + half);
+        for (int32_t j = 0; j < nb; j++) {
+            const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + o;
+            __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
+            __m512 wA = _mm512_set1_ps(w[(size_t)j * ng + gA]);
+            a0 = _mm512_fmadd_ps(wA, _mm512_cvtepi32_ps(_mm512_and_si512(x, m4)), a0);
+            a1 = _mm512_fmadd_ps(wA, _mm512_cvtepi32_ps(_mm512_srli_epi32(x, 4)), a1);
+        }
+        _mm512_storeu_ps(a + eA, a0);
+        _mm512_storeu_ps(a + eA + half, a1);
+    }
+}
+#endif /* __AVX512F__ */
+
 __attribute__((noinline)) static void sc_avx2(float *sc, const struct dec_job *J, int32_t t0, int32_t nb)
 {
     const size_t st = J->stride, qst = J->qp_stride;
@@ -350,7 +534,21 @@ __attribute__((noinline)) static void sc_avx2(float *sc, const struct dec_job *J
                 f32_rows(o + j, 8, q, k + j * st, st, J->d);
             for (; j < nb; j++)
                 f32_rows(o + j, 1, q, k + j * st, st, J->d);
-        } else if (J->dt == KV_DTYPE_Q8) {
+        }
+#ifdef __AVX512F__
+        else if (J->wide && J->dt == KV_DTYPE_Q8) {
+            for (; j + 4 <= nb; j += 4)
+                q8_rows16(o + j, 4, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
+            for (; j < nb; j++)
+                q8_rows16(o + j, 1, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
+        } else if (J->wide) {
+            for (; j + 4 <= nb; j += 4)
+                q4_rows16(o + j, 4, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
+            for (; j < nb; j++)
+                q4_rows16(o + j, 1, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
+        }
+#endif
+        else if (J->dt == KV_DTYPE_Q8) {
             for (; j + 4 <= nb; j += 4)
                 q8_rows(o + j, 4, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
             for (; j < nb; j++)
@@ -439,6 +637,15 @@ __attribute__((noinline)) static void dec_pv(float *acc, size_t acc_stride, floa
             }
             continue;
         }
+#ifdef __AVX512F__
+        if (J->wide) {
+            if (J->dt == KV_DTYPE_Q8)
+                pv_q8_512(a, w, v0, stride, nb, d, group, ng);
+            else
+                pv_q4_512(a, w, v0, stride, nb, d, group, ng);
+            continue;
+        }
+#endif
 #ifdef __AVX2__
         if (J->dt == KV_DTYPE_F32) {
             int32_t e = 0;
@@ -572,9 +779,7 @@ static void attn_layout_of(struct attn_layout *L, const struct kv_attn_params *p
     if (L->qt > p->n_q)
         L->qt = p->n_q;
     L->m_rows = L->qt * L->g;
-    int64_t kt = PRE_GEMM_SERIAL_MNK / ((int64_t)L->m_rows * d);
-    kt = kt / 8 * 8;
-    L->kt = (int32_t)(kt < 16 ? 16 : kt > PRE_KT_MAX ? PRE_KT_MAX : kt);
+    L->kt = PRE_KT;
     if (p->n_q == 1) {
         L->parts = (size_t)items * L->splits * L->g * L->slot;
         L->per_thread = round_up((size_t)L->g * DEC_KB, A) + round_up((size_t)DEC_KB * L->ng, A) +
@@ -831,14 +1036,16 @@ static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
             int full = s_hi <= pfirst && s_lo >= lo_last;
             for (int32_t r = 0; r < m; r++) {
                 float *sr = S + (size_t)r * kt;
-                if (!full) {
+                if (!full) { /* keys outside the row's [lo, hi] get -inf */
                     int64_t lo, hi;
                     kv_attn_visible_range(p, b, pfirst + r / g, &lo, &hi);
-                    for (int32_t j = 0; j < nk; j++) {
-                        int64_t sp = s_lo + j;
-                        if (sp < lo || sp > hi)
-                            sr[j] = -INFINITY;
-                    }
+                    int64_t jlo = lo - s_lo, jhi = hi - s_lo + 1; /* visible j in [jlo, jhi) */
+                    jlo = jlo < 0 ? 0 : jlo > nk ? nk : jlo;
+                    jhi = jhi < jlo ? jlo : jhi > nk ? nk : jhi;
+                    for (int64_t j = 0; j < jlo; j++)
+                        sr[j] = -INFINITY;
+                    for (int64_t j = jhi; j < nk; j++)
+                        sr[j] = -INFINITY;
                 }
                 float bm = row_max(sr, nk);
                 if (bm == -INFINITY) { /* this row sees nothing here */

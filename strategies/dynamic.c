@@ -88,6 +88,7 @@ static enum kv_status dyn_grow(struct dyn_state *s, struct dyn_layer *l, int32_t
     return KV_OK;
 }
 
+/* Positions past cfg.max_len (when it is > 0) are refused with KV_ERR_FULL. */
 static enum kv_status dyn_update(void *state, int32_t layer, const float *k_new,
                                  const float *v_new, int32_t n_new, int32_t pos0)
 {

@@ -62,6 +62,7 @@ static void cat_reset(void *state) { cat_release(state); }
 /* ------------------------------------------------------------------------ */
 /* Update: new = cat(old, k_new)                                            */
 
+/* Positions past cfg.max_len (when it is > 0) are refused with KV_ERR_FULL. */
 static enum kv_status cat_update(void *state, int32_t layer, const float *k_new,
                                  const float *v_new, int32_t n_new, int32_t pos0)
 {

@@ -223,6 +223,7 @@ static void quant_put_row(struct quant_state *s, struct quant_layer *q, int32_t 
         }
 }
 
+/* Positions past cfg.max_len (when it is > 0) are refused with KV_ERR_FULL. */
 static enum kv_status quant_update(void *state, int32_t layer, const float *k_new,
                                    const float *v_new, int32_t n_new, int32_t pos0)
 {

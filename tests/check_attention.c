@@ -365,8 +365,8 @@ static struct acase shape_case(int i, int prefill)
     int32_t T = shape_T[i % 5], d = shape_d[i / 5 % 3], ratio = shape_ratio[i / 15];
     struct acase c = {.batch = 1, .n_q = 1, .heads = 8, .kv_heads = 8 / ratio, .d = d, .T = T,
                       .layout = LAYOUT_ONE, .threads = 2};
-    if (prefill) /* the whole prompt when short, else 70 new tokens (> one query tile) */
-        c.n_q = T <= 33 ? T : 70;
+    if (prefill) /* the whole prompt when short, else 20 new tokens */
+        c.n_q = T <= 33 ? T : 20;
     return c;
 }
 
@@ -395,8 +395,8 @@ static const struct acase table[] = {
     {1, 1, 8, 2, 64, 33, 1, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 33, 8, 2, 64, 33, 1, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 8, 64, 1000, 16, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 70, 8, 8, 64, 1000, 16, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 70, 4, 1, 80, 1000, 100, {0}, F32, 0, LAYOUT_ONE, 2},
+    {1, 40, 8, 8, 64, 1000, 16, {0}, F32, 0, LAYOUT_ONE, 2},
+    {1, 40, 4, 1, 80, 1000, 100, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 4, 128, 33, 33, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 33, 8, 4, 128, 33, 33, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 4, 64, 33, 50, {0}, F32, 0, LAYOUT_ONE, 2},
@@ -439,6 +439,13 @@ static const struct acase table[] = {
     {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q4, 32, LAYOUT_QUANT, 2},
     {1, 33, 8, 4, 80, 33, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
     {1, 33, 8, 4, 128, 64, 10, {0}, Q4, 32, LAYOUT_QUANT, 2},
+    /* prefill across several query tiles (128 rows of queries x group
+     * heads) and key tiles (256 keys), with windows and padding */
+    {1, 150, 4, 4, 64, 300, 0, {0}, F32, 0, LAYOUT_ONE, 2},
+    {1, 150, 4, 4, 64, 300, 100, {0}, F32, 0, LAYOUT_ONE, 2},
+    {2, 140, 8, 2, 64, 600, 0, {0, 333}, F32, 0, LAYOUT_RING, 2},
+    {1, 130, 8, 8, 80, 520, 257, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
+    {1, 129, 2, 1, 128, 400, 0, {0}, Q4, 32, LAYOUT_QUANT, 3},
     /* split-K boundaries: one kv head, so decode splits the keys (2 threads:
      * 4 splits of whole 32-key blocks, 3 threads: 6); T just below, at and
      * above multiples of the chunk size */

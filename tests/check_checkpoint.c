@@ -159,18 +159,40 @@ START_TEST(test_round_trip)
     ck_assert_int_eq(hdr[4], k->kv_heads);
     ck_assert_int_eq(hdr[5], k->shared ? k->vocab : -k->vocab);
     ck_assert_int_eq(hdr[6], k->max_len);
-    /* The first array is the embedding; wq starts after emb + rms_att; the
-     * last array is wcls (unshared) or the RoPE sin table (shared), whose
-     * last entry is sin((max_len-1) * 10000^(-2(hs/2-1)/hs)). */
+    /* Every array at the offset DESIGN.md's order gives it (absent MLP
+     * weights are written as zeros); the RoPE tables hold cos/sin of
+     * pos * 10000^(-2i/hs). */
     const float *fl = (const float *)(raw + 28);
-    ck_assert(memcmp(fl, m->w.token_embedding, V * D * 4) == 0);
-    ck_assert(memcmp(fl + V * D + L * D, m->w.wq, L * D * D * 4) == 0);
-    if (!k->shared) {
-        ck_assert(memcmp(fl + floats - V * D, m->w.wcls, V * D * 4) == 0);
-    } else {
-        double f = pow(10000.0, -2.0 * (double)(hs / 2 - 1) / (double)hs);
-        ck_assert_float_eq_tol(fl[floats - 1], (float)sin((k->max_len - 1) * f), 1e-6f);
+    const struct kv_weights *w = &m->w;
+    const struct { const float *p; size_t n; } arr[] = {
+        {w->token_embedding, V * D}, {w->rms_att, L * D}, {w->wq, L * D * D},
+        {w->wk, L * D * kvd}, {w->wv, L * D * kvd}, {w->wo, L * D * D},
+        {w->rms_ffn, L * D}, {w->w1, L * D * H}, {w->w2, L * D * H}, {w->w3, L * D * H},
+        {w->rms_final, D},
+    };
+    size_t off = 0;
+    for (size_t a = 0; a < sizeof arr / sizeof arr[0]; a++) {
+        for (size_t j = 0; j < arr[a].n; j++) {
+            float want_v = arr[a].p != NULL ? arr[a].p[j] : 0.0f;
+            ck_assert_msg(memcmp(&fl[off + j], &want_v, 4) == 0, "array %zu elem %zu", a, j);
+        }
+        off += arr[a].n;
     }
+    size_t half = hs / 2;
+    for (size_t pos = 0; pos < (size_t)k->max_len; pos++) {
+        for (size_t i = 0; i < half; i++) {
+            double ang = (double)pos * pow(10000.0, -2.0 * (double)i / (double)hs);
+            ck_assert_float_eq_tol(fl[off + pos * half + i], (float)cos(ang), 1e-6f);
+            ck_assert_float_eq_tol(fl[off + (size_t)k->max_len * half + pos * half + i],
+                                   (float)sin(ang), 1e-6f);
+        }
+    }
+    off += 2 * (size_t)k->max_len * half;
+    if (!k->shared) {
+        ck_assert(memcmp(fl + off, w->wcls, V * D * 4) == 0);
+        off += V * D;
+    }
+    ck_assert_uint_eq(off, floats);
     free(raw);
 
     ck_assert_int_eq(kv_checkpoint_load(path, &back), KV_OK);

@@ -36,7 +36,10 @@
 #define WINDOW 24   /* sliding window, smaller than PROMPT + NEW */
 #define GROUP 8     /* quantization group (head_dim is 16) */
 #define RESIDUAL 8  /* quantized: recent tokens kept in f32 */
-#define THREADS 2
+/* One thread keeps the suite fast on a loaded 2-core machine (OpenMP
+ * workers spin); the threaded paths are covered by check_ops and by the
+ * two-thread case of test_forward_vs_naive. */
+#define THREADS 1
 
 /*
  * Exact strategies vs `none`: the same float32 math in a different order
@@ -352,7 +355,7 @@ START_TEST(test_forward_vs_naive)
     struct kv_cache_config cc = cache_cfg(&mc, 1, 8);
     struct kv_cache *c = make_cache(ops, &cc);
     struct kv_runner *r = NULL;
-    ck_assert_int_eq(kv_runner_create(&r, m, 1, N, THREADS), KV_OK);
+    ck_assert_int_eq(kv_runner_create(&r, m, 1, N, _i == 0 ? 2 : THREADS), KV_OK);
     kv_runner_set_window(r, window);
     float logits[256];
     double ref[256];
@@ -388,7 +391,7 @@ END_TEST
 
 /* Teacher-forced lockstep of `ops` (at `bits`) against `dynamic`: both fed
  * the reference's greedy tokens; checks the logit error at every step. */
-static void check_lossy(const struct kv_model *m, const struct kv_strategy_ops *ops,
+static double check_lossy(const struct kv_model *m, const struct kv_strategy_ops *ops,
                         int32_t bits, const int32_t *prompt)
 {
     const struct kv_strategy_ops *exact = kv_strategy_find("dynamic");
@@ -438,6 +441,7 @@ static void check_lossy(const struct kv_model *m, const struct kv_strategy_ops *
     kv_runner_destroy(rq);
     kv_cache_destroy(ce);
     kv_cache_destroy(cq);
+    return worst_rel;
 }
 
 START_TEST(test_conformance)
@@ -452,8 +456,14 @@ START_TEST(test_conformance)
     make_prompt(prompt, PROMPT, mc.vocab_size, 100);
 
     if (strategy_is_lossy(m, ops, 8)) {
-        check_lossy(m, ops, 8, prompt);
-        check_lossy(m, ops, 4, prompt);
+        double e8 = check_lossy(m, ops, 8, prompt);
+        double e4 = check_lossy(m, ops, 4, prompt);
+        /* the error comes from the step size: it scales with the step ratio
+         * 255/15 = 17 (within a factor 4 either way), which a bug that does
+         * not depend on the bit width (a wrong position, a lost token)
+         * would not do */
+        ck_assert_msg(e4 / e8 > 17.0 / 4 && e4 / e8 < 17.0 * 4,
+                      "%s: int4/int8 error ratio %.3g, expected about 17", ops->name, e4 / e8);
         kv_model_destroy(m);
         return;
     }
@@ -738,15 +748,19 @@ START_TEST(test_weights)
     ck_assert_ptr_eq(a->w.w3, a->w.w2 + L * D * H);
     ck_assert_ptr_eq(a->w.rms_final, a->w.w3 + L * H * D);
     ck_assert_ptr_eq(a->w.wcls, a->w.rms_final + D);
+    int not_one = 0;
     for (size_t i = 0; i < D; i++)
-        ck_assert(a->w.rms_final[i] == 1.0f && a->w.rms_att[i] == 1.0f);
+        not_one += a->w.rms_final[i] != 1.0f || a->w.rms_att[i] != 1.0f;
+    ck_assert_int_eq(not_one, 0);
     /* scale: embedding unit variance, Wq entries within sqrt(3/dim) */
     double ss = 0;
     for (size_t i = 0; i < V * D; i++)
         ss += (double)a->w.token_embedding[i] * a->w.token_embedding[i];
     ck_assert(fabs(ss / (double)(V * D) - 1.0) < 0.05);
+    int too_big = 0;
     for (size_t i = 0; i < L * D * D; i++)
-        ck_assert(fabsf(a->w.wq[i]) <= sqrtf(3.0f / 64.0f));
+        too_big += fabsf(a->w.wq[i]) > sqrtf(3.0f / 64.0f);
+    ck_assert_int_eq(too_big, 0);
 
     /* MLP off: no w1..w3, same attention weights for the same seed */
     struct kv_model_config mo = mc;
@@ -915,7 +929,7 @@ START_TEST(test_forward_errors)
     const struct kv_strategy_ops *st = kv_strategy_find("static");
     if (st != NULL) {
         struct kv_cache_config small = cc;
-        small.max_len = 6;
+        small.max_len = 7;
         c = make_cache(st, &small);
         ck_assert_int_eq(kv_generate(m, c, &gp, out, NULL, NULL), KV_OK); /* 4 + 3 fed */
         g = gp;

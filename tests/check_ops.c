@@ -14,6 +14,7 @@
 #include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,10 @@ START_TEST(test_gemm_vs_naive)
         int64_t flops_ref = 0;
         kv_gemm_ref(ref, x, w, M, N, K, beta, &flops_ref);
         ck_assert_int_eq(flops_ref, 2 * M * N * K);
+        /* worst error in units of its bound; asserted once (Check records
+         * every assertion, so asserting per element would be slow) */
+        double worst = 0, worst_ref = 0, got = 0, want = 0;
+        int64_t wm = 0, wn = 0;
         for (int64_t m = 0; m < M; m++) {
             for (int64_t n = 0; n < N; n++) {
                 double exact = beta_i ? (double)c0[m * N + n] : 0.0, mag = fabs(exact);
@@ -92,13 +97,20 @@ START_TEST(test_gemm_vs_naive)
                 }
                 /* gamma_{K+1} bound on a float sum of K+1 terms */
                 double tol = (double)(K + 2) * FLT_EPSILON * mag + 1e-30;
-                ck_assert_msg(fabs(out[m * N + n] - exact) <= tol,
-                              "gemm %ldx%ldx%ld beta %d at (%ld,%ld): %g vs %g", (long)M,
-                              (long)N, (long)K, beta_i, (long)m, (long)n,
-                              (double)out[m * N + n], exact);
-                ck_assert(fabs(ref[m * N + n] - exact) <= tol);
+                double e = fabs(out[m * N + n] - exact) / tol;
+                if (e > worst) {
+                    worst = e;
+                    wm = m;
+                    wn = n;
+                    got = out[m * N + n];
+                    want = exact;
+                }
+                worst_ref = fmax(worst_ref, fabs(ref[m * N + n] - exact) / tol);
             }
         }
+        ck_assert_msg(worst <= 1.0, "gemm %ldx%ldx%ld beta %d at (%ld,%ld): %g vs %g", (long)M,
+                      (long)N, (long)K, beta_i, (long)wm, (long)wn, got, want);
+        ck_assert_msg(worst_ref <= 1.0, "gemm_ref off by %g bounds", worst_ref);
         free(out);
         free(ref);
     }
@@ -146,6 +158,7 @@ START_TEST(test_rmsnorm_vs_naive)
     kv_rmsnorm_ref(ref, x, w, rows, dim);
     /* sum of dim squares: gamma_dim relative error, halved by the sqrt */
     double tol = ((double)dim + ELEMWISE_ULPS) * FLT_EPSILON;
+    double worst = 0, worst_ref = 0; /* relative error / tol, asserted once */
     for (int64_t r = 0; r < rows; r++) {
         double ss = 0;
         for (int32_t i = 0; i < dim; i++)
@@ -153,11 +166,13 @@ START_TEST(test_rmsnorm_vs_naive)
         double inv = 1.0 / sqrt(ss / dim + 1e-5);
         for (int32_t i = 0; i < dim; i++) {
             double e = (double)x[r * dim + i] * inv * (double)w[i];
-            ck_assert_msg(fabs(out[r * dim + i] - e) <= tol * fabs(e) + 1e-30,
-                          "rmsnorm dim %d: %g vs %g", dim, (double)out[r * dim + i], e);
-            ck_assert(fabs(ref[r * dim + i] - e) <= tol * fabs(e) + 1e-30);
+            double lim = tol * fabs(e) + 1e-30;
+            worst = fmax(worst, fabs(out[r * dim + i] - e) / lim);
+            worst_ref = fmax(worst_ref, fabs(ref[r * dim + i] - e) / lim);
         }
     }
+    ck_assert_msg(worst <= 1.0, "rmsnorm dim %d: error %g x the bound", dim, worst);
+    ck_assert_msg(worst_ref <= 1.0, "rmsnorm_ref dim %d: error %g x the bound", dim, worst_ref);
     /* in place gives the same */
     kv_rmsnorm(x, x, w, rows, dim);
     ck_assert_mem_eq(x, out, (size_t)(rows * dim) * sizeof *x);
@@ -236,6 +251,11 @@ START_TEST(test_rope_formula)
     kv_rope(q, rc->n_heads, k, rc->n_kv_heads, rows, hs, pos);
     kv_rope_ref(qr, rc->n_heads, kr, rc->n_kv_heads, rows, hs, pos);
 
+    /* worst errors in units of their bounds, asserted once at the end */
+    double worst = 0, worst_ref = 0, worst_norm = 0;
+    int not_identity = 0;
+    char where[160] = "";
+
     for (int pass = 0; pass < 2; pass++) {
         const float *in = pass ? k0 : q0, *out = pass ? k : q, *ref = pass ? kr : qr;
         int32_t heads = pass ? rc->n_kv_heads : rc->n_heads;
@@ -248,18 +268,29 @@ START_TEST(test_rope_formula)
                     double norm = hypot(x0, x1);
                     /* cos/sin rounded to float, then 2 products and a sum */
                     double tol = ELEMWISE_ULPS * FLT_EPSILON * norm + 1e-30;
-                    ck_assert_msg(fabs(out[at] - e0) <= tol && fabs(out[at + 1] - e1) <= tol,
-                                  "rope hs %d pos %d pair %d: (%g,%g) vs (%g,%g)", hs,
-                                  pos[r], i, (double)out[at], (double)out[at + 1], e0, e1);
-                    ck_assert(fabs(ref[at] - e0) <= tol && fabs(ref[at + 1] - e1) <= tol);
+                    double e = fmax(fabs(out[at] - e0), fabs(out[at + 1] - e1)) / tol;
+                    if (e > worst) {
+                        worst = e;
+                        snprintf(where, sizeof where, "%s hs %d pos %d pair %d: (%g,%g) vs (%g,%g)",
+                                 pass ? "k" : "q", hs, pos[r], i, (double)out[at],
+                                 (double)out[at + 1], e0, e1);
+                    }
+                    worst_ref = fmax(worst_ref,
+                                     fmax(fabs(ref[at] - e0), fabs(ref[at + 1] - e1)) / tol);
                     /* the rotation preserves each pair's length */
-                    ck_assert(fabs(hypot(out[at], out[at + 1]) - norm) <= 2 * tol);
-                    if (pos[r] == 0) /* position 0 is the identity, exactly */
-                        ck_assert(out[at] == in[at] && out[at + 1] == in[at + 1]);
+                    worst_norm = fmax(worst_norm,
+                                      fabs(hypot(out[at], out[at + 1]) - norm) / (2 * tol));
+                    /* position 0 is the identity, exactly */
+                    if (pos[r] == 0 && (out[at] != in[at] || out[at + 1] != in[at + 1]))
+                        not_identity++;
                 }
             }
         }
     }
+    ck_assert_msg(worst <= 1.0, "rope off by %g x the bound at %s", worst, where);
+    ck_assert_msg(worst_ref <= 1.0, "rope_ref off by %g x the bound", worst_ref);
+    ck_assert_msg(worst_norm <= 1.0, "rope changes a pair's norm (%g x the bound)", worst_norm);
+    ck_assert_int_eq(not_identity, 0);
     free(q);
     free(k);
     free(q0);
@@ -318,13 +349,22 @@ START_TEST(test_swiglu_vs_naive)
     memcpy(ar, a, N * sizeof *a);
     kv_swiglu(a, b, N);
     kv_swiglu_ref(ar, b, N);
+    double worst = 0, worst_ref = 0; /* error / bound, asserted once */
+    int at = 0, non_finite = 0;
     for (int i = 0; i < N; i++) {
         double x = a0[i], e = x / (1.0 + exp(-x)) * (double)b[i];
-        ck_assert(isfinite(a[i]));
-        ck_assert_msg(fabs(a[i] - e) <= SWIGLU_REL_TOL * fabs(e) + 1e-37,
-                      "swiglu(%g, %g) = %g, expected %g", x, (double)b[i], (double)a[i], e);
-        ck_assert(fabs(ar[i] - e) <= SWIGLU_REL_TOL * fabs(e) + 1e-37);
+        double lim = SWIGLU_REL_TOL * fabs(e) + 1e-37;
+        non_finite += !isfinite(a[i]);
+        if (fabs(a[i] - e) / lim > worst) {
+            worst = fabs(a[i] - e) / lim;
+            at = i;
+        }
+        worst_ref = fmax(worst_ref, fabs(ar[i] - e) / lim);
     }
+    ck_assert_int_eq(non_finite, 0);
+    ck_assert_msg(worst <= 1.0, "swiglu(%g, %g) = %g: %g x the bound", (double)a0[at],
+                  (double)b[at], (double)a[at], worst);
+    ck_assert_msg(worst_ref <= 1.0, "swiglu_ref: %g x the bound", worst_ref);
     free(a);
     free(b);
     free(a0);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/kv_attention.h"
 #include "../kernels/kv_quant.h"
 #include "../strategies/strategy.h"
 
@@ -49,6 +50,22 @@
         if (!(cond))                                                                         \
             ck_abort_msg(__VA_ARGS__);                                                       \
     } while (0)
+
+/*
+ * Attention over a strategy's spans against attention over the test's own
+ * history, both through kv_attn_ref (double accumulation): the same keys
+ * summed in a different span order, then rounded to float, differ by a few
+ * float ulps of |out| <= 2 (outputs are convex combinations of values in
+ * [-2, 2]).
+ */
+#define ATTN_REF_TOL 1e-5f
+/*
+ * The fast kernel (float accumulation, online softmax over tiles) against
+ * the reference on the same spans: scores here are O(1) and at most 64 keys
+ * are visible, so float rounding stays near 64 * 2^-24 relative; 1e-4 keeps
+ * a margin while still catching any misread row or parameter.
+ */
+#define ATTN_FAST_TOL 1e-4f
 
 /* Upper bound on allocations one failure-injection scenario makes. */
 #define MAX_ALLOC_STEPS 2000
@@ -564,6 +581,81 @@ START_TEST(test_conformance_alloc_failure)
     ck_assert_msg(completed, "%s: scenario never completed", ops->name);
     ck_assert_int_ge(failures, 1); /* every strategy allocates at least in create */
     feed_free(&f);
+}
+END_TEST
+
+/*
+ * The spans as the attention kernel reads them: for every step of a
+ * prefill + decode schedule, kv_attn_check accepts the view; the fast kernel
+ * agrees with the reference on it; and where the view is all f32, the
+ * reference over the view equals the reference over the full history with
+ * the strategy's mask window. Uses the last layer (no outlier values), GQA
+ * with 2 query heads per kv head.
+ */
+START_TEST(test_conformance_attention)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    static const int32_t sched[] = {9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const int32_t n_sched = (int32_t)(sizeof sched / sizeof sched[0]);
+    const int32_t t_max = sched_total(sched, n_sched), l = cfg->n_layers - 1;
+    const int32_t n_heads = 2 * cfg->n_kv_heads, hd = cfg->head_dim;
+    const size_t q_floats = (size_t)cfg->batch * t_max * n_heads * hd;
+    float *q = malloc(q_floats * sizeof(float));
+    float *out = malloc(q_floats * sizeof(float));
+    float *want = malloc(q_floats * sizeof(float));
+    ck_assert(q && out && want);
+    for (size_t i = 0; i < q_floats; i++)
+        q[i] = rng_uniform();
+    struct feed f;
+    feed_init(&f, cfg, t_max, 40);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+    int32_t len = 0;
+    for (int32_t i = 0; i < n_sched; i++) {
+        const int32_t n = sched[i];
+        ck_assert_int_eq(feed_step(&f, c, len, n), KV_OK);
+        /* the last layer's view is still valid: f.ck holds that layer */
+        struct kv_span sp[KV_MAX_SPANS];
+        const int32_t n_spans = kv_cache_view(c, l, sp);
+        struct kv_attn_params p = {
+            .batch = cfg->batch, .n_q = ops->keeps_history ? n : len + n,
+            .n_heads = n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = hd,
+            .group = cfg->group, .q_pos0 = ops->keeps_history ? len : 0,
+            .window = kv_cache_mask_window(c), .scale = 1.0f / sqrtf((float)hd), .n_threads = 1};
+        const size_t n_out = (size_t)cfg->batch * p.n_q * n_heads * hd;
+        ck_assert_int_eq(kv_attn_check(&p, sp, n_spans), KV_OK);
+        ck_assert_int_eq(kv_attn_ref(want, q, &p, sp, n_spans), KV_OK);
+        const size_t ws_bytes = (kv_attn_workspace_bytes(&p) + 63) / 64 * 64;
+        void *ws = aligned_alloc(64, ws_bytes ? ws_bytes : 64);
+        ck_assert_ptr_nonnull(ws);
+        ck_assert_int_eq(kv_attn(out, q, &p, sp, n_spans, ws, ws_bytes), KV_OK);
+        free(ws);
+        for (size_t j = 0; j < n_out; j++)
+            REQUIRE(fabsf(out[j] - want[j]) <= ATTN_FAST_TOL, "%s step %d: fast %g ref %g",
+                    ops->name, i, (double)out[j], (double)want[j]);
+        int all_f32 = 1;
+        for (int32_t j = 0; j < n_spans; j++)
+            all_f32 &= sp[j].dtype == KV_DTYPE_F32;
+        if (all_f32) { /* the whole history of layer l, the model's layout */
+            const size_t row = (size_t)cfg->n_kv_heads * hd * sizeof(float);
+            struct kv_span full = {
+                .dtype = KV_DTYPE_F32, .k = f.k + feed_row(&f, l, 0, 0, 0),
+                .v = f.v + feed_row(&f, l, 0, 0, 0), .n_tokens = len + n, .pos0 = 0,
+                .row_stride = row, .head_stride = (size_t)hd * sizeof(float),
+                .seq_stride = (size_t)t_max * row};
+            ck_assert_int_eq(kv_attn_ref(out, q, &p, &full, 1), KV_OK);
+            for (size_t j = 0; j < n_out; j++)
+                REQUIRE(fabsf(out[j] - want[j]) <= ATTN_REF_TOL, "%s step %d: view %g full %g",
+                        ops->name, i, (double)want[j], (double)out[j]);
+        }
+        len += n;
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+    free(q);
+    free(out);
+    free(want);
 }
 END_TEST
 
@@ -1153,6 +1245,7 @@ static Suite *strategies_suite(void)
     tcase_add_loop_test(tc, test_conformance_bad_updates, 0, n);
     tcase_add_loop_test(tc, test_conformance_bad_configs, 0, n);
     tcase_add_loop_test(tc, test_conformance_alloc_failure, 0, 2 * n);
+    tcase_add_loop_test(tc, test_conformance_attention, 0, n);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("core");

@@ -368,6 +368,31 @@ START_TEST(test_malformed_files)
 }
 END_TEST
 
+START_TEST(test_token_text)
+{
+    struct kv_tokenizer *t = make_tok(), *b = NULL;
+    ck_assert_int_eq(kv_tokenizer_create_bytes(&b), KV_OK);
+    char buf[32];
+    ck_assert_str_eq(kv_token_text(b, 256, -1, 'a', buf, sizeof buf), "'a'");
+    ck_assert_str_eq(kv_token_text(b, 256, -1, 0x9f, buf, sizeof buf), "'\\x9f'");
+    ck_assert_str_eq(kv_token_text(b, 256, -1, '\'', buf, sizeof buf), "'\\x27'");
+    ck_assert_str_eq(kv_token_text(NULL, 256, -1, 'Z', buf, sizeof buf), "'Z'");
+    ck_assert_str_eq(kv_token_text(NULL, 300, -1, 299, buf, sizeof buf), "#299");
+    ck_assert_str_eq(kv_token_text(t, N_VOCAB, -1, 1, buf, sizeof buf), "'<s>'");
+    ck_assert_str_eq(kv_token_text(t, N_VOCAB, -1, id_of(" ab"), buf, sizeof buf), "' ab'");
+    /* After BOS the dummy-prefix space is dropped; byte fallback shows its byte. */
+    ck_assert_str_eq(kv_token_text(t, N_VOCAB, 1, id_of(" ab"), buf, sizeof buf), "'ab'");
+    ck_assert_str_eq(kv_token_text(t, N_VOCAB, -1, 3 + 'q', buf, sizeof buf), "'q'");
+    ck_assert_str_eq(kv_token_text(t, N_VOCAB, -1, N_VOCAB + 5, buf, sizeof buf), "#277");
+    /* The smallest allowed buffer holds one escaped byte. */
+    char small[16];
+    kv_token_text(b, 256, -1, 0x01, small, sizeof small);
+    ck_assert_str_eq(small, "'\\x01'");
+    kv_tokenizer_destroy(b);
+    kv_tokenizer_destroy(t);
+}
+END_TEST
+
 static Suite *tokenizer_suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -376,6 +401,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_matches_naive_and_round_trips);
     tcase_add_test(tc, test_bytes_tokenizer);
     tcase_add_test(tc, test_encode_errors);
+    tcase_add_test(tc, test_token_text);
     suite_add_tcase(s, tc);
     tc = tcase_create("files");
     tcase_add_test(tc, test_save_load_round_trip);

@@ -123,6 +123,9 @@ printf '# schema=1\n# read_gbps=nan\n# sgemm_gflops=100\n%s\n%s\n' "$HEADER" "$R
 run "nan metadata" 2 "$TMP/base.csv" "$TMP/nanmeta.csv" --normalize
 one_line "nan metadata" "nanmeta.csv:2: metadata read_gbps='nan' is not a positive number"
 run "nan metadata, no normalize" 0 "$TMP/base.csv" "$TMP/nanmeta.csv"
+printf '# schema=1\n%s\n%s\n' "$HEADER" "${ROW/%,0,0,1/,nan,nan,1}" >"$TMP/nanerr.csv"
+run "all nan metric" 2 "$TMP/base.csv" "$TMP/nanerr.csv" --metric rel_err
+one_line "all nan metric" "no joined row has a finite rel_err"
 run "missing file" 2 "$TMP/base.csv" "$TMP/nope.csv"
 one_line "missing file" "nope.csv: cannot open"
 run "directory" 2 "$TMP/base.csv" "$TMP"
