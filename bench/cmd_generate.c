@@ -17,6 +17,7 @@
 #include "checkpoint.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "tokenizer.h"
 
 /* ------------------------------------------------------------------------ */
 /* kvlab strategies                                                         */
@@ -47,6 +48,9 @@ static void generate_usage(FILE *f)
     fprintf(f,
             "usage: kvlab generate --strategy NAME [options]\n"
             "  --prompt-len P     prompt tokens per sequence (random, seeded; default 32)\n"
+            "  --prompt TEXT      use TEXT, tokenized, as every sequence's prompt instead\n"
+            "                     (byte-level for a 256-token vocabulary, else needs\n"
+            "                     --tokenizer); a `text:` line then shows each output\n"
             "  --new-tokens N     greedy tokens to generate (default 32)\n"
             "  --batch B --seed S --threads T\n"
             "  model:  --layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
@@ -54,7 +58,7 @@ static void generate_usage(FILE *f)
             "  cache:  --window (sliding) --bits 8|4 --group --residual (quantized)\n"
             "  --model FILE.bin   a llama2.c checkpoint instead of the synthetic model\n"
             "                     (its header sets the model options)\n"
-            "  --tokenizer FILE   accepted, not used yet\n");
+            "  --tokenizer FILE   a llama2.c tokenizer.bin for --prompt and `text:` lines\n");
 }
 
 /* Per-step measurements, filled by the on_step callback. */
@@ -101,6 +105,22 @@ static uint64_t prompt_rng(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* Prints bytes on one line: printable ASCII as is, the rest escaped. */
+static void print_escaped(const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)b[i];
+        if (ch == '\\')
+            fputs("\\\\", stdout);
+        else if (ch == '\n')
+            fputs("\\n", stdout);
+        else if (ch >= 0x20 && ch < 0x7f)
+            putchar(ch);
+        else
+            printf("\\x%02x", ch);
+    }
+}
+
 /* Rough upper bound of the bytes a run holds (weights, activations, cache). */
 static size_t estimate_bytes(const struct kv_model_config *m, int32_t batch,
                              int32_t tokens_per_call, int32_t cache_tokens)
@@ -123,6 +143,7 @@ int kv_cmd_generate(int argc, char **argv)
     struct kv_cli_common c;
     kv_cli_common_defaults(&c);
     int32_t prompt_len = 32, new_tokens = 32;
+    const char *text = NULL; /* --prompt TEXT */
     for (int i = 1; i < argc;) {
         int r = kv_cli_parse_common(&c, argc, argv, &i);
         if (r < 0)
@@ -138,6 +159,15 @@ int kv_cmd_generate(int argc, char **argv)
         size_t nlen = eq != NULL ? (size_t)(eq - argv[i]) : strlen(argv[i]);
         int32_t *field = NULL;
         const char *name = NULL;
+        if (nlen == 8 && strncmp(argv[i], "--prompt", 8) == 0) {
+            if (eq == NULL && i + 1 >= argc) {
+                fprintf(stderr, "kvlab: --prompt expects a value\n");
+                return 2;
+            }
+            text = eq != NULL ? eq + 1 : argv[i + 1];
+            i += eq != NULL ? 1 : 2;
+            continue;
+        }
         if (nlen == 12 && strncmp(argv[i], "--prompt-len", 12) == 0) {
             field = &prompt_len;
             name = "--prompt-len";
@@ -169,7 +199,8 @@ int kv_cmd_generate(int argc, char **argv)
     /* The model: a checkpoint's header, or the synthetic configuration. */
     struct kv_model *m = NULL;
     struct kv_cache *cache = NULL;
-    int32_t *prompt = NULL, *out_tokens = NULL;
+    int32_t *prompt = NULL, *out_tokens = NULL, *ids = NULL;
+    struct kv_tokenizer *tok = NULL;
     struct gen_log g = {0};
     enum kv_status s;
     if (c.model_path != NULL) {
@@ -183,6 +214,50 @@ int kv_cmd_generate(int argc, char **argv)
     }
     const struct kv_model_config *mc = &c.model;
     int rc = 2;
+
+    /* A text prompt: tokenize it (byte-level for a 256-token vocabulary). */
+    if (c.tokenizer_path != NULL) {
+        s = kv_tokenizer_load(&tok, c.tokenizer_path, mc->vocab_size);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab: --tokenizer %s: %s\n", c.tokenizer_path, kv_status_str(s));
+            rc = s == KV_ERR_NOMEM ? 1 : 2;
+            goto out;
+        }
+    } else if (text != NULL) {
+        if (mc->vocab_size != 256) {
+            fprintf(stderr, "kvlab: --prompt needs --tokenizer FILE for a vocabulary of %" PRId32
+                            " tokens\n", mc->vocab_size);
+            goto out;
+        }
+        if (kv_tokenizer_create_bytes(&tok) != KV_OK) {
+            fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
+            rc = 1;
+            goto out;
+        }
+    }
+    if (text != NULL) {
+        size_t len = strlen(text);
+        int32_t n_ids = 0;
+        if (len > (size_t)(1 << 30)) {
+            fprintf(stderr, "kvlab: --prompt is longer than %d bytes\n", 1 << 30);
+            goto out;
+        }
+        ids = kv_alloc((len + 3) * sizeof *ids);
+        if (ids == NULL) {
+            fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
+            rc = 1;
+            goto out;
+        }
+        s = kv_tokenizer_encode(tok, text, len, kv_tokenizer_default_flags(tok), ids,
+                                (int32_t)(len + 3), &n_ids);
+        if (s != KV_OK || n_ids < 1) {
+            fprintf(stderr, "kvlab: --prompt: %s\n",
+                    s != KV_OK ? "the tokenizer cannot encode this text" : "empty prompt");
+            goto out;
+        }
+        prompt_len = n_ids;
+    }
+
     if ((int64_t)prompt_len + new_tokens > mc->max_len) {
         fprintf(stderr, "kvlab: --prompt-len + --new-tokens (%" PRId64 ") exceeds --max-len "
                         "(%" PRId32 ")\n", (int64_t)prompt_len + new_tokens, mc->max_len);
@@ -235,7 +310,8 @@ int kv_cmd_generate(int argc, char **argv)
     }
     uint64_t rs = c.seed ^ 0x5EEDF00Dull;
     for (size_t i = 0; i < n_prompt; i++)
-        prompt[i] = (int32_t)(prompt_rng(&rs) % (uint64_t)mc->vocab_size);
+        prompt[i] = ids != NULL ? ids[i % (size_t)prompt_len]
+                                : (int32_t)(prompt_rng(&rs) % (uint64_t)mc->vocab_size);
 
     struct kv_gen_params gp = {
         .batch = c.batch,
@@ -255,6 +331,18 @@ int kv_cmd_generate(int argc, char **argv)
         printf("tokens:");
         for (int32_t t = 0; t < new_tokens; t++)
             printf(" %" PRId32, out_tokens[(size_t)b * new_tokens + t]);
+        printf("\n");
+    }
+    for (int32_t b = 0; tok != NULL && b < c.batch; b++) {
+        printf("text: ");
+        int32_t prev = prompt[(size_t)b * prompt_len + prompt_len - 1];
+        for (int32_t t = 0; t < new_tokens; t++) {
+            int32_t id = out_tokens[(size_t)b * new_tokens + t];
+            const char *bytes;
+            size_t nb = kv_tokenizer_decode(tok, prev, id, &bytes);
+            print_escaped(bytes, nb);
+            prev = id;
+        }
         printf("\n");
     }
     printf("strategy %s: batch %" PRId32 ", prompt %" PRId32 ", %" PRId32
@@ -280,6 +368,8 @@ out:
     kv_free(g.step_ns);
     kv_free(out_tokens);
     kv_free(prompt);
+    kv_free(ids);
+    kv_tokenizer_destroy(tok);
     kv_cache_destroy(cache);
     kv_model_destroy(m);
     return rc;

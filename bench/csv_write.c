@@ -2,10 +2,10 @@
  * csv_write.c - collect metadata, header and rows in memory, then write
  * them atomically: temporary file, fsync, rename, fsync of the directory.
  *
- * Storage is three growable byte buffers (metadata entries, header, rows),
- * all through kv_alloc, so the failure-injection tests reach every path.
- * Metadata entries are kept as "key\0value\0" records with a flag byte for
- * "no value", so a key can be replaced in place.
+ * Storage is growable byte buffers (one per metadata line, the header, the
+ * rows), all through kv_alloc, so failure injection reaches every path.
+ * Each metadata entry is kept as its finished line ("# key" or
+ * "# key=value"), so setting a key again replaces the line in place.
  */
 #include "csv_write.h"
 
@@ -101,7 +101,8 @@ void kv_csv_writer_destroy(struct kv_csv_writer *w)
     kv_free(w);
 }
 
-enum kv_status kv_csv_writer_set_meta(struct kv_csv_writer *w, const char *key, const char *value)
+enum kv_status kv_csv_writer_set_meta(struct kv_csv_writer *w, const char *key,
+                                      const char *value)
 {
     size_t klen = strlen(key);
     if (klen == 0 || strchr(key, '=') != NULL || strchr(key, '\n') != NULL)
@@ -138,7 +139,8 @@ enum kv_status kv_csv_writer_set_meta(struct kv_csv_writer *w, const char *key, 
     return KV_OK;
 }
 
-enum kv_status kv_csv_writer_set_metaf(struct kv_csv_writer *w, const char *key, const char *fmt, ...)
+enum kv_status kv_csv_writer_set_metaf(struct kv_csv_writer *w, const char *key,
+                                       const char *fmt, ...)
 {
     char tmp[2048];
     va_list ap;
@@ -148,7 +150,8 @@ enum kv_status kv_csv_writer_set_metaf(struct kv_csv_writer *w, const char *key,
     return kv_csv_writer_set_meta(w, key, tmp);
 }
 
-enum kv_status kv_csv_writer_set_header(struct kv_csv_writer *w, const char *const *names, int32_t n)
+enum kv_status kv_csv_writer_set_header(struct kv_csv_writer *w, const char *const *names,
+                                        int32_t n)
 {
     if (n < 1 || w->n_rows > 0)
         return KV_ERR_INVALID;

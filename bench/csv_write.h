@@ -32,13 +32,16 @@ void kv_csv_writer_destroy(struct kv_csv_writer *w);
  * writes a bare `# key` line. Newlines in either become spaces; a key may
  * not contain '='.
  */
-enum kv_status kv_csv_writer_set_meta(struct kv_csv_writer *w, const char *key, const char *value);
+enum kv_status kv_csv_writer_set_meta(struct kv_csv_writer *w, const char *key,
+                                      const char *value);
 /* Same, with a printf-style value. */
-enum kv_status kv_csv_writer_set_metaf(struct kv_csv_writer *w, const char *key, const char *fmt, ...)
+enum kv_status kv_csv_writer_set_metaf(struct kv_csv_writer *w, const char *key,
+                                       const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The column names, in order (copied). Must be called before any row. */
-enum kv_status kv_csv_writer_set_header(struct kv_csv_writer *w, const char *const *names, int32_t n);
+enum kv_status kv_csv_writer_set_header(struct kv_csv_writer *w, const char *const *names,
+                                        int32_t n);
 
 /*
  * Appends one row given as an already formatted line without the newline.

@@ -60,7 +60,8 @@ say "Same tokens (the cache changes how the result is computed, not the result).
 pause
 
 part "3. Why is step 100 without a cache slower than step 10?"
-say "Same walk on a larger model ($MID), every 10th step, with wall time (us):"
+say "Same walk on a larger model ($MID), every 10th step, with wall time (us;" \
+    "one run, so noisy on a busy machine: the FLOP columns are exact):"
 run demo --strategy none --steps 100 --every 10 --brief --time $MID
 run demo --strategy dynamic --steps 100 --every 10 --brief --time $MID
 say "Without a cache, step s feeds all 8+s tokens: every layer recomputes their K," \

@@ -308,6 +308,21 @@ static struct kv_attn_params attn_params_for(const struct kv_model_config *c,
     };
 }
 
+/* Attention workspace for calls of n_q queries, whatever group the cache
+ * uses: group 0 (one qparams group per row) and group 1 (the most groups). */
+static size_t ws_bytes_for(const struct kv_model_config *c, int32_t batch, int32_t n_q,
+                           int32_t n_threads)
+{
+    size_t ws = 0;
+    for (int32_t g = 0; g < 2; g++) {
+        struct kv_attn_params ap = attn_params_for(c, batch, n_q, n_threads);
+        ap.group = g;
+        size_t b = kv_attn_workspace_bytes(&ap);
+        ws = b > ws ? b : ws;
+    }
+    return ws;
+}
+
 enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m,
                                 int32_t batch, int32_t max_tokens, int32_t n_threads)
 {
@@ -326,19 +341,16 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     size_t D = (size_t)c->dim, hs = D / (size_t)c->n_heads;
     size_t kvd = (size_t)c->n_kv_heads * hs, H = c->mlp ? (size_t)c->hidden_dim : 0;
 
-    /* Attention scratch: the largest over a decode and a full-width call,
-     * without and with the finest quantization group (group 1 gives the
-     * most groups per row, whatever group the cache will use). */
-    size_t ws = 0;
-    for (int32_t nq = 0; nq < 2; nq++) {
-        for (int32_t g = 0; g < 2; g++) {
-            struct kv_attn_params ap =
-                attn_params_for(c, batch, nq ? max_tokens : 1, n_threads);
-            ap.group = g;
-            size_t b = kv_attn_workspace_bytes(&ap);
-            ws = b > ws ? b : ws;
-        }
+    /* Attention scratch: the largest over every call width this runner
+     * can see (widths past 1024, where prefill tiles have long saturated,
+     * are represented by max_tokens itself). */
+    size_t ws = ws_bytes_for(c, batch, max_tokens, n_threads);
+    for (int32_t nq = 1; nq <= max_tokens && nq <= 1024; nq++) {
+        size_t b = ws_bytes_for(c, batch, nq, n_threads);
+        ws = b > ws ? b : ws;
     }
+    if (ws == SIZE_MAX)
+        return KV_ERR_OVERFLOW;
 
     size_t total = 0, o_x, o_xb, o_q, o_k, o_v, o_att, o_hb, o_hb2, o_xl, o_pos, o_ws;
     if (add_buf(&total, &o_x, T * D, 4) || add_buf(&total, &o_xb, T * D, 4) ||
@@ -423,6 +435,13 @@ static int32_t combine_window(int32_t a, int32_t b)
     return a < b ? a : b;
 }
 
+/*
+ * Everything is checked before the first cache update, so a bad argument
+ * leaves the cache untouched. A cache that fails an update (a full static
+ * cache fails at layer 0, before anything is written) returns its status;
+ * one that fails at a later layer (out of memory while growing) leaves that
+ * step half-stored, and the caller resets the cache.
+ */
 enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
                           struct kv_cache *cache, const int32_t *tokens,
                           int32_t n, int32_t pos0, const int32_t *pad,
@@ -551,6 +570,7 @@ static void pick_tokens(int32_t *next, const float *logits, int32_t batch, int32
 }
 
 /*
+ * kv_generate starts from an empty cache (it resets the one it is given).
  * Step 0 is the prefill of the whole prompt at pos0 0 and yields token 0 of
  * each sequence; step s >= 1 feeds token s-1 (position prompt_len + s - 1)
  * and yields token s. With a strategy that keeps no history, step s instead

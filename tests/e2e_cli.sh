@@ -126,6 +126,12 @@ c=$(grep '^tokens:' "$tmp/out")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "same seed, different tokens: $a / $b"
 [ "$a" != "$c" ] && ok || bad "seeds 7 and 8 give the same tokens: $a"
 
+# a text prompt (byte-level vocabulary): one tokens line and one text line
+expect_tokens "--prompt TEXT" 2 7 generate --strategy dynamic "${SMALL[@]}" --batch 2 \
+    --prompt "Hello, cache" --new-tokens 7
+[ "$(grep -c '^text: ' "$tmp/out")" -eq 2 ] && grep -q 'prompt 12,' "$tmp/out" && ok ||
+    bad "--prompt: expected 2 text lines and a 12-token prompt: $(head -c 300 "$tmp/out")"
+
 run generate --help
 [ "$rc" -eq 0 ] && grep -q -- '--strategy' "$tmp/out" && ok || bad "generate --help: exit $rc"
 
@@ -169,6 +175,10 @@ expect_bad "mlp maybe" "${G[@]}" --mlp maybe
 expect_bad "unknown option" "${G[@]}" --frobnicate 3
 expect_bad "positional argument" "${G[@]}" extra
 expect_bad "missing value" "${G[@]}" --heads
+expect_bad "empty --prompt" "${G[@]}" --prompt ''
+expect_bad "--prompt without a tokenizer" "${G[@]}" --vocab 300 --prompt hi
+expect_bad "missing tokenizer file" "${G[@]}" --prompt hi --tokenizer "$tmp/no-such-tok.bin"
+expect_bad "--prompt over max-len" "${G[@]}" --max-len 8 --new-tokens 2 --prompt "0123456789"
 expect_bad "missing model file" "${G[@]}" --model "$tmp/no-such-model.bin"
 
 echo "$pass passed, $fail failed"

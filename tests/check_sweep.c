@@ -1,0 +1,427 @@
+/*
+ * check_sweep.c - unit tests of the bench harness's library pieces: the
+ * atomic CSV writer (csv_write.c), the sweep loop (sweep.c) on a tiny model,
+ * and the roofline's argument checks (roofline.c).
+ *
+ * The sweep cases check what the CSV's honesty rests on: the timed steps are
+ * centred on T, the FLOP counts match the closed forms, an interrupt drops
+ * the row in flight and reports it, and nothing leaks on any path (including
+ * failed allocations, through kv_alloc_fail_at).
+ */
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../bench/csv_write.h"
+#include "../bench/roofline.h"
+#include "../bench/sweep.h"
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvlab_check_sweep.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Whole file into buf (NUL-terminated); returns its length or -1. */
+static long slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* Number of entries in tmpdir whose name contains ".tmp." */
+static int count_tmp_files(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "ls '%s' | grep -c '\\.tmp\\.'", tmpdir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p != NULL) {
+        if (fscanf(p, "%d", &n) != 1)
+            n = -1;
+        pclose(p);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* CSV writer                                                               */
+
+static const char *const cols3[] = {"a", "b", "c"};
+
+START_TEST(csv_write_exact_layout)
+{
+    make_tmpdir();
+    int64_t live = kv_alloc_live();
+    struct kv_csv_writer *w;
+    ck_assert_int_eq(kv_csv_writer_create(&w), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_set_meta(w, "kvlab sweep", NULL), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_set_meta(w, "schema", "1"), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_set_meta(w, "partial", "1"), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_set_metaf(w, "cpu", "x%dy", 7), KV_OK);
+    /* replacing keeps the position; newlines in values become spaces */
+    ck_assert_int_eq(kv_csv_writer_set_meta(w, "partial", "0"), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_set_meta(w, "note", "two\nlines"), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_set_meta(w, "bad=key", "v"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_csv_writer_set_header(w, cols3, 3), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_add_row(w, "1,2,3"), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_add_row(w, "1,2"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_csv_writer_add_row(w, "1,2,3,4"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_csv_writer_add_row(w, "1,2\n,3"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_csv_writer_add_row(w, "x,y,z"), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_row_count(w), 2);
+
+    char path[512], buf[4096];
+    snprintf(path, sizeof(path), "%s/out.csv", tmpdir);
+    ck_assert_int_eq(kv_csv_writer_write(w, path), KV_OK);
+    ck_assert_int_ge(slurp(path, buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "# kvlab sweep\n# schema=1\n# partial=0\n# cpu=x7y\n"
+                          "# note=two lines\na,b,c\n1,2,3\nx,y,z\n");
+    ck_assert_int_eq(count_tmp_files(), 0);
+
+    /* writing again replaces the file whole */
+    kv_csv_writer_clear_rows(w);
+    ck_assert_int_eq(kv_csv_writer_write(w, path), KV_OK);
+    ck_assert_int_ge(slurp(path, buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "# kvlab sweep\n# schema=1\n# partial=0\n# cpu=x7y\n"
+                          "# note=two lines\na,b,c\n");
+    kv_csv_writer_destroy(w);
+    ck_assert_int_eq(kv_alloc_live(), live);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(csv_write_failure_leaves_previous_file)
+{
+    make_tmpdir();
+    struct kv_csv_writer *w;
+    ck_assert_int_eq(kv_csv_writer_create(&w), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_set_header(w, cols3, 3), KV_OK);
+    ck_assert_int_eq(kv_csv_writer_add_row(w, "1,2,3"), KV_OK);
+    char path[512], buf[256];
+    /* a directory that does not exist: KV_ERR_IO, nothing created */
+    snprintf(path, sizeof(path), "%s/missing/out.csv", tmpdir);
+    ck_assert_int_eq(kv_csv_writer_write(w, path), KV_ERR_IO);
+    /* a path that is a directory: rename fails, the directory survives */
+    snprintf(path, sizeof(path), "%s/adir", tmpdir);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "mkdir '%s' && touch '%s/keep'", path, path);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(kv_csv_writer_write(w, path), KV_ERR_IO);
+    snprintf(cmd, sizeof(cmd), "%s/keep", path);
+    ck_assert_int_ge(slurp(cmd, buf, sizeof(buf)), 0);
+    ck_assert_int_eq(count_tmp_files(), 0);
+    kv_csv_writer_destroy(w);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(csv_write_alloc_failures_clean_up)
+{
+    int64_t live = kv_alloc_live();
+    int saw_nomem = 0;
+    for (int64_t k = 1; k <= 12; k++) {
+        kv_alloc_fail_at(k, 1);
+        struct kv_csv_writer *w = NULL;
+        enum kv_status s = kv_csv_writer_create(&w);
+        if (s == KV_OK)
+            s = kv_csv_writer_set_meta(w, "schema", "1");
+        if (s == KV_OK)
+            s = kv_csv_writer_set_header(w, cols3, 3);
+        for (int r = 0; r < 200 && s == KV_OK; r++)
+            s = kv_csv_writer_add_row(w, "123456789,123456789,123456789");
+        kv_alloc_fail_at(0, 0);
+        if (s != KV_OK) {
+            ck_assert_int_eq(s, KV_ERR_NOMEM);
+            saw_nomem = 1;
+        }
+        kv_csv_writer_destroy(w);
+        ck_assert_int_eq(kv_alloc_live(), live);
+    }
+    ck_assert(saw_nomem);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Sweep on a tiny model                                                    */
+
+enum { TINY_L = 2, TINY_DIM = 32, TINY_H = 4, TINY_KVH = 2, TINY_HD = 8 };
+
+static struct kv_model *tiny_model(int32_t max_len)
+{
+    struct kv_model_config c = kv_model_default_config();
+    c.dim = TINY_DIM;
+    c.hidden_dim = 64;
+    c.n_layers = TINY_L;
+    c.n_heads = TINY_H;
+    c.n_kv_heads = TINY_KVH;
+    c.vocab_size = 32;
+    c.max_len = max_len;
+    struct kv_model *m = NULL;
+    ck_assert_int_eq(kv_model_create_synthetic(&m, &c, 7), KV_OK);
+    return m;
+}
+
+struct collect {
+    struct kv_sweep_row rows[64];
+    int n;
+    volatile sig_atomic_t *stop_after_first;
+};
+
+static void collect_row(void *user, const struct kv_sweep_row *row,
+                        const struct kv_sweep_progress *p)
+{
+    struct collect *c = user;
+    ck_assert_int_lt(c->n, 64);
+    ck_assert_int_eq(p->rows_done, c->n + 1);
+    c->rows[c->n++] = *row;
+    if (c->stop_after_first != NULL)
+        *c->stop_after_first = 1;
+}
+
+static void tiny_config(struct kv_sweep_config *cfg, const char *const *names, int n)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (int i = 0; i < n; i++) {
+        struct kv_sweep_strategy *s = &cfg->strategies[i];
+        const char *name = names[i];
+        s->bits = 32;
+        if (strncmp(name, "quantized", 9) == 0) {
+            s->bits = name[strlen(name) - 1] - '0';
+            name = "quantized";
+        }
+        s->ops = kv_strategy_find(name);
+        ck_assert_ptr_nonnull(s->ops);
+        snprintf(s->label, sizeof(s->label), "%s", names[i]);
+    }
+    cfg->n_strategies = n;
+    cfg->cache.window = 24;
+    cfg->cache.bits = 8;
+    cfg->cache.group = 4;
+    cfg->cache.residual = 4;
+    cfg->seq_lens[0] = 16;
+    cfg->seq_lens[1] = 32;
+    cfg->seq_lens[2] = 64;
+    cfg->n_lens = 3;
+    cfg->reps = 5;
+    cfg->warmup = 1;
+    cfg->batch = 1;
+    cfg->threads = 1;
+    cfg->seed = 3;
+    cfg->est_gflops = 10.0;
+    cfg->est_gbps = 10.0;
+}
+
+START_TEST(sweep_rows_are_centred_and_counted)
+{
+    static const char *const names[] = {"none", "dynamic", "static", "sliding", "quantized4"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 5);
+    int64_t live = kv_alloc_live();
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    ck_assert_int_eq(kv_sweep_capacity(&cfg), 64 + 1 + 5);
+    static struct collect c;
+    memset(&c, 0, sizeof(c));
+    cfg.on_row = collect_row;
+    cfg.user = &c;
+    int32_t interrupted = -1;
+    ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+    ck_assert_int_eq(interrupted, 0);
+    ck_assert_int_eq(c.n, 5 * 3);
+    const int64_t pair = 4 * TINY_HD * TINY_H * TINY_L; /* FLOPs per visible pair */
+    for (int i = 0; i < c.n; i++) {
+        const struct kv_sweep_row *r = &c.rows[i];
+        int64_t T = cfg.seq_lens[r->len_index];
+        const char *name = names[r->strategy];
+        ck_assert_int_eq(r->seq_len, T);
+        ck_assert_int_eq(r->reps, 5);
+        ck_assert_int_gt(r->step_ns_median, 0);
+        ck_assert_int_ge(r->step_ns_p95, r->step_ns_median);
+        ck_assert_int_le(r->step_ns_min, r->step_ns_median);
+        if (strcmp(name, "none") == 0) {
+            ck_assert_int_eq(r->seq_len_lo, T);
+            ck_assert_int_eq(r->seq_len_hi, T);
+            ck_assert_int_eq(r->attn_flops_step, pair * T * (T + 1) / 2);
+            ck_assert_uint_eq(r->cache_bytes, 0);
+        } else {
+            /* R = 5 centred: T-2 .. T+2 */
+            ck_assert_int_eq(r->seq_len_lo, T - 2);
+            ck_assert_int_eq(r->seq_len_hi, T + 2);
+            int64_t vis = strcmp(name, "sliding") == 0 && T > 24 ? 24 : T;
+            ck_assert_int_eq(r->attn_flops_step, pair * vis);
+        }
+        if (strcmp(name, "static") == 0)
+            ck_assert_uint_eq(r->cache_bytes,
+                              (size_t)70 * TINY_L * 2 * TINY_KVH * TINY_HD * sizeof(float));
+        if (strcmp(name, "dynamic") == 0) {
+            ck_assert_int_eq(r->acc_measured, 0); /* it is the reference */
+            ck_assert(r->max_abs_err == 0.0 && r->token_match == 1.0);
+        } else {
+            ck_assert_int_eq(r->acc_measured, 1);
+        }
+        if (strcmp(name, "quantized4") == 0)
+            ck_assert(r->rel_err > 0.0); /* lossy: must differ from the reference */
+    }
+    kv_model_destroy(m);
+    ck_assert_int_eq(kv_alloc_live(), live);
+}
+END_TEST
+
+START_TEST(sweep_interrupt_drops_the_row_in_flight)
+{
+    static const char *const names[] = {"dynamic", "quantized8"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 2);
+    int64_t live = kv_alloc_live();
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    static volatile sig_atomic_t stop;
+    stop = 0;
+    static struct collect c;
+    memset(&c, 0, sizeof(c));
+    c.stop_after_first = &stop;
+    cfg.on_row = collect_row;
+    cfg.user = &c;
+    cfg.stop = &stop;
+    int32_t interrupted = 0;
+    ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+    ck_assert_int_eq(interrupted, 1);
+    ck_assert_int_eq(c.n, 1); /* the second row was in flight: dropped */
+    kv_model_destroy(m);
+    ck_assert_int_eq(kv_alloc_live(), live);
+}
+END_TEST
+
+START_TEST(sweep_rejects_bad_configs)
+{
+    static const char *const names[] = {"dynamic"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 1);
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    const char *why = NULL;
+    ck_assert_int_eq(kv_sweep_check(&cfg, m, &why), KV_OK);
+
+    struct kv_sweep_config bad = cfg;
+    bad.seq_lens[1] = 16; /* not ascending */
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+    ck_assert_ptr_nonnull(why);
+    bad = cfg;
+    bad.seq_lens[0] = 3; /* 3 <= warmup + (reps-1)/2 = 3 */
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+    bad = cfg;
+    bad.seq_lens[2] = 1000; /* beyond the model's max_len */
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+    bad = cfg;
+    bad.strategies[1] = bad.strategies[0]; /* listed twice */
+    bad.n_strategies = 2;
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+    int32_t interrupted = 0;
+    ck_assert_int_eq(kv_sweep_run(&bad, m, &interrupted), KV_ERR_INVALID);
+    kv_model_destroy(m);
+}
+END_TEST
+
+START_TEST(sweep_alloc_failures_clean_up)
+{
+    static const char *const names[] = {"none", "dynamic", "static"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 3);
+    cfg.n_lens = 2;
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    int64_t live = kv_alloc_live();
+    int saw_nomem = 0;
+    for (int64_t k = 1; k <= 40; k++) {
+        kv_alloc_fail_at(k, 1);
+        int32_t interrupted = 0;
+        enum kv_status s = kv_sweep_run(&cfg, m, &interrupted);
+        kv_alloc_fail_at(0, 0);
+        ck_assert(s == KV_OK || s == KV_ERR_NOMEM);
+        saw_nomem |= s == KV_ERR_NOMEM;
+        ck_assert_int_eq(kv_alloc_live(), live);
+    }
+    ck_assert(saw_nomem);
+    kv_model_destroy(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Roofline                                                                 */
+
+START_TEST(roofline_small_run_and_bad_params)
+{
+    struct kv_roofline_params p;
+    kv_roofline_defaults(&p, 1);
+    p.read_bytes = p.copy_bytes = (size_t)1 << 20;
+    p.gemm_n = 64;
+    p.reps = 3;
+    struct kv_roofline r;
+    ck_assert_int_eq(kv_roofline_measure(&r, &p), KV_OK);
+    ck_assert(r.read_gbps > 0 && r.copy_gbps > 0 && r.sgemm_gflops > 0);
+    struct kv_roofline_params bad = p;
+    bad.n_threads = 0;
+    ck_assert_int_eq(kv_roofline_measure(&r, &bad), KV_ERR_INVALID);
+    ck_assert(isnan(r.read_gbps));
+    bad = p;
+    bad.reps = 0;
+    ck_assert_int_eq(kv_roofline_measure(&r, &bad), KV_ERR_INVALID);
+    /* a set stop flag ends it early with NaN figures */
+    static volatile sig_atomic_t stop = 1;
+    bad = p;
+    bad.stop = &stop;
+    ck_assert_int_eq(kv_roofline_measure(&r, &bad), KV_OK);
+    ck_assert(isnan(r.copy_gbps) && isnan(r.sgemm_gflops));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static Suite *sweep_suite(void)
+{
+    Suite *s = suite_create("sweep");
+    TCase *w = tcase_create("csv_write");
+    tcase_add_test(w, csv_write_exact_layout);
+    tcase_add_test(w, csv_write_failure_leaves_previous_file);
+    tcase_add_test(w, csv_write_alloc_failures_clean_up);
+    suite_add_tcase(s, w);
+    TCase *sw = tcase_create("sweep");
+    tcase_set_timeout(sw, 120);
+    tcase_add_test(sw, sweep_rows_are_centred_and_counted);
+    tcase_add_test(sw, sweep_interrupt_drops_the_row_in_flight);
+    tcase_add_test(sw, sweep_rejects_bad_configs);
+    tcase_add_test(sw, sweep_alloc_failures_clean_up);
+    suite_add_tcase(s, sw);
+    TCase *rl = tcase_create("roofline");
+    tcase_set_timeout(rl, 60);
+    tcase_add_test(rl, roofline_small_run_and_bad_params);
+    suite_add_tcase(s, rl);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(sweep_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed;
+}
