@@ -179,7 +179,7 @@ bench-check: $(CLI)
 	$(CLI) compare out/baseline.csv out/bench-check.csv --normalize $(COMPARE_FLAGS)
 
 # Run every libFuzzer target for FUZZ_SECONDS each (clang; not part of `make test`).
-fuzz: fuzz-csv
+fuzz: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok
 
 # Fuzz the CSV reader and compare logic (tests/fuzz/fuzz_csv.c, seeds in tests/fuzz/corpus_csv).
 fuzz-csv:
@@ -191,6 +191,43 @@ fuzz-csv:
 	  bench/csv_read.c bench/compare.c kernels/kv_common.c -lm
 	build/fuzz/fuzz_csv -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=build/fuzz/ build/fuzz/corpus_csv tests/fuzz/corpus_csv
+
+# fuzz-opts, fuzz-ckpt, fuzz-tok link the whole library, built once with clang
+# under the fuzzer's sanitizers into build/fuzz/ (-Wno-pass-failed: clang at
+# -O1 cannot vectorize some `omp simd` loops and says so).
+.PHONY: fuzz-opts fuzz-ckpt fuzz-tok fuzz-probe
+FUZZ_OBJ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+                   -fno-sanitize-recover=undefined -std=c11 -D_POSIX_C_SOURCE=200809L \
+                   -D_DEFAULT_SOURCE -Wall -Wextra -Werror -Wno-pass-failed -fopenmp
+FUZZ_LIB := build/fuzz/libkvlab.a
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=build/fuzz/obj/%.o)
+
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_OBJ_CFLAGS) -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fopenmp -o $@ $< $(FUZZ_LIB) $(LDLIBS)
+
+# Install clang and its fuzzer runtime when missing.
+fuzz-probe:
+	@mkdir -p build/fuzz
+	@echo 'int LLVMFuzzerTestOneInput(void){return 0;}' >build/fuzz/probe.c
+	@$(FUZZ_CC) -fsanitize=fuzzer -o build/fuzz/probe build/fuzz/probe.c >/dev/null 2>&1 || \
+	  $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
+
+# Fuzz the option parser (opts), checkpoint reader (ckpt), tokenizer (tok);
+# seeds in tests/fuzz/corpus_<name>, new inputs kept in build/fuzz/corpus_<name>.
+fuzz-opts fuzz-ckpt fuzz-tok: fuzz-%:
+	@$(MAKE) --no-print-directory fuzz-probe
+	@$(MAKE) --no-print-directory build/fuzz/fuzz_$*
+	@mkdir -p build/fuzz/corpus_$*
+	build/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -timeout=30 -print_final_stats=1 \
+	  -artifact_prefix=build/fuzz/$*- build/fuzz/corpus_$* tests/fuzz/corpus_$*
 
 # Play the narrated demo tour (under 30 s; DEMO_PAUSE=1 pauses between parts on a terminal).
 demo: deps

@@ -58,7 +58,8 @@ static void generate_usage(FILE *f)
             "  cache:  --window (sliding) --bits 8|4 --group --residual (quantized)\n"
             "  --model FILE.bin   a llama2.c checkpoint instead of the synthetic model\n"
             "                     (its header sets the model options)\n"
-            "  --tokenizer FILE   a llama2.c tokenizer.bin for --prompt and `text:` lines\n");
+            "  --tokenizer FILE   a llama2.c tokenizer.bin for --prompt and `text:` lines\n"
+            "  --prompt-tokens L  the prompt as comma-separated token ids (no tokenizer needed)\n");
 }
 
 /* Per-step measurements, filled by the on_step callback. */
@@ -143,7 +144,8 @@ int kv_cmd_generate(int argc, char **argv)
     struct kv_cli_common c;
     kv_cli_common_defaults(&c);
     int32_t prompt_len = 32, new_tokens = 32;
-    const char *text = NULL; /* --prompt TEXT */
+    const char *text = NULL;  /* --prompt TEXT */
+    const char *ptoks = NULL; /* --prompt-tokens ID,ID,... */
     for (int i = 1; i < argc;) {
         int r = kv_cli_parse_common(&c, argc, argv, &i);
         if (r < 0)
@@ -165,6 +167,15 @@ int kv_cmd_generate(int argc, char **argv)
                 return 2;
             }
             text = eq != NULL ? eq + 1 : argv[i + 1];
+            i += eq != NULL ? 1 : 2;
+            continue;
+        }
+        if (nlen == 15 && strncmp(argv[i], "--prompt-tokens", 15) == 0) {
+            if (eq == NULL && i + 1 >= argc) {
+                fprintf(stderr, "kvlab: --prompt-tokens expects a value\n");
+                return 2;
+            }
+            ptoks = eq != NULL ? eq + 1 : argv[i + 1];
             i += eq != NULL ? 1 : 2;
             continue;
         }
@@ -194,6 +205,10 @@ int kv_cmd_generate(int argc, char **argv)
     }
     if (kv_cli_check_common(&c) != 0)
         return 2;
+    if (text != NULL && ptoks != NULL) {
+        fprintf(stderr, "kvlab: give either --prompt or --prompt-tokens, not both\n");
+        return 2;
+    }
     const struct kv_strategy_ops *ops = kv_strategy_find(c.strategy);
 
     /* The model: a checkpoint's header, or the synthetic configuration. */
@@ -257,10 +272,33 @@ int kv_cmd_generate(int argc, char **argv)
         }
         prompt_len = n_ids;
     }
+    /* A prompt given as token ids: no tokenizer needed. */
+    if (ptoks != NULL) {
+        size_t n_max = 1;
+        for (const char *p = ptoks; *p != '\0'; p++)
+            n_max += *p == ',';
+        if (n_max > (size_t)mc->max_len) {
+            fprintf(stderr, "kvlab: --prompt-tokens has more than --max-len (%" PRId32
+                            ") ids\n", mc->max_len);
+            goto out;
+        }
+        ids = kv_alloc(n_max * sizeof *ids);
+        if (ids == NULL) {
+            fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
+            rc = 1;
+            goto out;
+        }
+        int n_ids = kv_cli_int_list("--prompt-tokens", ptoks, 0, mc->vocab_size - 1, ids,
+                                    (int)n_max);
+        if (n_ids < 1)
+            goto out;
+        prompt_len = n_ids;
+    }
 
     if ((int64_t)prompt_len + new_tokens > mc->max_len) {
-        fprintf(stderr, "kvlab: --prompt-len + --new-tokens (%" PRId64 ") exceeds --max-len "
-                        "(%" PRId32 ")\n", (int64_t)prompt_len + new_tokens, mc->max_len);
+        fprintf(stderr, "kvlab: %s + --new-tokens (%" PRId64 ") exceeds --max-len (%" PRId32 ")\n",
+                text != NULL ? "the --prompt's tokens" : "--prompt-len",
+                (int64_t)prompt_len + new_tokens, mc->max_len);
         goto out;
     }
     int32_t call_tokens = ops->keeps_history ? prompt_len : prompt_len + new_tokens - 1;

@@ -27,6 +27,7 @@
 #include "../kernels/kv_quant.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "sysinfo.h"
 
 #define KERNEL_MAX_LIST 32
 
@@ -114,8 +115,18 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
             o->no_ref = 1;
             continue;
         }
+        static const char *const valued[] = {"--seq-len", "--dtype", "--heads", "--kv-heads",
+                                             "--head-dim", "--queries", "--reps", "--threads",
+                                             "--group"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
+            known |= strcmp(a, valued[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "kvlab: unknown option '%s' (try kvlab kernel --help)\n", a);
+            return -1;
+        }
         if (i + 1 >= argc) {
-            fprintf(stderr, "kvlab: unknown option or missing value: '%s' (try kvlab kernel --help)\n", a);
+            fprintf(stderr, "kvlab: %s needs a value\n", a);
             return -1;
         }
         const char *v = argv[++i];
@@ -136,11 +147,8 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
             rc = kv_cli_i32(a, v, 1, 1000000, &o->reps);
         } else if (strcmp(a, "--threads") == 0) {
             rc = kv_cli_i32(a, v, 1, 1024, &o->threads);
-        } else if (strcmp(a, "--group") == 0) {
-            rc = kv_cli_i32(a, v, 1, 16384, &o->group);
         } else {
-            fprintf(stderr, "kvlab: unknown option '%s' (try kvlab kernel --help)\n", a);
-            return -1;
+            rc = kv_cli_i32(a, v, 1, 16384, &o->group); /* --group, the last known one */
         }
         if (rc < 0)
             return -1;
@@ -301,6 +309,8 @@ int kv_cmd_kernel(int argc, char **argv)
 {
     struct kernel_opts o;
     int rc = parse_kernel_opts(&o, argc, argv);
+    if (rc == 0)
+        kv_sysinfo_blas_reexec(argc, argv); /* OpenBLAS's own kernels for this CPU */
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the

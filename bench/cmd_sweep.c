@@ -42,7 +42,7 @@ static const char *const sweep_columns[] = {
     "rel_err", "token_match",
     /* extras */
     "label", "mlp", "warmup", "seq_len_lo", "seq_len_hi", "step_ns_min", "step_ns_mean",
-    "gemm_flops_step", "achieved_gbps", "achieved_gflops", "acc_measured"};
+    "gemm_flops_step", "achieved_gbps", "achieved_gflops", "acc_measured", "cpu_util", "attempts"};
 #define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))
 
 #define DEFAULT_STRATEGIES \
@@ -50,6 +50,7 @@ static const char *const sweep_columns[] = {
 #define DEFAULT_MAX_SEQ 8192
 #define DEFAULT_NONE_MAX 4096
 #define DEFAULT_WARMUP 2
+#define DEFAULT_RETRIES 2
 #define MIN_POW2_SEQ 64
 
 /* ------------------------------------------------------------------------ */
@@ -159,7 +160,7 @@ static enum kv_status add_row(struct kv_csv_writer *w, const struct run *r,
         "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,"
         "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ","
         "%zu,%zu,%.1f,%zu,%.6g,%.6g,%.4f,"
-        "%s,%d,%d,%d,%d,%" PRId64 ",%.0f,%" PRId64 ",%.3f,%.3f,%d",
+        "%s,%d,%d,%d,%d,%" PRId64 ",%.0f,%" PRId64 ",%.3f,%.3f,%d,%.3f,%d",
         st->ops->name, mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads,
         mc->dim / mc->n_heads, mc->hidden_dim, r->cfg->batch, row->window, row->bits,
         row->group, row->residual, r->cfg->threads, row->seq_len, row->reps,
@@ -167,7 +168,8 @@ static enum kv_status add_row(struct kv_csv_writer *w, const struct run *r,
         row->attn_flops_step, row->bytes_step, row->cache_bytes, row->copy_bytes_step,
         row->peak_rss_bytes, row->max_abs_err, row->rel_err, row->token_match, st->label,
         mc->mlp, row->warmup, row->seq_len_lo, row->seq_len_hi, row->step_ns_min,
-        row->step_ns_mean, row->gemm_flops_step, gbps, gflops, row->acc_measured);
+        row->step_ns_mean, row->gemm_flops_step, gbps, gflops, row->acc_measured,
+        row->cpu_util, row->attempts);
     if (n < 0 || (size_t)n >= sizeof(line))
         return KV_ERR_OVERFLOW;
     return kv_csv_writer_add_row(w, line);
@@ -215,6 +217,8 @@ static void sweep_usage(FILE *f)
         "  --reps R           timed decode steps per row (default: automatic, %d for\n"
         "                     cached strategies, fewer for slow `none` rows)\n"
         "  --warmup W         untimed decode steps before them (default %d)\n"
+        "  --retries N        re-measure a row whose steps got < %.0f%% of the CPU they\n"
+        "                     asked for (another program ran), up to N times (default %d)\n"
         "  --out FILE         CSV path (default out/bench.csv), written atomically\n"
         "  --quiet            no progress on stderr\n"
         "  --no-roofline      skip measuring the machine's limits (metadata reads nan)\n"
@@ -223,7 +227,8 @@ static void sweep_usage(FILE *f)
         "  --threads --seed --mlp on|off --model FILE\n"
         "Timed steps are centred on T: the cache is prefilled (untimed) to\n"
         "T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends over exactly T.\n",
-        DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP);
+        DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP,
+        100.0 * KV_SWEEP_MIN_CPU_UTIL, DEFAULT_RETRIES);
 }
 
 /* Parses one strategy name of the list into st; -1 after printing. */
@@ -293,6 +298,7 @@ struct sweep_opts {
     int32_t none_max;
     int32_t reps;
     int32_t warmup;
+    int32_t retries;
     const char *out;
     int quiet;
     int no_roofline;
@@ -306,6 +312,7 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
     o->max_seq = DEFAULT_MAX_SEQ;
     o->none_max = DEFAULT_NONE_MAX;
     o->warmup = DEFAULT_WARMUP;
+    o->retries = DEFAULT_RETRIES;
     o->out = "out/bench.csv";
     int have_max_seq = 0;
     for (int i = 1; i < argc; i++) {
@@ -323,7 +330,8 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
             continue;
         }
         static const char *const with_value[] = {"--strategies", "--seq-lens", "--max-seq",
-                                                 "--none-max", "--reps", "--warmup", "--out"};
+                                                 "--none-max", "--reps", "--warmup", "--out",
+                                                 "--retries"};
         int own = -1;
         for (int k = 0; k < (int)(sizeof(with_value) / sizeof(with_value[0])); k++)
             if (strcmp(a, with_value[k]) == 0)
@@ -353,6 +361,7 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
         case 4: bad = kv_cli_i32(a, v, 1, 1001, &o->reps); break;
         case 5: bad = kv_cli_i32(a, v, 0, 1000, &o->warmup); break;
         case 6: o->out = v; break;
+        case 7: bad = kv_cli_i32(a, v, 0, 100, &o->retries); break;
         default: break;
         }
         if (bad)
@@ -395,6 +404,7 @@ static int build_config(struct kv_sweep_config *cfg, const struct sweep_opts *o)
     cfg->none_max = o->none_max;
     cfg->reps = o->reps;
     cfg->warmup = o->warmup;
+    cfg->max_retries = o->retries;
     cfg->batch = c->batch;
     cfg->threads = c->threads;
     cfg->seed = c->seed;
@@ -426,6 +436,7 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, cfg->seed);
     kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
     kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");
+    kv_csv_writer_set_metaf(w, "max_retries", "%d", cfg->max_retries);
     kv_csv_writer_set_meta(w, "partial", "1");
     kv_csv_writer_set_meta(w, "wall_s", "nan");
     char cmd[2048];

@@ -2,10 +2,46 @@
  * main.c - the kvlab command line: a table of subcommands. Only the CLI
  * prints and exits; everything below it returns status codes.
  */
+#include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "commands.h"
+
+/*
+ * OpenBLAS picks its GEMM kernels from the CPU model. On virtual machines
+ * that mask the model (as ours do) it falls back to "Prescott", SSE3-only
+ * kernels three times slower than the CPU can run, which would flatten every
+ * GEMM-bound curve. The choice is made when the library loads, so when the
+ * user has not chosen a core and OpenBLAS fell back, we pick the core the CPU
+ * actually supports and re-execute ourselves once with it set. The chosen
+ * core is recorded in every CSV (blas_core); tests check GEMM against a naive
+ * reference either way.
+ */
+static void select_blas_core(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE") != NULL || getenv("KVLAB_BLAS_REEXEC") != NULL)
+        return;
+    const char *core = openblas_get_corename();
+    if (core == NULL || strcasecmp(core, "prescott") != 0)
+        return;
+    const char *better = NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        better = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        better = "Haswell";
+    if (better == NULL)
+        return;
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    setenv("KVLAB_BLAS_REEXEC", "1", 1); /* never loop, even if exec fails oddly */
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the slow kernels rather than fail */
+}
 
 struct command {
     const char *name;
@@ -34,6 +70,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    select_blas_core(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

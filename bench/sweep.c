@@ -9,6 +9,8 @@
  *       W warm-up + R timed decode steps at positions P .. P+W+R-1
  *       the reference stores its logits per step, the others compare
  *     `none` (if T <= none_max): W + R full forwards of tokens[0..T)
+ *   a row whose timed steps got too little CPU (another program ran) is
+ *   measured again, from a fresh prefill (retry_row)
  *
  * The key decision is the lockstep: all caches live for the whole sweep and
  * see the same tokens at the same positions, so the exact `dynamic` cache's
@@ -23,6 +25,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sysinfo.h"
 
@@ -62,6 +65,7 @@ struct sweep {
     int64_t t_start;
     double pred_total, pred_done; /* predicted ns of all work / of finished work */
     int32_t rows_total, rows_done;
+    int32_t retries_left;     /* for the whole run (KV_SWEEP_RETRY_BUDGET) */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -93,6 +97,15 @@ static int64_t p95_sorted(const int64_t *t, int32_t n)
 {
     int32_t rank = (int32_t)ceil(0.95 * n);
     return t[(rank < 1 ? 1 : rank) - 1];
+}
+
+/* CPU time of the whole process (all threads) so far, in ns. */
+static int64_t cpu_ns_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int stopped(const struct kv_sweep_config *cfg)
@@ -217,8 +230,9 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
         *why = "between 1 and 16 strategies are needed";
     else if (cfg->n_lens < 1 || cfg->n_lens > KV_SWEEP_MAX_LENS)
         *why = "between 1 and 32 sequence lengths are needed";
-    else if (cfg->warmup < 0 || cfg->reps < 0 || cfg->batch < 1 || cfg->threads < 1)
-        *why = "warmup, reps, batch and threads must be positive";
+    else if (cfg->warmup < 0 || cfg->reps < 0 || cfg->max_retries < 0 || cfg->batch < 1 ||
+             cfg->threads < 1)
+        *why = "warmup, reps, retries, batch and threads must be positive";
     else if (!(cfg->est_gflops > 0.0) || !(cfg->est_gbps > 0.0))
         *why = "machine rate estimates must be positive";
     if (*why != NULL)
@@ -529,37 +543,49 @@ static void row_step_stats(struct kv_sweep_row *row, const struct kv_step_stats 
 }
 
 /*
- * A cached slot at T: prefill to P, then W + R decode steps at positions
- * P .. P+W+R-1; step j attends over P+j+1 tokens, step mid = W + (R-1)/2
- * over exactly T. Returns KV_OK with *done = 0 when interrupted.
+ * Whether to measure a row again: its timed steps got well under the CPU
+ * they asked for (another program took the cores, so the latency is not
+ * the code's), and retries are left for the row and for the run.
  */
-static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t ti,
-                                     int *done)
+static int retry_row(struct sweep *s, const struct kv_sweep_row *row)
+{
+    if (stopped(s->cfg) || row->cpu_util >= KV_SWEEP_MIN_CPU_UTIL ||
+        row->attempts > s->cfg->max_retries || s->retries_left <= 0)
+        return 0;
+    s->retries_left--;
+    return 1;
+}
+
+/*
+ * One measurement of a cached slot at T: prefill to P (from empty when the
+ * cache is past P, as on a retry), then W + R decode steps at positions
+ * P .. P+W+R-1; step j attends over P+j+1 tokens, step mid = W + (R-1)/2
+ * over exactly T. Fills the row's measured columns (not the latency
+ * summary, which row_times makes from s->times). Returns KV_OK with
+ * *complete = 0 when interrupted.
+ */
+static enum kv_status cached_attempt(struct sweep *s, struct slot *sl, int32_t T,
+                                     struct kv_sweep_row *row, int *complete)
 {
     const struct kv_sweep_config *cfg = s->cfg;
-    const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
-    const int32_t R = kv_sweep_reps_cached(cfg, T);
+    const int32_t W = cfg->warmup, R = row->reps;
     const int32_t P = T - 1 - W - (R - 1) / 2, mid = W + (R - 1) / 2;
     const int is_ref = sl == &s->slots[0];
     const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
-    double pred = pred_prefill(s, sl->len <= P ? sl->len : 0, P) +
-                  (W + R) * pred_decode(s, T);
-    *done = 0;
-    row_start(s, sl, T);
-
-    struct kv_sweep_row row;
-    row_config(s, sl, ti, &row);
-    row.seq_len_lo = T - (R - 1) / 2;
-    row.seq_len_hi = row.seq_len_lo + R - 1;
+    *complete = 0;
     enum kv_status st = prefill_to(s, sl, P);
     if (st != KV_OK || stopped(cfg))
         return st;
 
     struct acc acc = {0};
     size_t copied0 = 0;
+    int64_t cpu0 = 0, wall0 = 0;
     for (int32_t j = 0; j < W + R; j++) {
-        if (j == W)
+        if (j == W) {
             copied0 = kv_cache_copied_bytes(sl->cache);
+            cpu0 = cpu_ns_now();
+            wall0 = kv_now_ns();
+        }
         struct kv_step_stats ss = {0};
         int64_t t0 = kv_now_ns();
         st = forward(s, sl->cache, sl->len, 1, &ss);
@@ -572,8 +598,8 @@ static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t t
             s->attn[j - W] = ss.attn_ns;
         }
         if (j == mid) {
-            row_step_stats(&row, &ss);
-            row.cache_bytes = kv_cache_resident_bytes(sl->cache);
+            row_step_stats(row, &ss);
+            row->cache_bytes = kv_cache_resident_bytes(sl->cache);
         }
         if (is_ref)
             memcpy(s->ref_logits + (size_t)j * BV, s->logits, BV * sizeof(float));
@@ -582,51 +608,74 @@ static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t t
         if (stopped(cfg))
             return KV_OK;
     }
-    row.copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
-    row_times(s, &row, R);
-    if (is_ref) {
-        row.token_match = 1.0;
-    } else {
-        row.acc_measured = 1;
-        row.max_abs_err = acc.max_abs;
-        row.rel_err = acc.max_rel;
-        row.token_match = (double)acc.match / (double)acc.total;
+    row->copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
+    row->cpu_util = (double)(cpu_ns_now() - cpu0) /
+                    ((double)(kv_now_ns() - wall0) * cfg->threads);
+    row->acc_measured = !is_ref;
+    row->max_abs_err = is_ref ? 0.0 : acc.max_abs;
+    row->rel_err = is_ref ? 0.0 : acc.max_rel;
+    row->token_match = is_ref ? 1.0 : (double)acc.match / (double)acc.total;
+    *complete = 1;
+    return KV_OK;
+}
+
+/* A cached slot at T, measured again while disturbed (retry_row). */
+static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t ti,
+                                     int *done)
+{
+    const struct kv_sweep_config *cfg = s->cfg;
+    const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
+    const int32_t R = kv_sweep_reps_cached(cfg, T);
+    const int32_t P = T - 1 - W - (R - 1) / 2;
+    double pred = pred_prefill(s, sl->len <= P ? sl->len : 0, P) +
+                  (W + R) * pred_decode(s, T);
+    *done = 0;
+    row_start(s, sl, T);
+
+    struct kv_sweep_row row;
+    row_config(s, sl, ti, &row);
+    row.reps = R;
+    row.seq_len_lo = T - (R - 1) / 2;
+    row.seq_len_hi = row.seq_len_lo + R - 1;
+    for (row.attempts = 1;; row.attempts++) {
+        int complete;
+        enum kv_status st = cached_attempt(s, sl, T, &row, &complete);
+        if (st != KV_OK || !complete)
+            return st;
+        if (!retry_row(s, &row))
+            break;
     }
+    row_times(s, &row, R);
     *done = 1;
     row_done(s, sl, T, &row, pred);
     return KV_OK;
 }
 
 /*
- * `none` at T: W + R forwards of tokens [0, T), each attending over exactly
- * T tokens; compared with the reference's step at T (index W + (R_ref-1)/2
- * of this T's plan).
+ * One measurement of `none` at T: W + R forwards of tokens [0, T), each
+ * attending over exactly T tokens, compared with the reference's step at T
+ * (index W + (R_ref-1)/2 of this T's plan).
  */
-static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti, int *done)
+static enum kv_status none_attempt(struct sweep *s, struct slot *sl, int32_t T,
+                                   struct kv_sweep_row *row, int *complete)
 {
     const struct kv_sweep_config *cfg = s->cfg;
-    const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
-    const int32_t R = reps_none(s, sl, T);
+    const int32_t W = cfg->warmup, R = row->reps;
     const int32_t ref_mid = W + (kv_sweep_reps_cached(cfg, T) - 1) / 2;
     const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
-    double pred = (W + R) * flops_none(s, T) / cfg->est_gflops;
-    *done = 0;
-    if (R > s->max_reps)
-        return KV_ERR_INVALID; /* cannot happen: reps_none caps at max_reps */
-    row_start(s, sl, T);
-
-    struct kv_sweep_row row;
-    row_config(s, sl, ti, &row);
-    row.seq_len_lo = row.seq_len_hi = T;
+    *complete = 0;
     struct acc acc = {0};
     size_t copied0 = 0;
-    enum kv_status st;
+    int64_t cpu0 = 0, wall0 = 0;
     for (int32_t j = 0; j < W + R; j++) {
-        if (j == W)
+        if (j == W) {
             copied0 = kv_cache_copied_bytes(sl->cache);
+            cpu0 = cpu_ns_now();
+            wall0 = kv_now_ns();
+        }
         struct kv_step_stats ss = {0};
         int64_t t0 = kv_now_ns();
-        st = forward(s, sl->cache, 0, T, &ss);
+        enum kv_status st = forward(s, sl->cache, 0, T, &ss);
         int64_t t1 = kv_now_ns();
         if (st != KV_OK)
             return st;
@@ -637,18 +686,47 @@ static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti,
                     s->vocab);
         }
         if (j == W) {
-            row_step_stats(&row, &ss);
-            row.cache_bytes = kv_cache_resident_bytes(sl->cache);
+            row_step_stats(row, &ss);
+            row->cache_bytes = kv_cache_resident_bytes(sl->cache);
         }
         if (stopped(cfg))
             return KV_OK;
     }
-    row.copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
+    row->copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
+    row->cpu_util = (double)(cpu_ns_now() - cpu0) /
+                    ((double)(kv_now_ns() - wall0) * cfg->threads);
+    row->acc_measured = 1;
+    row->max_abs_err = acc.max_abs;
+    row->rel_err = acc.max_rel;
+    row->token_match = (double)acc.match / (double)acc.total;
+    *complete = 1;
+    return KV_OK;
+}
+
+static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti, int *done)
+{
+    const struct kv_sweep_config *cfg = s->cfg;
+    const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
+    const int32_t R = reps_none(s, sl, T);
+    double pred = (W + R) * flops_none(s, T) / cfg->est_gflops;
+    *done = 0;
+    if (R > s->max_reps)
+        return KV_ERR_INVALID; /* cannot happen: reps_none caps at max_reps */
+    row_start(s, sl, T);
+
+    struct kv_sweep_row row;
+    row_config(s, sl, ti, &row);
+    row.reps = R;
+    row.seq_len_lo = row.seq_len_hi = T;
+    for (row.attempts = 1;; row.attempts++) {
+        int complete;
+        enum kv_status st = none_attempt(s, sl, T, &row, &complete);
+        if (st != KV_OK || !complete)
+            return st;
+        if (!retry_row(s, &row))
+            break;
+    }
     row_times(s, &row, R);
-    row.acc_measured = 1;
-    row.max_abs_err = acc.max_abs;
-    row.rel_err = acc.max_rel;
-    row.token_match = (double)acc.match / (double)acc.total;
     sl->prev_T = T;
     sl->prev_median = row.step_ns_median;
     *done = 1;
@@ -717,6 +795,7 @@ enum kv_status kv_sweep_run(const struct kv_sweep_config *cfg, const struct kv_m
         return st;
     }
     plan(&s);
+    s.retries_left = KV_SWEEP_RETRY_BUDGET;
     s.t_start = kv_now_ns();
 
     for (int32_t ti = 0; ti < cfg->n_lens && st == KV_OK; ti++) {

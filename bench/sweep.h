@@ -20,6 +20,10 @@
  * (positions 0..T-1), repeated W + R times, so its rows attend over exactly
  * T, and its logits are compared with the reference's step at T.
  *
+ * On a shared machine another program can take the cores for seconds; a
+ * row whose timed steps got less than KV_SWEEP_MIN_CPU_UTIL of the CPU they
+ * asked for is measured again (from an empty cache, prefilled back to P).
+ *
  * Library code: returns kv_status, never prints; progress goes through
  * callbacks, and an interrupt flag (set by a signal handler) stops the run
  * between two forwards, dropping the row in flight.
@@ -42,6 +46,13 @@
 #define KV_SWEEP_NONE_REPS_MIN 3
 #define KV_SWEEP_NONE_BUDGET_NS 1500000000LL
 #define KV_SWEEP_PREFILL_CHUNK 1024
+
+/* A row whose timed steps got less than this share of the CPU they asked
+ * for (process CPU time / (wall time * threads)) was disturbed by another
+ * program; it is measured again (from a fresh prefill) up to
+ * cfg->max_retries times, at most KV_SWEEP_RETRY_BUDGET times per run. */
+#define KV_SWEEP_MIN_CPU_UTIL 0.6
+#define KV_SWEEP_RETRY_BUDGET 16
 
 struct kv_sweep_strategy {
     const struct kv_strategy_ops *ops;
@@ -73,6 +84,10 @@ struct kv_sweep_row {
     double rel_err;          /* max over timed steps of ||l - ref|| / ||ref|| */
     double token_match;      /* fraction of timed steps with the same argmax */
     int32_t acc_measured;    /* 1: compared with the reference; 0: is the reference */
+    double cpu_util;         /* process CPU time during the timed steps / (their
+                                wall time * threads): well below 1 when another
+                                program took the cores (the row is suspect) */
+    int32_t attempts;        /* measurements of this row (> 1: retried) */
 };
 
 struct kv_sweep_progress {
@@ -94,6 +109,7 @@ struct kv_sweep_config {
     int32_t none_max;  /* `none` only at T <= none_max; 0: every T */
     int32_t reps;      /* timed steps per row; 0: automatic */
     int32_t warmup;    /* untimed decode steps before them (>= 0) */
+    int32_t max_retries; /* re-measurements of a disturbed row (0: never) */
     int32_t batch;
     int32_t threads;
     uint64_t seed;

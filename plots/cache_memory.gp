@@ -12,6 +12,7 @@ set ylabel "resident cache memory (MiB)"
 set xrange [0:*]
 set yrange [0:*]
 MiB = 1048576.0
+set key at graph 0.02, graph 0.86 left top
 do for [fmt in "png svg"] {
     eval TERM(fmt)
     set output outdir . "/cache_memory." . fmt

@@ -48,7 +48,7 @@ TERM(fmt) = fmt eq "png" ? \
 
 # Common look: grid, legend box, axis formats.
 set grid lw 0.5 lc rgb "#cccccc"
-set key outside right top box opaque samplen 2 spacing 1.1 width -2
+set key inside top left box opaque samplen 2 spacing 1.05 font ",15"
 set border lw 1
 set format y "%g"
 # The provenance line under every title.

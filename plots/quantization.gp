@@ -17,7 +17,7 @@ do for [fmt in "png svg"] {
     set output outdir . "/quantization." . fmt
     set multiplot layout 1,2 title "Quantized KV cache: memory saved vs logits error\n" . SUB
     set key inside bottom left box opaque
-    set title "memory saved vs error (one point per T)"
+    set title "memory saved vs error (points labelled with T)"
     set xlabel "memory saved vs f32 cache (%)"
     set ylabel "relative L2 error of logits"
     set logscale y 10
@@ -25,9 +25,22 @@ do for [fmt in "png svg"] {
     set xrange [0:100]
     set autoscale y
     if (words(QKEYS) > 0) {
+        # the limit for long sequences: codes plus one (scale, min) pair of
+        # 8 bytes per group, against 32 bits per f32 element
+        do for [i = 1:words(QKEYS)] {
+            qb = real(LAST(word(QKEYS, i), "bits")); qg = real(LAST(word(QKEYS, i), "group"))
+            lim = 100 * (1 - (qb + 64 / qg) / 32)
+            set arrow 10 + i from lim, graph 0 to lim, graph 1 nohead dt 3 lw 1.5 lc rgb color(word(QKEYS, i))
+            set label 10 + i sprintf("long-T limit %.1f%%", lim) at lim, graph 0.03 left \
+                rotate by 90 offset -0.6, 0 font ",11" tc rgb color(word(QKEYS, i))
+        }
         plot for [i = 1:words(QKEYS)] DATA("rows", word(QKEYS, i), "seq_len,cache_bytes,f32_bytes,rel_err") \
-             using (100 * (1 - $2 / $3)):($4 > 0 ? $4 : NaN) with points pt ptype(word(QKEYS, i)) ps 1.8 \
-             lc rgb color(word(QKEYS, i)) title title(word(QKEYS, i))
+             using (100 * (1 - $2 / $3)):($4 > 0 ? $4 : NaN) with linespoints lw 1.5 pt ptype(word(QKEYS, i)) ps 1.6 \
+             lc rgb color(word(QKEYS, i)) title title(word(QKEYS, i)), \
+             for [i = 1:words(QKEYS)] DATA("rows", word(QKEYS, i), "seq_len,cache_bytes,f32_bytes,rel_err") \
+             using (100 * (1 - $2 / $3)):($4 > 0 ? $4 : NaN):(sprintf("%d", $1)) with labels \
+             offset 0, 1 font ",10" tc rgb color(word(QKEYS, i)) notitle
+        do for [i = 1:words(QKEYS)] { unset arrow 10 + i; unset label 10 + i }
     } else {
         set label 1 "no quantized rows in this CSV" at graph 0.5, 0.5 center
         plot NaN notitle

@@ -365,8 +365,8 @@ static struct acase shape_case(int i, int prefill)
     int32_t T = shape_T[i % 5], d = shape_d[i / 5 % 3], ratio = shape_ratio[i / 15];
     struct acase c = {.batch = 1, .n_q = 1, .heads = 8, .kv_heads = 8 / ratio, .d = d, .T = T,
                       .layout = LAYOUT_ONE, .threads = 2};
-    if (prefill) /* the whole prompt when short, else 20 new tokens */
-        c.n_q = T <= 33 ? T : 20;
+    if (prefill) /* the whole prompt when short, else 9 new tokens */
+        c.n_q = T <= 33 ? T : 9;
     return c;
 }
 
@@ -447,8 +447,8 @@ static const struct acase table[] = {
     {1, 130, 8, 8, 80, 520, 257, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
     {1, 129, 2, 1, 128, 400, 0, {0}, Q4, 32, LAYOUT_QUANT, 3},
     /* split-K boundaries: one kv head, so decode splits the keys (2 threads:
-     * 4 splits of whole 32-key blocks, 3 threads: 6); T just below, at and
-     * above multiples of the chunk size */
+     * 4 splits, 3 threads: 6, each a whole number of 64-key blocks); T just
+     * below, at and above multiples of the block and chunk sizes */
     {1, 1, 8, 1, 64, 31, 0, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 1, 64, 32, 0, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 1, 64, 33, 0, {0}, F32, 0, LAYOUT_ONE, 2},
@@ -456,6 +456,9 @@ static const struct acase table[] = {
     {1, 1, 8, 1, 64, 128, 0, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 1, 64, 129, 0, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 1, 64, 255, 0, {0}, F32, 0, LAYOUT_ONE, 2},
+    {1, 1, 8, 1, 64, 256, 0, {0}, F32, 0, LAYOUT_ONE, 2},
+    {1, 1, 8, 1, 64, 384, 0, {0}, F32, 0, LAYOUT_ONE, 3},
+    {1, 1, 8, 1, 64, 385, 0, {0}, Q8, 32, LAYOUT_QUANT, 3},
     {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 1, 8, 1, 64, 191, 0, {0}, F32, 0, LAYOUT_ONE, 3},
     {1, 1, 8, 1, 64, 193, 0, {0}, F32, 0, LAYOUT_ONE, 3},
@@ -641,6 +644,15 @@ START_TEST(test_workspace_independent_of_keys)
     p.q_pos0 = 100000;
     ck_assert_uint_eq(kv_attn_workspace_bytes(&p), a);
     ck_assert_uint_gt(a, 0);
+    /* absurd shapes report SIZE_MAX (an allocation that fails), never a
+     * wrapped small size */
+    p.batch = INT32_MAX;
+    p.n_heads = 1 << 30;
+    p.n_kv_heads = 1;
+    p.head_dim = 1 << 20;
+    ck_assert_uint_eq(kv_attn_workspace_bytes(&p), SIZE_MAX);
+    p.batch = 0;
+    ck_assert_uint_eq(kv_attn_workspace_bytes(&p), 0);
 }
 END_TEST
 

@@ -720,6 +720,74 @@ START_TEST(test_stats_accumulate)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Probe and window plumbing                                                */
+
+struct probe_log {
+    int32_t calls, next_layer, n_q, q_pos0, window, n_spans;
+    const int32_t *pad;
+};
+
+static void probe(void *user, int32_t layer, const float *q, const struct kv_attn_params *p,
+                  const struct kv_span *spans, int32_t n_spans)
+{
+    struct probe_log *g = user;
+    ck_assert_ptr_nonnull(q);
+    ck_assert_ptr_nonnull(spans);
+    ck_assert_int_eq(layer, g->next_layer); /* layers in order, once each */
+    g->next_layer++;
+    g->calls++;
+    g->n_q = p->n_q;
+    g->q_pos0 = p->q_pos0;
+    g->window = p->window;
+    g->n_spans = n_spans;
+    g->pad = p->pad;
+}
+
+START_TEST(test_probe_and_window)
+{
+    struct kv_model_config mc = small_cfg();
+    struct kv_model *m = make_model(&mc, 3);
+    const struct kv_strategy_ops *sl = kv_strategy_find("sliding");
+    ck_assert_ptr_nonnull(sl);
+    struct kv_cache_config cc = cache_cfg(&mc, 2, 8);
+    struct kv_cache *c = make_cache(sl, &cc);
+    ck_assert_int_eq(kv_cache_mask_window(c), WINDOW);
+    struct kv_runner *r = NULL;
+    ck_assert_int_eq(kv_runner_create(&r, m, 2, 6, 1), KV_OK);
+    struct probe_log g = {0};
+    kv_runner_set_probe(r, probe, &g);
+    int32_t toks[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, pad[2] = {0, 2};
+    float logits[2 * 256];
+    ck_assert_int_eq(kv_forward(r, m, c, toks, 6, 0, pad, logits, NULL), KV_OK);
+    ck_assert_int_eq(g.calls, mc.n_layers);
+    ck_assert_int_eq(g.n_q, 6);
+    ck_assert_int_eq(g.q_pos0, 0);
+    ck_assert_int_eq(g.window, WINDOW); /* the strategy's mask */
+    ck_assert_ptr_eq(g.pad, pad);
+    ck_assert_int_ge(g.n_spans, 1);
+    /* an extra runner window: the two masks intersect (smaller wins) */
+    g.next_layer = 0;
+    kv_runner_set_window(r, 5);
+    ck_assert_int_eq(kv_forward(r, m, c, toks, 1, 6, pad, logits, NULL), KV_OK);
+    ck_assert_int_eq(g.window, 5);
+    ck_assert_int_eq(g.n_q, 1);
+    ck_assert_int_eq(g.q_pos0, 6);
+    g.next_layer = 0;
+    kv_runner_set_window(r, 100);
+    ck_assert_int_eq(kv_forward(r, m, c, toks, 1, 7, pad, logits, NULL), KV_OK);
+    ck_assert_int_eq(g.window, WINDOW);
+    /* probe off */
+    kv_runner_set_probe(r, NULL, NULL);
+    int32_t before = g.calls;
+    ck_assert_int_eq(kv_forward(r, m, c, toks, 1, 8, pad, logits, NULL), KV_OK);
+    ck_assert_int_eq(g.calls, before);
+    kv_runner_destroy(r);
+    kv_cache_destroy(c);
+    kv_model_destroy(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Synthetic weights and configuration                                      */
 
 START_TEST(test_weights)
@@ -1011,6 +1079,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_weights);
     tcase_add_test(tc, test_default_model);
     tcase_add_test(tc, test_config_check);
+    tcase_add_test(tc, test_probe_and_window);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
 

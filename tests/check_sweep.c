@@ -259,6 +259,8 @@ START_TEST(sweep_rows_are_centred_and_counted)
         ck_assert_int_gt(r->step_ns_median, 0);
         ck_assert_int_ge(r->step_ns_p95, r->step_ns_median);
         ck_assert_int_le(r->step_ns_min, r->step_ns_median);
+        ck_assert_int_eq(r->attempts, 1); /* max_retries = 0: never re-measured */
+        ck_assert(r->cpu_util > 0.0);
         if (strcmp(name, "none") == 0) {
             ck_assert_int_eq(r->seq_len_lo, T);
             ck_assert_int_eq(r->seq_len_hi, T);
