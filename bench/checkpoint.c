@@ -299,6 +299,15 @@ void kv_checkpoint_unmap(struct kv_model *m)
 /* ------------------------------------------------------------------------ */
 /* Export                                                                   */
 
+/* The mode a newly created file gets (0666 less the umask): mkstemp makes
+ * its file 0600, which the rename would otherwise carry over. */
+static mode_t new_file_mode(void)
+{
+    mode_t um = umask(0);
+    umask(um);
+    return (mode_t)(0666 & ~um);
+}
+
 /* Writes n floats from src, or n zeros when src is NULL. 0 on success. */
 static int write_floats(FILE *f, const float *src, size_t n)
 {
@@ -366,7 +375,7 @@ enum kv_status kv_checkpoint_export(const char *path, const struct kv_model *m)
         kv_free(tmp);
         return KV_ERR_IO;
     }
-    FILE *f = fdopen(fd, "wb");
+    FILE *f = fchmod(fd, new_file_mode()) == 0 ? fdopen(fd, "wb") : NULL;
     if (f == NULL) {
         close(fd);
         unlink(tmp);

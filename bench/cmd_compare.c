@@ -55,7 +55,7 @@ static void usage(FILE *f)
 static const char *opt_value(int argc, char **argv, int *i, const char *opt, int *missing)
 {
     size_t n = strlen(opt);
-    if (strncmp(argv[*i], opt, n) != 0)
+    if (argv[*i] == NULL || strncmp(argv[*i], opt, n) != 0)
         return NULL;
     if (argv[*i][n] == '=')
         return argv[*i] + n + 1;

@@ -365,7 +365,7 @@ static void print_cache_layer(const struct session *x, const struct kv_demo_run 
     for (int32_t s = 0; s < M; s++)
         held_n += lc->held[s];
     if (any_q) {
-        unsigned char f32[4096];
+        unsigned char f32[4096] = {0}; /* only [0, n) is used */
         int32_t n = M < 4096 ? M : 4096;
         for (int32_t s = 0; s < n; s++)
             f32[s] = lc->held[s] && !lc->held_q[s];
@@ -833,7 +833,7 @@ int kv_cmd_demo(int argc, char **argv)
             return 2;
         }
         memcpy(name_a, o.compare, la);
-        strcpy(name_b, comma + 1);
+        memcpy(name_b, comma + 1, strlen(comma + 1) + 1); /* fits: checked above */
         for (int k = 0; k < 2; k++) {
             const char *nm = k ? name_b : name_a;
             if (kv_strategy_find(nm) == NULL) {
@@ -860,9 +860,10 @@ int kv_cmd_demo(int argc, char **argv)
     struct session x;
     memset(&x, 0, sizeof x);
     x.o = &o;
+    const char *no_color = getenv("NO_COLOR");
     int use_color = o.color >= 0 ? o.color
                                  : (isatty(STDOUT_FILENO) &&
-                                    (getenv("NO_COLOR") == NULL || getenv("NO_COLOR")[0] == '\0'));
+                                    (no_color == NULL || no_color[0] == '\0'));
     x.S = style_make(use_color);
     const char *strategy = o.c.strategy != NULL ? o.c.strategy : "dynamic";
     if (o.c.model_path != NULL) {

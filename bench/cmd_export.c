@@ -92,6 +92,15 @@ int kv_cmd_export(int argc, char **argv)
                         "--tokenizer or --strategy\n");
         return 2;
     }
+    const char *outs[2] = {out, tok_out};
+    for (int k = 0; k < 2; k++) {
+        struct stat st;
+        if (outs[k] != NULL && stat(outs[k], &st) == 0 && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "kvlab: %s '%s' is a directory, not a file name\n",
+                    k == 0 ? "--out" : "--tokenizer-out", outs[k]);
+            return 2;
+        }
+    }
     if (tok_out != NULL && same_file(out, tok_out)) {
         fprintf(stderr, "kvlab: --out and --tokenizer-out name the same file '%s'\n", out);
         return 2;

@@ -146,6 +146,7 @@ int kv_cmd_generate(int argc, char **argv)
     int32_t prompt_len = 32, new_tokens = 32;
     const char *text = NULL;  /* --prompt TEXT */
     const char *ptoks = NULL; /* --prompt-tokens ID,ID,... */
+    int prompt_len_given = 0;
     for (int i = 1; i < argc;) {
         int r = kv_cli_parse_common(&c, argc, argv, &i);
         if (r < 0)
@@ -182,6 +183,7 @@ int kv_cmd_generate(int argc, char **argv)
         if (nlen == 12 && strncmp(argv[i], "--prompt-len", 12) == 0) {
             field = &prompt_len;
             name = "--prompt-len";
+            prompt_len_given = 1;
         } else if (nlen == 12 && strncmp(argv[i], "--new-tokens", 12) == 0) {
             field = &new_tokens;
             name = "--new-tokens";
@@ -207,6 +209,11 @@ int kv_cmd_generate(int argc, char **argv)
         return 2;
     if (text != NULL && ptoks != NULL) {
         fprintf(stderr, "kvlab: give either --prompt or --prompt-tokens, not both\n");
+        return 2;
+    }
+    if (prompt_len_given && (text != NULL || ptoks != NULL)) {
+        fprintf(stderr, "kvlab: --prompt-len contradicts --prompt/--prompt-tokens, "
+                        "which set the length themselves\n");
         return 2;
     }
     const struct kv_strategy_ops *ops = kv_strategy_find(c.strategy);

@@ -495,7 +495,7 @@ enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_cs
     }
     res->base = base;
     res->cur = cur;
-    strcpy(res->metric, metric);
+    memcpy(res->metric, metric, strlen(metric) + 1); /* length checked above */
     res->threshold_pct = o->threshold_pct;
     struct key *kb = NULL, *kc = NULL;
     enum kv_status st = run_checked(res, o, &kb, &kc, err, err_len);

@@ -349,12 +349,14 @@ static enum kv_status meta_check_unique(struct kv_csv *c, char *err, size_t err_
 {
     if (c->n_meta < 2)
         return KV_OK;
-    const struct kv_csv_meta **ix = kv_alloc((size_t)c->n_meta * sizeof *ix);
+    /* ix: (n_meta) pointers; clang-tidy takes sizeof *ix for a mistake */
+    const struct kv_csv_meta **ix =
+        kv_alloc((size_t)c->n_meta * sizeof *ix); // NOLINT(bugprone-sizeof-expression)
     if (ix == NULL)
         return KV_ERR_NOMEM;
     for (int32_t i = 0; i < c->n_meta; i++)
         ix[i] = &c->meta[i];
-    qsort(ix, (size_t)c->n_meta, sizeof *ix, cmp_meta);
+    qsort(ix, (size_t)c->n_meta, sizeof *ix, cmp_meta); // NOLINT(bugprone-sizeof-expression)
     enum kv_status st = KV_OK;
     for (int32_t i = 1; i < c->n_meta; i++) {
         if (strcmp(ix[i]->key, ix[i - 1]->key) == 0) {

@@ -218,7 +218,8 @@ enum kv_status kv_demo_run_create(struct kv_demo_run *R, const char *name,
     R->row = kv_alloc((size_t)head_dim_of(m) * sizeof *R->row);
     R->scores = kv_alloc(M * sizeof *R->scores);
     R->kptr = kv_alloc(M * sizeof *R->kptr);
-    R->kqp = kv_alloc(M * sizeof *R->kqp);
+    /* kqp holds pointers; clang-tidy takes sizeof *kqp for a mistake */
+    R->kqp = kv_alloc(M * sizeof *R->kqp); // NOLINT(bugprone-sizeof-expression)
     R->kdt = kv_alloc(M * sizeof *R->kdt);
     R->kpos = kv_alloc(M * sizeof *R->kpos);
     R->gone = kv_alloc(M);

@@ -72,7 +72,7 @@ int main(int argc, char **argv)
 {
     select_blas_core(argv);
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "kvlab: missing command (try 'kvlab --help')\n");
         return 2;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

@@ -332,6 +332,15 @@ done:
     return s;
 }
 
+/* The mode a newly created file gets (0666 less the umask): mkstemp makes
+ * its file 0600, which the rename would otherwise carry over. */
+static mode_t new_file_mode(void)
+{
+    mode_t um = umask(0);
+    umask(um);
+    return (mode_t)(0666 & ~um);
+}
+
 enum kv_status kv_tokenizer_save(const struct kv_tokenizer *t, const char *path)
 {
     if (t == NULL || path == NULL)
@@ -343,7 +352,7 @@ enum kv_status kv_tokenizer_save(const struct kv_tokenizer *t, const char *path)
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp.XXXXXX", 12);
     int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    FILE *f = fd >= 0 && fchmod(fd, new_file_mode()) == 0 ? fdopen(fd, "wb") : NULL;
     if (f == NULL) {
         if (fd >= 0) {
             close(fd);
@@ -533,7 +542,7 @@ const char *kv_token_text(const struct kv_tokenizer *t, int32_t vocab, int32_t p
     KV_ASSERT(buf != NULL && cap >= 16);
     const char *bytes = "";
     size_t len = 0;
-    char one;
+    char one[1]; /* the byte of a byte-level token (t == NULL) */
     if (t != NULL) {
         len = kv_tokenizer_decode(t, prev, id, &bytes);
         if (len == 0) {
@@ -546,8 +555,8 @@ const char *kv_token_text(const struct kv_tokenizer *t, int32_t vocab, int32_t p
             }
         }
     } else if (vocab <= 256 && id >= 0 && id < 256) {
-        one = (char)id;
-        bytes = &one;
+        one[0] = (char)id;
+        bytes = one;
         len = 1;
     } else {
         snprintf(buf, cap, "#%" PRId32, id);

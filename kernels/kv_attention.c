@@ -105,8 +105,8 @@ static inline float hsum8(__m256 v)
 }
 #endif
 
-/* x[j] <- exp(x[j] - m) for j < n, returns the sum. Entries n..round8(n)
- * must be readable; -inf entries give exactly 0. */
+/* x[j] <- exp(x[j] - m) for j < n (x[j] <= m), returns the sum; -inf
+ * entries give exactly 0. */
 static float exp_sub_row(float *x, int32_t n, float m)
 {
     float sum = 0.0f;
@@ -174,8 +174,10 @@ static void attn_layout_of(struct attn_layout *L, const struct kv_attn_params *p
     const int32_t d = p->head_dim;
     L->g = p->n_heads / p->n_kv_heads;
     L->ng = (p->group > 0 && d % p->group == 0) ? d / p->group : 1;
-    int32_t items = p->batch * p->n_kv_heads;
-    L->splits = items >= 2 * p->n_threads ? 1 : (2 * p->n_threads + items - 1) / items;
+    int64_t items = (int64_t)p->batch * p->n_kv_heads;
+    L->splits = items >= 2 * (int64_t)p->n_threads
+                    ? 1
+                    : (int32_t)((2 * (int64_t)p->n_threads + items - 1) / items);
     L->slot = round_up((size_t)d + 2, A);
     L->qs = round_up((size_t)p->batch * p->n_q * p->n_heads * d, A);
     L->qsum = round_up((size_t)p->batch * p->n_q * p->n_heads * L->ng, A);
@@ -313,7 +315,8 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
                         const struct attn_layout *L)
 {
     const int32_t d = p->head_dim, g = L->g, ng = L->ng, S = L->splits;
-    const int32_t H = p->n_heads, items = p->batch * p->n_kv_heads;
+    const int32_t H = p->n_heads;
+    const int64_t items = (int64_t)p->batch * p->n_kv_heads, rows = (int64_t)p->batch * H;
     float *qs = ws, *qsum = qs + L->qs, *parts = qsum + L->qsum;
     float *scratch = parts + L->parts;
 
@@ -322,7 +325,7 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
         float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
         /* scaled queries and their per-group sums */
 #pragma omp for schedule(static)
-        for (int32_t r = 0; r < p->batch * H; r++) {
+        for (int64_t r = 0; r < rows; r++) {
             for (int32_t e = 0; e < d; e++)
                 qs[(size_t)r * d + e] = q[(size_t)r * d + e] * p->scale;
             for (int32_t gi = 0; gi < ng; gi++) {
@@ -335,8 +338,10 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
         }
         /* split-K chunks, each (sequence, kv head, split) independent */
 #pragma omp for schedule(static)
-        for (int32_t it = 0; it < items * S; it++) {
-            int32_t bh = it / S, s = it % S, b = bh / p->n_kv_heads, h = bh % p->n_kv_heads;
+        for (int64_t it = 0; it < items * S; it++) {
+            int64_t bh = it / S;
+            int32_t s = (int32_t)(it % S), b = (int32_t)(bh / p->n_kv_heads),
+                    h = (int32_t)(bh % p->n_kv_heads);
             int64_t nv = dec_visible(p, spans, n_spans, b);
             int64_t chunk = (nv + S - 1) / S;
             chunk = (chunk + DEC_KB - 1) / DEC_KB * DEC_KB;
@@ -348,8 +353,8 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
         }
         /* merge the splits of each (sequence, query head) */
 #pragma omp for schedule(static)
-        for (int32_t r = 0; r < p->batch * H; r++) {
-            int32_t b = r / H, hq = r % H, h = hq / g, i = hq % g;
+        for (int64_t r = 0; r < rows; r++) {
+            int32_t b = (int32_t)(r / H), hq = (int32_t)(r % H), h = hq / g, i = hq % g;
             const float *st0 = parts + (((size_t)b * p->n_kv_heads + h) * S * g + i) * L->slot;
             const size_t sstride = (size_t)g * L->slot;
             float M = -INFINITY, lsum = 0.0f;
@@ -504,19 +509,19 @@ static void attn_prefill(float *out, const float *q, const struct kv_attn_params
 {
     float *scratch = ws + L->qs + L->qsum;
     const int32_t n_tiles = (p->n_q + L->qt - 1) / L->qt;
-    const int32_t items = p->batch * p->n_kv_heads * n_tiles;
-    /* later query tiles see more keys: deal them out round-robin, heaviest first */
+    const int64_t bh_n = (int64_t)p->batch * p->n_kv_heads, items = bh_n * n_tiles;
+    /* later query tiles see more keys: hand them out first, one at a time */
 #pragma omp parallel num_threads(p->n_threads)
     {
         float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
 #pragma omp for schedule(dynamic, 1)
-        for (int32_t it = 0; it < items; it++) {
-            int32_t tile = n_tiles - 1 - it / (p->batch * p->n_kv_heads);
-            int32_t bh = it % (p->batch * p->n_kv_heads);
+        for (int64_t it = 0; it < items; it++) {
+            int32_t tile = n_tiles - 1 - (int32_t)(it / bh_n);
+            int64_t bh = it % bh_n;
             int32_t i0 = tile * L->qt;
             int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
-            pre_tile(out, q, p, spans, n_spans, L, my, bh / p->n_kv_heads, bh % p->n_kv_heads,
-                     i0, nq);
+            pre_tile(out, q, p, spans, n_spans, L, my, (int32_t)(bh / p->n_kv_heads),
+                     (int32_t)(bh % p->n_kv_heads), i0, nq);
         }
     }
 }

@@ -56,8 +56,8 @@ static inline int32_t code_at(const uint8_t *codes, int32_t d, enum kv_dtype t,
 /* Decode: one span's rows for one (sequence, kv head)                      */
 
 void kv_attn_job_init(struct kv_attn_job *J, const struct kv_attn_params *p,
-                         const struct kv_span *s, int32_t b, int32_t h, int32_t g,
-                         int32_t ng, const float *qs, const float *qsum)
+                      const struct kv_span *s, int32_t b, int32_t h, int32_t g, int32_t ng,
+                      const float *qs, const float *qsum)
 {
     J->dt = s->dtype;
     J->g = g;
@@ -568,6 +568,37 @@ KV_INLINE void f32_rows_heads(float *sc, const int g, const float *qs, const cha
 }
 
 /*
+ * GQA, f32 rows, 16 lanes: acc_h (d) += sum_j pr[h][j] * v_j for the g heads
+ * of the group (g in 2, 4, 8), each V chunk loaded once for all heads;
+ * 16/g chunks of 16 elements per pass over the rows (d a multiple of 256/g).
+ */
+KV_INLINE void pv_f32_heads(float *acc, size_t acc_stride, const float *pr, const int g,
+                            const char *v0, size_t stride, int32_t nb, int32_t d)
+{
+    const int ch = 16 / g; /* chunks per pass */
+    for (int32_t e0 = 0; e0 < d; e0 += 16 * ch) {
+        __m512 a[16];
+        for (int h = 0; h < g; h++)
+            for (int c = 0; c < ch; c++)
+                a[h * ch + c] = _mm512_loadu_ps(acc + (size_t)h * acc_stride + e0 + 16 * c);
+        for (int32_t j = 0; j < nb; j++) {
+            const float *v = (const float *)(v0 + (size_t)j * stride) + e0;
+            __m512 vv[8];
+            for (int c = 0; c < ch; c++)
+                vv[c] = _mm512_loadu_ps(v + 16 * c);
+            for (int h = 0; h < g; h++) {
+                __m512 ph = _mm512_set1_ps(pr[(size_t)h * DEC_KB + j]);
+                for (int c = 0; c < ch; c++)
+                    a[h * ch + c] = _mm512_fmadd_ps(ph, vv[c], a[h * ch + c]);
+            }
+        }
+        for (int h = 0; h < g; h++)
+            for (int c = 0; c < ch; c++)
+                _mm512_storeu_ps(acc + (size_t)h * acc_stride + e0 + 16 * c, a[h * ch + c]);
+    }
+}
+
+/*
  * GQA over quantized rows: dst (nb, d) <- the dequantized rows, formed in
  * registers once per block and kept in L1, so the g query heads sharing
  * them run the f32 paths instead of widening the codes g times.
@@ -729,12 +760,23 @@ static void pv_weights(float *w, float *msum_i, const float *pi, const struct kv
  * (pr*scale_g) * codes and msum (g, ng) += sum_j pr*min_g; w (DEC_KB, ng)
  * is scratch.
  */
-void kv_attn_rows_pv(float *acc, size_t acc_stride, float *msum, float *w,
-                   const float *pr, const struct kv_attn_job *J, int32_t t0, int32_t nb)
+void kv_attn_rows_pv(float *acc, size_t acc_stride, float *msum, float *w, const float *pr,
+                     const struct kv_attn_job *J, int32_t t0, int32_t nb)
 {
     const int32_t d = J->d, group = J->group, ng = J->ng;
     const size_t stride = J->stride;
     const char *v0 = J->v + (size_t)t0 * stride;
+#ifdef __AVX512F__
+    if (J->dt == KV_DTYPE_F32 && (J->g == 2 || J->g == 4 || J->g == 8) && d % (256 / J->g) == 0) {
+        if (J->g == 2)
+            pv_f32_heads(acc, acc_stride, pr, 2, v0, stride, nb, d);
+        else if (J->g == 4)
+            pv_f32_heads(acc, acc_stride, pr, 4, v0, stride, nb, d);
+        else
+            pv_f32_heads(acc, acc_stride, pr, 8, v0, stride, nb, d);
+        return;
+    }
+#endif
     for (int32_t i = 0; i < J->g; i++) {
         float *a = acc + (size_t)i * acc_stride;
         const float *pi = pr + (size_t)i * DEC_KB;

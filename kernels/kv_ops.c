@@ -72,7 +72,7 @@ static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, 
 {
 #pragma omp parallel for schedule(static) if (N * K >= GEMM_SERIAL_MNK)
     for (int64_t n = 0; n < N; n++) {
-        float d[GEMV_MAX_M];
+        float d[GEMV_MAX_M] = {0}; /* dot_rows fills d[0..M); gcc cannot see it */
         dot_rows(d, x, w + n * K, (int)M, K);
         for (int64_t m = 0; m < M; m++)
             out[m * N + n] = beta == 0.0f ? d[m] : d[m] + beta * out[m * N + n];

@@ -160,6 +160,8 @@ static int32_t sliding_view(const void *state, int32_t layer, struct kv_span *sp
     const int32_t n1 = held < w - slot ? held : w - slot;
     const float *k = sliding_k(s, layer), *v = sliding_v(s, layer);
     spans[0] = kv_store_span(k, v, w, slot, n1, oldest, &s->cfg);
+    /* cppcheck-suppress knownConditionTrueFalse ; false positive: n1 == held
+     * whenever the held positions do not wrap past the ring's end */
     if (n1 == held)
         return 1;
     spans[1] = kv_store_span(k, v, w, 0, held - n1, oldest + n1, &s->cfg);

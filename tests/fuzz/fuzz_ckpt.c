@@ -26,7 +26,7 @@
 #include "../../bench/checkpoint.h"
 
 /* Largest file step 2 builds: keeps every run fast and small. */
-#define MAX_FILE (4u << 20)
+#define MAX_FILE (256u << 10)
 
 static char path[64];
 static int fd = -1;
