@@ -19,6 +19,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,24 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
             fprintf(stderr, "kvlab: --queries %d exceeds --seq-len %d\n", o->queries,
                     o->seq_len[k]);
             return -1;
+        }
+        /* the cache (K and V, codes and qparams) and q, out, ref must fit */
+        for (int t = 0; t < o->n_dtype; t++) {
+            size_t row = kv_dtype_row_bytes(o->dtype[t], o->head_dim), cache, io, total;
+            if (o->dtype[t] != KV_DTYPE_F32)
+                row += (size_t)(o->head_dim / o->group) * sizeof(struct kv_qparams);
+            const size_t fc[] = {2, (size_t)o->kv_heads, (size_t)o->seq_len[k], row};
+            const size_t fi[] = {3, (size_t)o->queries, (size_t)o->heads,
+                                 (size_t)o->head_dim, sizeof(float)};
+            if (kv_mul_sizes(&cache, 4, fc) != KV_OK || kv_mul_sizes(&io, 5, fi) != KV_OK ||
+                cache > SIZE_MAX - io) {
+                fprintf(stderr, "kvlab: the cache's byte count overflows (--kv-heads x "
+                                "--seq-len x --head-dim)\n");
+                return -1;
+            }
+            total = cache + io;
+            if (kv_cli_check_memory("kernel", total) != 0)
+                return -1;
         }
     }
     return 0;

@@ -603,8 +603,8 @@ KV_INLINE void pv_f32_heads(float *acc, size_t acc_stride, const float *pr, cons
  * registers once per block and kept in L1, so the g query heads sharing
  * them run the f32 paths instead of widening the codes g times.
  */
-static void dequant_tile(float *dst, const char *c0, size_t stride, const char *qp0, size_t qst,
-                         int32_t nb, int32_t d, int32_t group, enum kv_dtype dt)
+KV_INLINE void dequant_tile(float *dst, const char *c0, size_t stride, const char *qp0,
+                            size_t qst, int32_t nb, int32_t d, int32_t group, enum kv_dtype dt)
 {
     const int32_t ng = d / group, half = group / 2;
     for (int32_t j = 0; j < nb; j++) {
@@ -634,7 +634,7 @@ static void dequant_tile(float *dst, const char *c0, size_t stride, const char *
 /* ------------------------------------------------------------------------ */
 /* Decode: scores, dispatch                                                 */
 
-
+/* sc (g, DEC_KB) for rows t0 .. t0+nb-1 on the widest path the shape allows */
 static void sc_avx2(float *sc, const struct kv_attn_job *J, int32_t t0, int32_t nb)
 {
     const size_t st = J->stride, qst = J->qp_stride;
@@ -680,17 +680,23 @@ static void sc_avx2(float *sc, const struct kv_attn_job *J, int32_t t0, int32_t 
         }
 #ifdef __AVX512F__
         else if (J->wide && J->dt == KV_DTYPE_Q8) {
-            if (J->group == 32 && J->ng == 2)
+            if (J->group == 32 && J->ng == 2) /* head_dim 64 and 128: constants */
                 for (; j + 4 <= nb; j += 4)
                     q8_rows16(o + j, 4, q, qsum, k + j * st, st, kqp + j * qst, qst, 32, 2);
+            if (J->group == 32 && J->ng == 4)
+                for (; j + 4 <= nb; j += 4)
+                    q8_rows16(o + j, 4, q, qsum, k + j * st, st, kqp + j * qst, qst, 32, 4);
             for (; j + 4 <= nb; j += 4)
                 q8_rows16(o + j, 4, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
             for (; j < nb; j++)
                 q8_rows16(o + j, 1, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
         } else if (J->wide) {
-            if (J->group == 32 && J->ng == 2) /* head_dim 64, the common shape: constants */
+            if (J->group == 32 && J->ng == 2) /* head_dim 64 and 128: constants */
                 for (; j + 8 <= nb; j += 8)
                     q4_rows_tbl(o + j, 8, q, k + j * st, st, kqp + j * qst, qst, 32, 2);
+            if (J->group == 32 && J->ng == 4)
+                for (; j + 8 <= nb; j += 8)
+                    q4_rows_tbl(o + j, 8, q, k + j * st, st, kqp + j * qst, qst, 32, 4);
             for (; j + 8 <= nb; j += 8)
                 q4_rows_tbl(o + j, 8, q, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
             for (; j < nb; j++)
@@ -783,8 +789,10 @@ void kv_attn_rows_pv(float *acc, size_t acc_stride, float *msum, float *w, const
 #ifdef __AVX512F__
         if (J->wide && J->dt == KV_DTYPE_Q4) {
             const char *vqp = J->vqp + (size_t)t0 * J->qp_stride;
-            if (d == 64 && group == 32) /* the common shape, with constants */
+            if (d == 64 && group == 32) /* the common shapes, with constants */
                 pv_q4_tbl(a, pi, v0, stride, vqp, J->qp_stride, nb, 64, 32);
+            else if (d == 128 && group == 32)
+                pv_q4_tbl(a, pi, v0, stride, vqp, J->qp_stride, nb, 128, 32);
             else
                 pv_q4_tbl(a, pi, v0, stride, vqp, J->qp_stride, nb, d, group);
             continue;
@@ -794,6 +802,8 @@ void kv_attn_rows_pv(float *acc, size_t acc_stride, float *msum, float *w, const
                            J->qp_stride, nb, ng);
             if (d == 64 && group == 32)
                 pv_q8_512(a, w, v0, stride, nb, 64, 32);
+            else if (d == 128 && group == 32)
+                pv_q8_512(a, w, v0, stride, nb, 128, 32);
             else
                 pv_q8_512(a, w, v0, stride, nb, d, group);
             continue;
@@ -935,7 +945,17 @@ void kv_attn_rows_dequant(float *dst, const struct kv_attn_job *J, int32_t t, in
     const char *qp0 = (is_v ? J->vqp : J->kqp) + (size_t)t * J->qp_stride;
 #ifdef __AVX512F__
     if (J->wide) {
-        dequant_tile(dst, c0, J->stride, qp0, J->qp_stride, nb, J->d, J->group, J->dt);
+        /* the common shapes with constants, so the loops unroll */
+        if (J->d == 64 && J->group == 32 && J->dt == KV_DTYPE_Q8)
+            dequant_tile(dst, c0, J->stride, qp0, J->qp_stride, nb, 64, 32, KV_DTYPE_Q8);
+        else if (J->d == 64 && J->group == 32)
+            dequant_tile(dst, c0, J->stride, qp0, J->qp_stride, nb, 64, 32, KV_DTYPE_Q4);
+        else if (J->d == 128 && J->group == 32 && J->dt == KV_DTYPE_Q8)
+            dequant_tile(dst, c0, J->stride, qp0, J->qp_stride, nb, 128, 32, KV_DTYPE_Q8);
+        else if (J->d == 128 && J->group == 32)
+            dequant_tile(dst, c0, J->stride, qp0, J->qp_stride, nb, 128, 32, KV_DTYPE_Q4);
+        else
+            dequant_tile(dst, c0, J->stride, qp0, J->qp_stride, nb, J->d, J->group, J->dt);
         return;
     }
 #endif
