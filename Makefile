@@ -26,8 +26,10 @@ OPT      := -O3 -g
 SANLD    :=
 endif
 
+# A portable build keeps its objects apart, so it never mixes with native ones.
 ifeq ($(PORTABLE),1)
 ARCH     :=
+BUILD    := $(if $(filter build,$(BUILD)),build/portable,$(BUILD)-portable)
 else
 ARCH     := -march=native
 endif

@@ -428,6 +428,7 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_meta(w, "blas_config", si->blas_config);
     kv_csv_writer_set_meta(w, "compiler", si->compiler);
     kv_csv_writer_set_meta(w, "cflags", si->cflags);
+    kv_csv_writer_set_metaf(w, "l3_bytes", "%ld", si->l3_bytes);
     kv_csv_writer_set_meta(w, "os", si->os);
     kv_csv_writer_set_meta(w, "host", si->host);
     kv_csv_writer_set_metaf(w, "read_gbps", "%.3f", rl->read_gbps);

@@ -14,6 +14,12 @@
 
 #include "../kernels/kv_common.h"
 
+/* A timed pass that got less than this share of the CPU it asked for
+ * (process CPU time / (wall * threads)) was disturbed and is run again, up
+ * to KV_ROOFLINE_MAX_TRIES * reps passes in all. */
+#define KV_ROOFLINE_MIN_UTIL 0.6
+#define KV_ROOFLINE_MAX_TRIES 3
+
 struct kv_roofline_params {
     int32_t n_threads;     /* threads for the OpenMP loops and OpenBLAS (>= 1) */
     size_t read_bytes;     /* bytes of the array summed by the read test */

@@ -60,16 +60,33 @@ static void run_line(char *dst, size_t n, const char *cmd)
         dst[0] = '\0';
 }
 
+/*
+ * The commit of the checkout the running binary was built in (git -C the
+ * directory of /proc/self/exe, so running kvlab from elsewhere still names
+ * the right tree), else of the working directory.
+ */
 static void collect_commit(struct kv_sysinfo *si)
 {
-    char line[KV_SYSINFO_LEN];
-    run_line(line, sizeof(line), "git rev-parse --short HEAD 2>/dev/null");
+    char exe[1024], dir[1100], cmd[1400], line[KV_SYSINFO_LEN];
+    dir[0] = '\0';
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash != NULL && slash != exe && strchr(exe, '\'') == NULL) {
+            *slash = '\0';
+            snprintf(dir, sizeof(dir), "-C '%s' ", exe);
+        }
+    }
+    snprintf(cmd, sizeof(cmd), "git %srev-parse --short HEAD 2>/dev/null", dir);
+    run_line(line, sizeof(line), cmd);
     set_clean(si->commit, sizeof(si->commit), line);
     if (strcmp(si->commit, "unknown") == 0)
         return;
     /* a modified tracked file makes the commit alone misleading */
-    run_line(line, sizeof(line),
-             "git status --porcelain --untracked-files=no 2>/dev/null | head -n 1");
+    snprintf(cmd, sizeof(cmd),
+             "git %sstatus --porcelain --untracked-files=no 2>/dev/null | head -n 1", dir);
+    run_line(line, sizeof(line), cmd);
     if (line[0] != '\0') {
         size_t len = strlen(si->commit);
         snprintf(si->commit + len, sizeof(si->commit) - len, "+dirty");
@@ -132,6 +149,10 @@ void kv_sysinfo_collect(struct kv_sysinfo *si)
 
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     si->ncpu = n > 0 ? (int)n : 1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    si->l3_bytes = l3 > 0 ? l3 : 0;
+#endif
 }
 
 size_t kv_peak_rss_bytes(void)

@@ -25,6 +25,7 @@ struct kv_sysinfo {
     char host[KV_SYSINFO_LEN];        /* uname nodename */
     char date[64];                    /* UTC, ISO 8601: 2026-11-29T09:16:06Z */
     int ncpu;                         /* online processors */
+    long l3_bytes;                    /* last-level (L3) cache size, 0 if unknown */
 };
 
 /* Fills every field; never fails (unknown fields read "unknown"). */

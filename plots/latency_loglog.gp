@@ -2,6 +2,9 @@
 # straight line whose slope is its exponent. Guide lines of slope 1 (linear,
 # anchored at dynamic's largest T) and slope 2 (quadratic, anchored at
 # none's largest T) let the reader read the growth rate off the picture.
+# A no-cache step re-runs all T tokens: its projections and MLP grow like T
+# and its attention like T^2, so its attention time is drawn on its own
+# (dashed): the quadratic term that takes over as T grows.
 plotdir = system("dirname '" . ARG0 . "'")
 load plotdir . "/common.gp"
 
@@ -12,6 +15,16 @@ set logscale xy 2
 set format x "%g"
 set format y "10^{%L}"
 set logscale y 10
+set key outside right top font ",13" spacing 1.0
+
+set label 5 "How to read it: T^k is a straight\n\
+line of slope k. Cached steps stay flat\n\
+while reading the weights dominates,\n\
+then grow like T with the cache.\n\
+A no-cache step re-runs all T tokens:\n\
+projections and MLP grow like T, its\n\
+attention (dashed) like T^2, and that\n\
+term takes over as T grows." at screen 0.64, screen 0.56 left font ",12"
 
 # guides: y = a * T^k through an anchor point
 A1KEY = has("dynamic") ? "dynamic" : word(KEYS, words(KEYS))
@@ -27,6 +40,9 @@ do for [fmt in "png svg"] {
         plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,step_ms") \
              using 1:2 with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
              lc rgb color(word(KEYS, i)) title title(word(KEYS, i)), \
+             DATA("rows", "none", "seq_len,attn_ns_median") using 1:($2 / 1e6) \
+             with linespoints dt 4 lw 2 pt 6 ps 1.1 lc rgb color("none") \
+             title "none: its attention kernel time alone", \
              slope2(x) with lines dt 2 lw 1.5 lc rgb "#555555" title "slope 2 (T^2)", \
              slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
     } else {

@@ -7,6 +7,8 @@ plotdir = system("dirname '" . ARG0 . "'")
 load plotdir . "/common.gp"
 
 RB = META("read_gbps")
+L3 = META("l3_bytes")
+L3MIB = strlen(L3) > 0 ? real(L3) / 1048576 : 0
 SG = META("sgemm_gflops")
 okrate(s) = strlen(s) > 0 && s ne "nan" && s ne "-nan"
 do for [fmt in "png svg"] {
@@ -22,6 +24,10 @@ do for [fmt in "png svg"] {
     set offsets 0, 0, graph 0.45, 0
 
     set title "memory traffic (weights + visible cache)"
+    if (L3MIB > 0) {
+        set label 20 sprintf("above the line: data served from the CPU's %.0f MiB L3 cache", L3MIB) \
+            at graph 0.02, graph 0.04 left font ",11"
+    }
     set ylabel "achieved read rate (GB/s)"
     rb = okrate(RB) ? real(RB) : NaN
     plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,bytes_step,step_ns_median") \
@@ -30,6 +36,7 @@ do for [fmt in "png svg"] {
          rb with lines dt 2 lw 2.5 lc rgb "#000000" \
          title (okrate(RB) ? sprintf("measured read bandwidth %.1f GB/s", rb) : "read bandwidth not measured")
 
+    unset label 20
     set title "arithmetic (all FLOPs of the step)"
     set ylabel "achieved GFLOP/s"
     sg = okrate(SG) ? real(SG) : NaN
