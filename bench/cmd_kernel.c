@@ -328,8 +328,6 @@ int kv_cmd_kernel(int argc, char **argv)
 {
     struct kernel_opts o;
     int rc = parse_kernel_opts(&o, argc, argv);
-    if (rc == 0)
-        kv_sysinfo_blas_reexec(argc, argv); /* OpenBLAS's own kernels for this CPU */
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the

@@ -29,7 +29,6 @@ static void roofline_usage(FILE *f)
 
 int kv_cmd_roofline(int argc, char **argv)
 {
-    kv_sysinfo_blas_reexec(argc, argv); /* OpenBLAS's own kernels for this CPU */
     struct kv_sysinfo si;
     kv_sysinfo_collect(&si);
     struct kv_roofline_params p;

@@ -449,7 +449,6 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
 
 int kv_cmd_sweep(int argc, char **argv)
 {
-    kv_sysinfo_blas_reexec(argc, argv);
     struct sweep_opts o;
     int pr = parse_opts(&o, argc, argv);
     if (pr != 0)

@@ -23,11 +23,8 @@ do for [fmt in "png svg"] {
     set samples 2
     set offsets 0, 0, graph 0.45, 0
 
-    set title "memory traffic (weights + visible cache)"
-    if (L3MIB > 0) {
-        set label 20 sprintf("above the line: data served from the CPU's %.0f MiB L3 cache", L3MIB) \
-            at graph 0.02, graph 0.04 left font ",11"
-    }
+    set title "memory traffic (weights + visible cache)" . (L3MIB > 0 ? \
+        sprintf("\n{/*0.75 above the dashed line: data served from the %.0f MiB L3 cache}", L3MIB) : "")
     set ylabel "achieved read rate (GB/s)"
     rb = okrate(RB) ? real(RB) : NaN
     plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,bytes_step,step_ns_median") \
@@ -36,8 +33,7 @@ do for [fmt in "png svg"] {
          rb with lines dt 2 lw 2.5 lc rgb "#000000" \
          title (okrate(RB) ? sprintf("measured read bandwidth %.1f GB/s", rb) : "read bandwidth not measured")
 
-    unset label 20
-    set title "arithmetic (all FLOPs of the step)"
+    set title "arithmetic (all FLOPs of the step)\n{/*0.75 a no-cache step is GEMM work and runs near the sgemm line}"
     set ylabel "achieved GFLOP/s"
     sg = okrate(SG) ? real(SG) : NaN
     plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,flops_step,step_ns_median") \
