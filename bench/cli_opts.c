@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../kernels/kv_quant.h"
@@ -298,4 +299,15 @@ int kv_cli_check_memory(const char *what, size_t bytes)
         return -1;
     }
     return 0;
+}
+
+int kv_cli_same_file(const char *a, const char *b)
+{
+    if (a == NULL || b == NULL)
+        return 0;
+    if (strcmp(a, b) == 0)
+        return 1;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }

@@ -56,6 +56,14 @@ int kv_cli_i32(const char *opt, const char *s, int32_t lo, int32_t hi, int32_t *
  */
 int kv_cli_check_memory(const char *what, size_t bytes);
 
+/*
+ * 1 when a and b name the same file: the same string, or two paths (links,
+ * "dir/../f") to one existing file (same st_dev and st_ino); 0 otherwise,
+ * also when either is NULL or does not exist (then they cannot collide).
+ * Outputs use it to refuse overwriting an input given on the same line.
+ */
+int kv_cli_same_file(const char *a, const char *b);
+
 /* Comma list of integers in [lo, hi] (at most max_n); returns count or -1. */
 int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,
                     int32_t *out, int max_n);

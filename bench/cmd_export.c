@@ -33,16 +33,6 @@ static void usage(FILE *f)
             "byte-level tokenizer.bin (token i = byte i; needs --vocab 256).\n");
 }
 
-/* 1 when a and b name the same existing file (or the same string). */
-static int same_file(const char *a, const char *b)
-{
-    if (strcmp(a, b) == 0)
-        return 1;
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 int kv_cmd_export(int argc, char **argv)
 {
     struct kv_cli_common c;
@@ -101,7 +91,7 @@ int kv_cmd_export(int argc, char **argv)
             return 2;
         }
     }
-    if (tok_out != NULL && same_file(out, tok_out)) {
+    if (tok_out != NULL && kv_cli_same_file(out, tok_out)) {
         fprintf(stderr, "kvlab: --out and --tokenizer-out name the same file '%s'\n", out);
         return 2;
     }
