@@ -27,7 +27,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kvlab compare BASE.csv NEW.csv [--metric COL] [--threshold P]\n"
-            "                     [--normalize] [--format table|csv|json]\n"
+            "                     [--normalize] [--aggregate] [--format table|csv|json]\n"
             "\n"
             "Joins the rows of two sweep CSVs on strategy, layers .. threads and\n"
             "seq_len, and says per row whether NEW is faster, slower or the same as\n"
@@ -35,7 +35,10 @@ static void usage(FILE *f)
             "\n"
             "  --metric COL     column to compare (default step_ns_median; also\n"
             "                   attn_ns_median, cache_bytes, peak_rss_bytes, rel_err,\n"
-            "                   or any numeric column; token_match: larger is better)\n"
+            "                   or any numeric column; token_match: larger is better;\n"
+            "                   attn_vs_rest = attn_ns_median / (step_ns_median -\n"
+            "                   attn_ns_median): attention in units of the rest of the\n"
+            "                   same steps, so machine speed and load cancel)\n"
             "  --threshold P    noise floor in percent, 0..1000 (default 5); for\n"
             "                   step_ns_median a change inside either row's own\n"
             "                   p95 - median spread is noise too\n"
@@ -44,6 +47,10 @@ static void usage(FILE *f)
             "                   (attn_ns_median: cache_bytes and attn_flops_step),\n"
             "                   with read_gbps and sgemm_gflops from each file's\n"
             "                   metadata, so a uniformly slower machine cancels\n"
+            "  --aggregate      judge each strategy/configuration by the median change\n"
+            "                   of its rows over seq_len (one noisy row cannot fail it;\n"
+            "                   a change that moves most rows does); the exit status\n"
+            "                   follows these group verdicts\n"
             "  --format F       table (default), csv, or json: an array of\n"
             "                   {name, unit, value} for NEW (customSmallerIsBetter)\n"
             "\n"
@@ -88,6 +95,23 @@ static int parse_threshold(const char *s, double *out)
 /* ------------------------------------------------------------------------ */
 /* The command                                                              */
 
+/* A note when the two files were measured on different machines: times
+ * then only mean something with --normalize, and even so roughly. */
+static void note_machines(const struct kv_csv *b, const struct kv_csv *c, int normalized)
+{
+    static const char *const keys[] = {"cpu", "host", "threads"};
+    for (int k = 0; k < 3; k++) {
+        const struct kv_csv_meta *mb = kv_csv_meta_find(b, keys[k]);
+        const struct kv_csv_meta *mc = kv_csv_meta_find(c, keys[k]);
+        if (mb != NULL && mc != NULL && strcmp(mb->value, mc->value) != 0) {
+            fprintf(stderr, "kvlab compare: note: the files differ in '%s' (another "
+                            "machine?)%s\n", keys[k],
+                    normalized ? "" : "; consider --normalize");
+            return;
+        }
+    }
+}
+
 static void note_partial(const struct kv_csv *c)
 {
     const struct kv_csv_meta *m = kv_csv_meta_find(c, "partial");
@@ -117,6 +141,8 @@ int kv_cmd_compare(int argc, char **argv)
         }
         if (strcmp(a, "--normalize") == 0) {
             o.normalize = 1;
+        } else if (strcmp(a, "--aggregate") == 0) {
+            o.aggregate = 1;
         } else if ((v = opt_value(argc, argv, &i, "--metric", &missing)) != NULL) {
             if (v[0] == '\0') {
                 fprintf(stderr, "kvlab compare: --metric expects a column name\n");
@@ -170,12 +196,13 @@ int kv_cmd_compare(int argc, char **argv)
         fprintf(stderr, "kvlab compare: %s\n", err);
         goto out;
     }
-    if (o.normalize && !res->normalized)
+    if (o.normalize && !res->normalized && !res->self_normalized)
         fprintf(stderr,
                 "kvlab compare: note: --normalize applies to time metrics only; "
                 "%s is compared as is\n", res->metric);
     note_partial(base);
     note_partial(cur);
+    note_machines(base, cur, res->normalized);
     if (kv_compare_write(stdout, res, (enum kv_compare_format)fmt) != KV_OK ||
         fflush(stdout) != 0) {
         fprintf(stderr, "kvlab compare: cannot write the result: %s\n", strerror(errno));
@@ -187,7 +214,7 @@ int kv_cmd_compare(int argc, char **argv)
                 res->metric);
         goto out;
     }
-    rc = res->n_regressed > 0 ? 1 : 0;
+    rc = kv_compare_regressed(res) ? 1 : 0;
 out:
     kv_compare_destroy(res);
     kv_csv_destroy(cur);

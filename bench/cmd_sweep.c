@@ -219,12 +219,16 @@ static void sweep_usage(FILE *f)
         "  --warmup W         untimed decode steps before them (default %d)\n"
         "  --retries N        re-measure a row whose steps got < %.0f%% of the CPU they\n"
         "                     asked for (another program ran), up to N times (default %d)\n"
-        "  --out FILE         CSV path (default out/bench.csv), written atomically\n"
+        "  --out FILE         CSV path (default out/bench.csv), written atomically;\n"
+        "                     refused up front if it is a directory, not writable, or\n"
+        "                     the --model / --tokenizer input\n"
         "  --quiet            no progress on stderr\n"
         "  --no-roofline      skip measuring the machine's limits (metadata reads nan)\n"
         "  model/strategy options as in generate: --layers --dim --heads --kv-heads\n"
         "  --hidden --vocab --max-len --window --bits --group --residual --batch\n"
         "  --threads --seed --mlp on|off --model FILE\n"
+        "  The synthetic model's --max-len is raised to what the sweep needs (largest\n"
+        "  T + warmup + reps); a --model checkpoint's seq_len must already cover it.\n"
         "Timed steps are centred on T: the cache is prefilled (untimed) to\n"
         "T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends over exactly T.\n",
         DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP,
@@ -304,6 +308,8 @@ struct sweep_opts {
     int no_roofline;
 };
 
+static int check_out(const struct sweep_opts *o);
+
 /* Returns 0, or the exit status (2 bad input, or 0 after --help) + 1000. */
 static int parse_opts(struct sweep_opts *o, int argc, char **argv)
 {
@@ -377,6 +383,69 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
     }
     if (kv_cli_check_common(&o->common) != 0)
         return 1002;
+    if (check_out(o) != 0)
+        return 1002;
+    return 0;
+}
+
+/*
+ * Refuses, before anything is measured, an --out the run could not write
+ * or must not overwrite: a directory, the --model or --tokenizer input
+ * (also through another path to the same file), or a path whose directory
+ * is missing (beyond the one level the write creates) or not writable.
+ * -1 after printing one line.
+ */
+static int check_out(const struct sweep_opts *o)
+{
+    const char *out = o->out;
+    struct stat st;
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kvlab sweep: --out '%s' is a directory\n", out);
+        return -1;
+    }
+    const char *inputs[] = {o->common.model_path, o->common.tokenizer_path};
+    const char *names[] = {"--model", "--tokenizer"};
+    for (int k = 0; k < 2; k++) {
+        if (kv_cli_same_file(out, inputs[k])) {
+            fprintf(stderr, "kvlab sweep: --out '%s' is the %s input; refusing to "
+                            "overwrite it\n", out, names[k]);
+            return -1;
+        }
+    }
+    /* dir: where the file goes; up: where make_parent_dir would create dir */
+    char dir[4096], up[4096];
+    const char *slash = strrchr(out, '/');
+    if (strlen(out) >= sizeof(dir)) {
+        fprintf(stderr, "kvlab sweep: --out path is longer than %zu bytes\n", sizeof(dir) - 1);
+        return -1;
+    }
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == out)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - out), out);
+    if (stat(dir, &st) != 0) {
+        const char *s2 = strrchr(dir, '/');
+        if (s2 == NULL)
+            snprintf(up, sizeof(up), ".");
+        else if (s2 == dir)
+            snprintf(up, sizeof(up), "/");
+        else
+            snprintf(up, sizeof(up), "%.*s", (int)(s2 - dir), dir);
+        if (stat(up, &st) != 0 || !S_ISDIR(st.st_mode) || access(up, W_OK | X_OK) != 0) {
+            fprintf(stderr, "kvlab sweep: --out '%s': directory '%s' does not exist and "
+                            "cannot be created\n", out, dir);
+            return -1;
+        }
+    } else if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kvlab sweep: --out '%s': '%s' is not a directory\n", out, dir);
+        return -1;
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "kvlab sweep: --out '%s': cannot write into '%s': %s\n", out, dir,
+                strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -409,6 +478,53 @@ static int build_config(struct kv_sweep_config *cfg, const struct sweep_opts *o)
     cfg->threads = c->threads;
     cfg->seed = c->seed;
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                   */
+
+/*
+ * Upper bound of the bytes a sweep holds at its largest T besides the
+ * weights: every slot's cache (f32 K and V for the sweep's capacity, x2 for
+ * the growth slack of dynamic strategies; the hidden reference counted in
+ * case no listed strategy is `dynamic`), the runner's activations for its
+ * largest forward (a whole T-token prefix), and the reference logits.
+ * Returns 0 and sets *bytes, or -1 when the count overflows size_t.
+ */
+static int sweep_bytes(size_t *bytes, const struct kv_model_config *mc,
+                       const struct kv_sweep_config *cfg, size_t weights)
+{
+    size_t kvd = (size_t)mc->n_kv_heads * (size_t)(mc->dim / mc->n_heads);
+    size_t per_tok = 4 * (size_t)mc->dim + 2 * kvd +
+                     (mc->mlp ? 2 * (size_t)mc->hidden_dim : 0) + (size_t)mc->vocab_size;
+    size_t slots = 1; /* the reference */
+    for (int32_t i = 0; i < cfg->n_strategies; i++)
+        slots += cfg->strategies[i].ops->keeps_history != 0;
+    size_t T = (size_t)cfg->seq_lens[cfg->n_lens - 1];
+    const size_t fc[] = {slots, (size_t)mc->n_layers, (size_t)cfg->batch, kvd,
+                         (size_t)kv_sweep_capacity(cfg), 2 * sizeof(float), 2};
+    const size_t fa[] = {(size_t)cfg->batch, T, per_tok, sizeof(float)};
+    const size_t fl[] = {(size_t)cfg->batch, (size_t)mc->vocab_size, 2 * 1024, sizeof(float)};
+    size_t cache, act, logits;
+    if (kv_mul_sizes(&cache, 7, fc) != KV_OK || kv_mul_sizes(&act, 4, fa) != KV_OK ||
+        kv_mul_sizes(&logits, 4, fl) != KV_OK || cache > SIZE_MAX - weights ||
+        act > SIZE_MAX - weights - cache || logits > SIZE_MAX - weights - cache - act)
+        return -1;
+    *bytes = weights + cache + act + logits;
+    return 0;
+}
+
+/* Refuses a sweep that cannot fit in memory (one line); 0 if it fits. */
+static int check_sweep_memory(const struct kv_model_config *mc,
+                              const struct kv_sweep_config *cfg, size_t weights)
+{
+    size_t bytes;
+    if (sweep_bytes(&bytes, mc, cfg, weights) != 0) {
+        fprintf(stderr, "kvlab sweep: the caches of this sweep would need more than "
+                        "%zu bytes\n", (size_t)SIZE_MAX);
+        return -1;
+    }
+    return kv_cli_check_memory("this sweep", bytes);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -471,6 +587,10 @@ int kv_cmd_sweep(int argc, char **argv)
         struct kv_model_config mc = o.common.model;
         if (mc.max_len < capacity)
             mc.max_len = capacity;
+        /* 0: the configuration is invalid; creating it says why */
+        size_t weights = kv_model_weight_bytes(&mc);
+        if (weights > 0 && check_sweep_memory(&mc, &cfg, weights) != 0)
+            return 2;
         s = kv_model_create_synthetic(&m, &mc, o.common.seed);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab sweep: model: %s\n", kv_status_str(s));
@@ -482,6 +602,11 @@ int kv_cmd_sweep(int argc, char **argv)
     cfg.est_gbps = 10.0;
     if (kv_sweep_check(&cfg, m, &why) != KV_OK) {
         fprintf(stderr, "kvlab sweep: %s\n", why);
+        kv_model_destroy(m);
+        return 2;
+    }
+    /* a checkpoint's weights are loaded already; its caches are not */
+    if (o.common.model_path != NULL && check_sweep_memory(&m->cfg, &cfg, 0) != 0) {
         kv_model_destroy(m);
         return 2;
     }
@@ -500,6 +625,7 @@ int kv_cmd_sweep(int argc, char **argv)
 
     /* The machine's limits, measured first, on the run's threads. */
     struct kv_roofline rl = {.read_gbps = NAN, .copy_gbps = NAN, .sgemm_gflops = NAN};
+    int rl_runs = o.no_roofline ? 0 : 1;
     if (!o.no_roofline) {
         if (!o.quiet)
             fprintf(stderr, "kvlab sweep: measuring the roofline on %d threads...\n",
@@ -538,12 +664,31 @@ int kv_cmd_sweep(int argc, char **argv)
         fprintf(stderr, "\n");
     int partial = interrupted || s != KV_OK || sweep_signal;
 
+    /* The limits once more, after the sweep: a limit is the best the machine
+     * did, and a neighbour's burst during one measurement (it happens on
+     * shared machines) must not shift every normalised time of the file. */
+    if (!o.no_roofline && !partial) {
+        struct kv_roofline_params rp;
+        struct kv_roofline rl2;
+        kv_roofline_defaults(&rp, cfg.threads);
+        rp.stop = &sweep_signal;
+        if (kv_roofline_measure(&rl2, &rp) == KV_OK) {
+            rl.read_gbps = fmax(rl.read_gbps, rl2.read_gbps);
+            rl.copy_gbps = fmax(rl.copy_gbps, rl2.copy_gbps);
+            rl.sgemm_gflops = fmax(rl.sgemm_gflops, rl2.sgemm_gflops);
+            rl_runs = 2;
+        }
+        partial = sweep_signal != 0;
+    }
+
     /* Write whatever is complete, atomically. */
     struct kv_csv_writer *w = NULL;
     enum kv_status ws = kv_csv_writer_create(&w);
     if (ws == KV_OK) {
         set_meta_common(w, &si, &cfg, &rl, argc, argv);
         kv_csv_writer_set_meta(w, "partial", partial ? "1" : "0");
+        kv_csv_writer_set_meta(w, "roofline", rl_runs == 2 ? "best of 2 (before and after)"
+                                              : rl_runs == 1 ? "before the sweep" : "none");
         kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - t0) / 1e9);
         ws = kv_csv_writer_set_header(w, sweep_columns, N_SWEEP_COLUMNS);
     }

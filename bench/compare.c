@@ -264,6 +264,11 @@ static double row_pred(const struct kv_compare_result *res, int cur, int64_t r)
 static double row_value(const struct kv_compare_result *res, int cur, int64_t r)
 {
     const struct kv_csv *c = cur ? res->cur : res->base;
+    if (res->self_normalized) { /* KV_METRIC_ATTN_VS_REST */
+        const int32_t *col = cur ? res->col_cur : res->col_base;
+        double a = cell_num(c, r, col[COL_ATTN_MED]), t = cell_num(c, r, col[COL_STEP_MED]);
+        return a > 0 && t > a ? a / (t - a) : NAN;
+    }
     double v = cell_num(c, r, cur ? res->metric_cur : res->metric_base);
     return res->normalized ? v / row_pred(res, cur, r) : v;
 }
@@ -305,6 +310,7 @@ void kv_compare_opts_defaults(struct kv_compare_opts *o)
     o->metric = "step_ns_median";
     o->threshold_pct = 5.0;
     o->normalize = 0;
+    o->aggregate = 0;
 }
 
 void kv_compare_destroy(struct kv_compare_result *r)
@@ -312,6 +318,7 @@ void kv_compare_destroy(struct kv_compare_result *r)
     if (r == NULL)
         return;
     kv_free(r->items);
+    kv_free(r->groups);
     kv_free(r);
 }
 
@@ -371,6 +378,79 @@ static void item_classify(struct kv_compare_result *res, struct kv_compare_item 
         it->verdict = KV_VERDICT_BETTER;
 }
 
+static int same_group(const struct kv_compare_result *r, int64_t a, int64_t b);
+
+static int cmp_double(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+/* Median of x[0..n) (sorts x); n > 0. */
+static double median_of(double *x, int64_t n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/*
+ * Splits the (key-sorted) items into groups of one configuration across
+ * seq_len and judges each by the median relative change of its rows
+ * against the median of their relative noise bands.
+ */
+static enum kv_status groups_build(struct kv_compare_result *res)
+{
+    res->groups = kv_alloc((size_t)res->n_items * sizeof *res->groups);
+    double *chg = kv_alloc((size_t)res->n_items * sizeof *chg);
+    double *noi = kv_alloc((size_t)res->n_items * sizeof *noi);
+    if (res->groups == NULL || chg == NULL || noi == NULL) {
+        kv_free(chg);
+        kv_free(noi);
+        return KV_ERR_NOMEM;
+    }
+    for (int64_t t = 0; t < res->n_items;) {
+        struct kv_compare_group *g = &res->groups[res->n_groups++];
+        g->first = t;
+        int64_t n = 0;
+        do {
+            const struct kv_compare_item *it = &res->items[t];
+            if (it->verdict != KV_VERDICT_NA && it->base != 0) {
+                chg[n] = (it->cur - it->base) / fabs(it->base);
+                noi[n] = it->noise / fabs(it->base);
+                n++;
+            }
+            t++;
+        } while (t < res->n_items && same_group(res, t - 1, t));
+        g->count = t - g->first;
+        g->n_compared = n;
+        if (n == 0) {
+            g->change = g->noise = NAN;
+            g->verdict = KV_VERDICT_NA;
+            continue;
+        }
+        g->change = median_of(chg, n);
+        g->noise = median_of(noi, n);
+        if (fabs(g->change) <= g->noise)
+            g->verdict = KV_VERDICT_SAME;
+        else if (res->smaller_is_better ? g->change > 0 : g->change < 0)
+            g->verdict = KV_VERDICT_WORSE;
+        else
+            g->verdict = KV_VERDICT_BETTER;
+        res->n_groups_regressed += g->verdict == KV_VERDICT_WORSE;
+        res->n_groups_improved += g->verdict == KV_VERDICT_BETTER;
+    }
+    kv_free(chg);
+    kv_free(noi);
+    return KV_OK;
+}
+
+int kv_compare_regressed(const struct kv_compare_result *r)
+{
+    if (r == NULL)
+        return 0;
+    return r->aggregate ? r->n_groups_regressed > 0 : r->n_regressed > 0;
+}
+
 static enum kv_status run_checked(struct kv_compare_result *res, const struct kv_compare_opts *o,
                                   struct key **kb, struct key **kc, char *err, size_t err_len)
 {
@@ -383,16 +463,21 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
         kv_csv_error(err, err_len, "--metric", 0, "'strategy' is not a numeric column");
         return KV_ERR_INVALID;
     }
-    if ((st = metric_col(base, res->metric, &res->metric_base, err, err_len)) != KV_OK ||
-        (st = metric_col(cur, res->metric, &res->metric_cur, err, err_len)) != KV_OK)
+    res->self_normalized = strcmp(res->metric, KV_METRIC_ATTN_VS_REST) == 0;
+    if (res->self_normalized) {
+        res->metric_base = res->col_base[COL_ATTN_MED];
+        res->metric_cur = res->col_cur[COL_ATTN_MED];
+    } else if ((st = metric_col(base, res->metric, &res->metric_base, err, err_len)) != KV_OK ||
+               (st = metric_col(cur, res->metric, &res->metric_cur, err, err_len)) != KV_OK) {
         return st;
+    }
 
     res->is_time = metric_is_time(res->metric);
     res->normalized = o->normalize && res->is_time;
     res->smaller_is_better = metric_smaller_is_better(res->metric);
     res->uses_spread = strcmp(res->metric, "step_ns_median") == 0;
     res->pred_attn = strcmp(res->metric, "attn_ns_median") == 0;
-    res->unit = metric_unit(res->metric, res->normalized);
+    res->unit = res->self_normalized ? "x rest of step" : metric_unit(res->metric, res->normalized);
     if (res->normalized) {
         if ((st = meta_rate(base, "read_gbps", &res->base_read_gbps, err, err_len)) ||
             (st = meta_rate(base, "sgemm_gflops", &res->base_gflops, err, err_len)) ||
@@ -469,7 +554,7 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
             res->worst_item = t;
         }
     }
-    return KV_OK;
+    return groups_build(res);
 }
 
 enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_csv *base,
@@ -497,6 +582,7 @@ enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_cs
     res->cur = cur;
     memcpy(res->metric, metric, strlen(metric) + 1); /* length checked above */
     res->threshold_pct = o->threshold_pct;
+    res->aggregate = o->aggregate != 0;
     struct key *kb = NULL, *kc = NULL;
     enum kv_status st = run_checked(res, o, &kb, &kc, err, err_len);
     kv_free(kb);
@@ -601,6 +687,21 @@ static int same_group(const struct kv_compare_result *r, int64_t a, int64_t b)
     return 1;
 }
 
+/* The group line under a group's rows: its median change and verdict. */
+static void write_group_line(FILE *f, const struct kv_compare_result *r,
+                             const struct kv_compare_group *g)
+{
+    char q[40], noise[40];
+    if (g->verdict == KV_VERDICT_NA) {
+        fprintf(f, "%8s %14s %14s %8s %7s  %s\n", "median", "", "", "-", "-", "n/a");
+        return;
+    }
+    ratio_fmt(q, sizeof q, 1.0 + g->change);
+    snprintf(noise, sizeof noise, "%.1f%%", 100.0 * g->noise);
+    fprintf(f, "%8s %14s %14s %8s %7s  %s (median of %lld rows)\n", "median", "", "", q,
+            noise, kv_compare_verdict_str(r, g->verdict), (long long)g->n_compared);
+}
+
 static void write_table(FILE *f, const struct kv_compare_result *r)
 {
     char b[40], n[40], q[40], lab[512];
@@ -629,6 +730,12 @@ static void write_table(FILE *f, const struct kv_compare_result *r)
         fprintf(f, "%8lld %14s %14s %8s %7s  %s\n",
                 (long long)cell_int(r->base, it->base_row, r->col_base[COL_SEQ_LEN]), b, n,
                 q, noise, kv_compare_verdict_str(r, it->verdict));
+        if (r->aggregate && (t + 1 == r->n_items || !same_group(r, t, t + 1))) {
+            for (int64_t k = 0; k < r->n_groups; k++) {
+                if (r->groups[k].first + r->groups[k].count == t + 1)
+                    write_group_line(f, r, &r->groups[k]);
+            }
+        }
     }
     fprintf(f, "\n");
     if (r->n_only_base > 0 || r->n_only_new > 0)
@@ -646,6 +753,10 @@ static void write_table(FILE *f, const struct kv_compare_result *r)
     } else {
         fprintf(f, "summary: 0 compared, 0 regressed, 0 improved, worst ratio n/a\n");
     }
+    if (r->aggregate)
+        fprintf(f, "verdict by group (median over T): %lld groups, %lld regressed, "
+                   "%lld improved\n", (long long)r->n_groups,
+                (long long)r->n_groups_regressed, (long long)r->n_groups_improved);
 }
 
 static void write_csv(FILE *f, const struct kv_compare_result *r)
@@ -674,6 +785,10 @@ static void write_csv(FILE *f, const struct kv_compare_result *r)
             (long long)r->n_compared, (long long)r->n_regressed, (long long)r->n_improved,
             (long long)r->n_na, (long long)r->n_only_base, (long long)r->n_only_new,
             r->worst_ratio);
+    if (r->aggregate)
+        fprintf(f, "# groups=%lld\n# groups_regressed=%lld\n# groups_improved=%lld\n",
+                (long long)r->n_groups, (long long)r->n_groups_regressed,
+                (long long)r->n_groups_improved);
 }
 
 /* A JSON string body: quotes, backslashes and control bytes escaped. */

@@ -212,10 +212,15 @@ static enum kv_status measure_sgemm(double *gflops, const struct kv_roofline_par
         a[i] = (float)((i % 17) + 1) * (1.0f / 64.0f);
         b[i] = (float)((i % 13) + 1) * (1.0f / 64.0f);
     }
+    /* The sgemm rate is OpenBLAS's own threading at its best; the kernel and
+     * the model need OpenBLAS at one thread (they thread with OpenMP), so the
+     * previous setting is restored afterwards. */
+    const int blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(p->n_threads);
     struct gemm_ctx ctx = {a, b, c, p->gemm_n};
     gemm_pass(&ctx); /* untimed warm-up call */
     int32_t done = timed_passes(t, p, gemm_pass, &ctx);
+    openblas_set_num_threads(blas_threads);
     roofline_sink = c[n * n / 2];
     *gflops = done == p->reps ? 2.0 * (double)n * (double)n * (double)n / median(t, done)
                               : NAN;

@@ -89,7 +89,7 @@ int64_t kv_alloc_count(void) { return atomic_load(&alloc_calls); }
 
 int64_t kv_alloc_live(void) { return atomic_load(&alloc_live); }
 
-void *kv_alloc(size_t bytes)
+static void *alloc_aligned(size_t bytes, int zero)
 {
     int64_t n = atomic_fetch_add(&alloc_calls, 1) + 1;
     int64_t k = atomic_load(&alloc_fail_k);
@@ -104,10 +104,15 @@ void *kv_alloc(size_t bytes)
     void *p = aligned_alloc(64, rounded);
     if (p == NULL)
         return NULL;
-    memset(p, 0, rounded);
+    if (zero)
+        memset(p, 0, rounded);
     atomic_fetch_add(&alloc_live, 1);
     return p;
 }
+
+void *kv_alloc(size_t bytes) { return alloc_aligned(bytes, 1); }
+
+void *kv_alloc_uninit(size_t bytes) { return alloc_aligned(bytes, 0); }
 
 void kv_free(void *p)
 {

@@ -80,6 +80,13 @@ enum kv_status kv_mul_sizes(size_t *out, int n, const size_t *factors);
 
 /* 64-byte aligned, zero-filled (which touches every page). NULL on failure. */
 void *kv_alloc(size_t bytes);
+/*
+ * The same, but not zero-filled: for buffers the caller overwrites at once
+ * (a cache growing by allocate-and-copy). Zero-filling there would add a
+ * full extra write of the new buffer to every growth step, a cost that a
+ * torch.cat-style cache does not pay.
+ */
+void *kv_alloc_uninit(size_t bytes);
 void kv_free(void *p);
 
 /*

@@ -145,7 +145,8 @@ void kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t 
 /* ------------------------------------------------------------------------ */
 /* RMSNorm                                                                  */
 
-static void rmsnorm_row(float *restrict o, const float *x, const float *restrict w,
+/* o may equal x (in place), so neither is restrict */
+static void rmsnorm_row(float *o, const float *x, const float *restrict w,
                         int32_t dim)
 {
     float ss = 0.0f;

@@ -71,7 +71,7 @@ static enum kv_status dyn_grow(struct dyn_state *s, struct dyn_layer *l, int32_t
     enum kv_status st = kv_store_bytes(&half, &s->cfg, (size_t)cap, kv_store_row_bytes(&s->cfg));
     if (st != KV_OK)
         return st;
-    float *buf = kv_alloc(2 * half);
+    float *buf = kv_alloc_uninit(2 * half); /* rows are copied or appended before use */
     if (buf == NULL)
         return KV_ERR_NOMEM;
     if (l->len > 0) {

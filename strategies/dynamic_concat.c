@@ -78,7 +78,7 @@ static enum kv_status cat_update(void *state, int32_t layer, const float *k_new,
     enum kv_status st = kv_store_bytes(&half, &s->cfg, (size_t)len, row);
     if (st != KV_OK)
         return st;
-    float *buf = kv_alloc(2 * half);
+    float *buf = kv_alloc_uninit(2 * half); /* every row is written just below */
     if (buf == NULL)
         return KV_ERR_NOMEM;
     float *k = buf, *v = (float *)((char *)buf + half);

@@ -165,7 +165,7 @@ static enum kv_status quant_grow(struct quant_state *s, struct quant_layer *q, i
     if (qp_half > (size_t)PTRDIFF_MAX / 4 || code_half > (size_t)PTRDIFF_MAX / 4)
         return KV_ERR_OVERFLOW;
     total = 2 * qp_half + 2 * code_half;
-    char *store = kv_alloc(total);
+    char *store = kv_alloc_uninit(total); /* rows are copied or quantized before use */
     if (store == NULL)
         return KV_ERR_NOMEM;
     struct kv_qparams *k_qp = (struct kv_qparams *)store;

@@ -7,6 +7,8 @@
  * input (truncated line, text in a number column, duplicate keys, missing
  * column, empty file, a 1 MB line, binary bytes, wrong schema ...) is
  * rejected with KV_ERR_FORMAT and a one-line message naming file and line.
+ * With --aggregate, a group (one configuration over seq_len) is judged by
+ * the median of its rows: a consistent slowdown is flagged, one outlier not.
  * Every failure path is also run under allocation failure injection.
  */
 #include <check.h>
@@ -311,6 +313,99 @@ START_TEST(test_other_metrics)
 
     o.metric = "strategy";
     ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_ERR_INVALID);
+    release(b, c, r);
+    ck_assert_int_eq(kv_alloc_live(), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Group verdicts (--aggregate)                                             */
+
+/* factors of four rows (one group), the group verdict, the per-row regressions */
+static const struct {
+    double f[4];
+    enum kv_verdict want;
+    int rows_regressed;
+} group_cases[] = {
+    {{1.25, 1.30, 1.20, 1.02}, KV_VERDICT_WORSE, 3},  /* a kernel slowdown at most T */
+    {{2.00, 1.00, 1.01, 0.99}, KV_VERDICT_SAME, 1},   /* one 2x outlier is not */
+    {{0.70, 0.70, 0.80, 1.00}, KV_VERDICT_BETTER, 0}, /* an improvement */
+    {{1.04, 1.03, 1.04, 1.02}, KV_VERDICT_SAME, 0},   /* inside the 5% threshold */
+};
+
+START_TEST(test_aggregate_groups)
+{
+    struct kv_compare_opts o;
+    kv_compare_opts_defaults(&o);
+    o.aggregate = 1;
+    struct kv_csv *b, *c;
+    char tag[32];
+    snprintf(tag, sizeof tag, "group%d", _i);
+    struct kv_compare_result *r = compare_factors(tag, group_cases[_i].f, 4, &o, &b, &c);
+    ck_assert_int_eq(r->n_groups, 1);
+    ck_assert_int_eq(r->groups[0].first, 0);
+    ck_assert_int_eq(r->groups[0].count, 4);
+    ck_assert_int_eq(r->groups[0].n_compared, 4);
+    ck_assert_int_eq(r->groups[0].verdict, group_cases[_i].want);
+    /* the median of four changes: the mean of the middle two, computed here */
+    double d[4];
+    for (int k = 0; k < 4; k++)
+        d[k] = group_cases[_i].f[k] - 1.0;
+    for (int x = 0; x < 4; x++)
+        for (int y = x + 1; y < 4; y++)
+            if (d[y] < d[x]) {
+                double t = d[x];
+                d[x] = d[y];
+                d[y] = t;
+            }
+    ck_assert_double_eq_tol(r->groups[0].change, 0.5 * (d[1] + d[2]), 1e-12);
+    ck_assert_double_eq_tol(r->groups[0].noise, 0.05, 1e-12); /* the threshold */
+    ck_assert_int_eq(r->n_regressed, group_cases[_i].rows_regressed);
+    ck_assert_int_eq(kv_compare_regressed(r), group_cases[_i].want == KV_VERDICT_WORSE);
+    /* without aggregate, any regressed row is a regression */
+    r->aggregate = 0;
+    ck_assert_int_eq(kv_compare_regressed(r), group_cases[_i].rows_regressed > 0);
+    release(b, c, r);
+    ck_assert_int_eq(kv_alloc_live(), 0);
+}
+END_TEST
+
+START_TEST(test_aggregate_two_groups)
+{
+    /* dynamic unchanged, quantized 30% slower at every T: two groups */
+    struct row rb[6], rn[6];
+    for (int i = 0; i < 6; i++) {
+        int q = i >= 3;
+        rb[i] = row_of(q ? "quantized" : "dynamic", q ? 8 : 32, 128 << (i % 3), 2.0e6);
+        rn[i] = row_of(q ? "quantized" : "dynamic", q ? 8 : 32, 128 << (i % 3),
+                       q ? 2.6e6 : 2.0e6);
+    }
+    char pb[128], pn[128], err[KV_CSV_ERR_LEN];
+    write_sweep("groups_base.csv", pb, sizeof pb, 20, 100, rb, 6);
+    write_sweep("groups_new.csv", pn, sizeof pn, 20, 100, rn, 6);
+    struct kv_compare_opts o;
+    kv_compare_opts_defaults(&o);
+    o.aggregate = 1;
+    struct kv_csv *b, *c;
+    struct kv_compare_result *r;
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->n_groups, 2);
+    ck_assert_int_eq(r->groups[0].count, 3);
+    ck_assert_int_eq(r->groups[0].verdict, KV_VERDICT_SAME);
+    ck_assert_int_eq(r->groups[1].first, 3);
+    ck_assert_int_eq(r->groups[1].verdict, KV_VERDICT_WORSE);
+    ck_assert_int_eq(r->n_groups_regressed, 1);
+    ck_assert_int_eq(r->n_groups_improved, 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(kv_compare_write(m, r, KV_COMPARE_TABLE), KV_OK);
+    fclose(m);
+    ck_assert_ptr_nonnull(strstr(text, "verdict by group (median over T): 2 groups, "
+                                       "1 regressed, 0 improved"));
+    ck_assert_ptr_nonnull(strstr(text, "slower (median of 3 rows)"));
+    free(text);
     release(b, c, r);
     ck_assert_int_eq(kv_alloc_live(), 0);
 }
@@ -798,6 +893,9 @@ int main(void)
     tcase_add_test(tc, test_summary_counts);
     tcase_add_test(tc, test_threshold_option);
     tcase_add_test(tc, test_spread_is_noise);
+    tcase_add_loop_test(tc, test_aggregate_groups, 0,
+                        (int)(sizeof group_cases / sizeof group_cases[0]));
+    tcase_add_test(tc, test_aggregate_two_groups);
     tcase_add_test(tc, test_other_metrics);
     suite_add_tcase(s, tc);
     tc = tcase_create("normalize");

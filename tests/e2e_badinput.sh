@@ -34,13 +34,6 @@ xpass=0
 # ---- expected failures ---------------------------------------------------
 # "case-id  reason" per line; see /work/notes/hardening_findings.md.
 XFAIL=$(cat <<'EOF'
-sweep-huge-hidden              cmd_sweep.c: no memory check before building the model (exit 1, OOM)
-sweep-above-memory             cmd_sweep.c: no memory check before building the model (exit 1, OOM)
-sweep-out-dir                  cmd_sweep.c: --out DIR only fails after the whole run, exit 1
-sweep-out-is-model             cmd_sweep.c: --out equal to --model is accepted (exit 0)
-sweep-out-is-model-kept        cmd_sweep.c: ... and the checkpoint is overwritten by the CSV
-sweep-out-is-model-alias       cmd_sweep.c: same through another path to the same file
-sweep-out-is-model-alias-kept  cmd_sweep.c: ... and the checkpoint is overwritten by the CSV
 EOF
 )
 

@@ -92,6 +92,19 @@ run "cache_bytes" 0 "$TMP/base.csv" "$TMP/slow.csv" --metric cache_bytes
 run "normalize non-time" 0 "$TMP/base.csv" "$TMP/slow.csv" --metric cache_bytes --normalize
 one_line "normalize non-time" "note: --normalize applies to time metrics only"
 
+# ---- --aggregate: group verdicts (median over seq_len) decide ------------------
+run "aggregate outlier" 0 "$TMP/base.csv" "$TMP/slowmachine_reg.csv" --normalize --aggregate
+out_has "aggregate outlier" "1 regressed"   # the row is still shown as slower
+out_has "aggregate outlier" "verdict by group (median over T): 2 groups, 0 regressed, 0 improved"
+run "aggregate slowdown" 1 "$TMP/base.csv" "$TMP/slow.csv" --aggregate
+out_has "aggregate slowdown" "verdict by group (median over T): 2 groups, 2 regressed"
+out_has "aggregate slowdown" "1.200    5.0%  slower (median of 3 rows)"
+run "aggregate csv" 1 "$TMP/base.csv" "$TMP/slow.csv" --aggregate --format csv
+out_has "aggregate csv" "# groups_regressed=2"
+sed 's/^# cpu=test$/# cpu=another cpu/' "$TMP/slowmachine.csv" >"$TMP/othercpu.csv"
+run "other machine" 0 "$TMP/base.csv" "$TMP/othercpu.csv" --normalize
+one_line "other machine" "note: the files differ in 'cpu' \\(another machine\\?\\)$"
+
 # ---- formats ---------------------------------------------------------------
 run "json" 1 "$TMP/base.csv" "$TMP/slow.csv" --format json
 out_has "json" '"name": "dynamic/bits=8/T=128/step_ns_median", "unit": "ns", "value": 153600}'
