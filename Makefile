@@ -2,7 +2,8 @@
 #
 #   make            build/libkvlab.a and build/kvlab
 #   make test       Check suites + end-to-end tests (SANITIZE=1: ASan+UBSan)
-#   make bench      build + the default sweep + every plot (out/)
+#   make bench      build + the default, PyTorch-comparison and kernel sweeps + every plot (out/)
+#   make kernel-bench  the attention kernel alone: out/kernel.csv, out/kernel.md, kernel.png
 #   make deps       install the Debian packages kvlab needs, when missing
 #
 # Knobs: CFLAGS (overridable), PORTABLE=1 (no -march=native), SANITIZE=1,
@@ -122,17 +123,28 @@ KERNEL_DTYPES ?= f32,int8,int4
 KERNEL_PREFILL ?= --queries 512 --seq-len 2048 --dtype f32 --no-ref
 # extra options for every kernel run, e.g. KERNEL_ARGS='--threads 2'
 KERNEL_ARGS ?=
+# the attention-only one-layer model of issue 5's PyTorch comparison, and
+# the markdown of the step-level targets (bench/kernel_table.sh --steps)
+TORCH_CSV ?= out/torch_compare.csv
+STEPS_MD ?= out/steps.md
+TORCH_ARGS ?= --layers 1 --dim 512 --heads 8 --kv-heads 8 --mlp off --strategies dynamic,static \
+              --seq-lens 128,512,1024,2048,4096,8192
 # the sweep CSV records the build flags (# cflags=) through sysinfo.c
 $(BUILD)/obj/bench/sysinfo.o: CPPFLAGS += -DKV_CFLAGS='"$(strip $(CFLAGS))"'
 
-# Build, run the default sweep into $(BENCH_CSV), draw every plot into $(PLOTS_DIR).
+# Build, run the default sweep into $(BENCH_CSV), the PyTorch-comparison sweep into
+# $(TORCH_CSV) and the kernel sweep into $(KERNEL_CSV) (tables: $(STEPS_MD),
+# $(KERNEL_CSV:.csv=.md)), draw every plot into $(PLOTS_DIR).
 bench: deps
 	@$(MAKE) --no-print-directory $(CLI)
 	@mkdir -p $(dir $(BENCH_CSV))
 	$(CLI) sweep --out $(BENCH_CSV) $(BENCH_ARGS)
+	$(CLI) sweep $(TORCH_ARGS) --quiet --out $(TORCH_CSV)
+	bash bench/kernel_table.sh --steps $(BENCH_CSV) $(TORCH_CSV) >$(STEPS_MD).tmp && \
+	  mv $(STEPS_MD).tmp $(STEPS_MD)
 	@$(MAKE) --no-print-directory kernel-bench-run
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
-	@echo "bench: results in $(BENCH_CSV) and $(KERNEL_CSV) (table $(KERNEL_CSV:.csv=.md)), plots (PNG + SVG) in $(PLOTS_DIR)/"
+	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV) and $(KERNEL_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
 
 # Time the attention kernel alone (the machine's limits first, same threads)
 # into $(KERNEL_CSV), its markdown table into $(KERNEL_CSV:.csv=.md), plot kernel.png.
@@ -201,16 +213,16 @@ BASELINE_RUNS ?= 3
 BENCH_CHECK_ARGS ?= --strategies dynamic,static,quantized-int8 --seq-lens 512,1024,2048,4096 \
                     --threads 1 --reps 41 --retries 3 --quiet
 # What bench-check compares, METRIC:THRESHOLD_PERCENT, each judged per group
-# (the median over T of one strategy's rows, `compare --aggregate`):
-#  step_ns_median  the whole step over the run's roofline; the rows' own
-#                  p95-median spread widens the band
-#  attn_ns_median  the attention kernel over the run's roofline; against a
-#                  3-run baseline, unchanged code drifted up to 22% on this
-#                  shared 2-core VM, hence 30%
-#  attn_vs_rest    attention in units of the rest of the same steps (machine
-#                  speed and load cancel): unchanged code stayed within 14%
-# (see /work/notes/compare_demo.md and the README's "Regression checks")
-BENCH_CHECK_METRICS ?= step_ns_median:15 attn_ns_median:30 attn_vs_rest:15
+# (the median over T of one strategy's rows, `compare --aggregate`).
+# The gate (exit status): attn_vs_rest, the attention time in units of the
+# rest of the same steps, so machine speed and load cancel; unchanged code
+# stayed within 0.77-1.11 of a 3-run baseline on this shared 2-core VM, even
+# while another job made every step 1.5-2x slower.
+BENCH_CHECK_METRICS ?= attn_vs_rest:15
+# Shown, not gating: the step and the kernel over the run's roofline. Under
+# that load they drifted 1.2-1.9x for unchanged code; on a quiet, dedicated
+# machine move them into BENCH_CHECK_METRICS.
+BENCH_CHECK_INFO ?= step_ns_median:15 attn_ns_median:15
 # extra options for bench-check's compare, e.g. COMPARE_FLAGS='--format csv'
 COMPARE_FLAGS ?=
 FUZZ_SECONDS ?= 60
@@ -220,9 +232,13 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=
                -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror
 # $(call check_sweep,FILE): the check sweep into FILE (written atomically by kvlab).
 check_sweep = $(CLI) sweep $(BENCH_CHECK_ARGS) --out $(1)
-# Shell: compare $(BASELINE) with out/bench-check.csv on every metric; $$rc = worst exit.
+# Shell: compare $(BASELINE) with out/bench-check.csv: the INFO metrics shown, the
+# gating METRICS decide; $$rc = the worst exit status of the gating ones.
 define check_compare
-rc=0; for mt in $(BENCH_CHECK_METRICS); do \
+for mt in $(BENCH_CHECK_INFO); do echo "[for information, not gating]"; \
+  $(CLI) compare $(BASELINE) out/bench-check.csv --normalize --aggregate \
+    --metric $${mt%%:*} --threshold $${mt##*:} $(COMPARE_FLAGS); echo; done; \
+rc=0; for mt in $(BENCH_CHECK_METRICS); do echo "[gate]"; \
   $(CLI) compare $(BASELINE) out/bench-check.csv --normalize --aggregate \
     --metric $${mt%%:*} --threshold $${mt##*:} $(COMPARE_FLAGS); r=$$?; \
   [ $$r -gt $$rc ] && rc=$$r; echo; done

@@ -413,7 +413,7 @@ static int check_out(const struct sweep_opts *o)
         }
     }
     /* dir: where the file goes; up: where make_parent_dir would create dir */
-    char dir[4096], up[4096];
+    char dir[4096];
     const char *slash = strrchr(out, '/');
     if (strlen(out) >= sizeof(dir)) {
         fprintf(stderr, "kvlab sweep: --out path is longer than %zu bytes\n", sizeof(dir) - 1);
@@ -426,6 +426,7 @@ static int check_out(const struct sweep_opts *o)
     else
         snprintf(dir, sizeof(dir), "%.*s", (int)(slash - out), out);
     if (stat(dir, &st) != 0) {
+        char up[4096];
         const char *s2 = strrchr(dir, '/');
         if (s2 == NULL)
             snprintf(up, sizeof(up), ".");

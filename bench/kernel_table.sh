@@ -137,10 +137,23 @@ BEGIN {
 }
 
 # ---------------------------------------------------------------- reading
+# Several runs may be concatenated (cat run1.csv run2.csv ...): each
+# configuration keeps its best (lowest) min us and the limits their best
+# (highest) measurement, the least disturbed of each.
+/^[ \t]*#[ \t]*kvlab kernel[ \t]*$/ { nruns++ }
 /^[ \t]*#/ {
     line = $0; sub(/^[ \t]*#[ \t]*/, "", line)
     eq = index(line, "=")
-    if (eq > 0) meta[substr(line, 1, eq - 1)] = substr(line, eq + 1)
+    if (eq > 0) {
+        k = substr(line, 1, eq - 1); val = substr(line, eq + 1)
+        if (k ~ /^(read_gbps|copy_gbps|sgemm_gflops)$/) {
+            if (!(k in meta) || val + 0 > meta[k] + 0) meta[k] = val
+        } else if (k == "date" && (k in meta)) {
+            if (index(meta[k], " .. ") == 0) meta[k] = meta[k] " .. " val
+            else meta[k] = substr(meta[k], 1, index(meta[k], " .. ") - 1) " .. " val
+        } else
+            meta[k] = val
+    }
     next
 }
 /^[ \t]*$/ { next }
@@ -191,10 +204,12 @@ END {
     if (n == 0) { print "kernel_table: no data rows" > "/dev/stderr"; exit 1 }
     if ("group" in meta) group = meta["group"] + 0
     rb = num(meta["read_gbps"]); sg = num(meta["sgemm_gflops"])
-    printf "Measured on %s, %s threads, commit %s, %s. Limits measured in the same run: " \
+    printf "Measured on %s, %s threads, commit %s, %s. %s: " \
            "read bandwidth %s GB/s, sgemm %s GFLOP/s.\n\n", meta["cpu"], meta["threads"], \
-           meta["commit"], meta["date"], (rb > 0 ? sprintf("%.1f", rb) : "not measured"), \
-           (sg > 0 ? sprintf("%.0f", sg) : "not measured")
+           meta["commit"], meta["date"], \
+           (nruns > 1 ? sprintf("Best of %d runs (lowest us per configuration); limits, the best of their measurements", nruns) : \
+                        "Limits measured in the same run"), \
+           (rb > 0 ? sprintf("%.1f", rb) : "not measured"), (sg > 0 ? sprintf("%.0f", sg) : "not measured")
 
     # ---- decode vs the peer
     print "**Decode, min us per call** (kvlab vs ggml flash-attention, speedup = ggml / kvlab; " \

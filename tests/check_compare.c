@@ -411,6 +411,55 @@ START_TEST(test_aggregate_two_groups)
 }
 END_TEST
 
+START_TEST(test_attn_vs_rest)
+{
+    /* row 0: the machine is 2x slower for everything (cancels);
+     * row 1: attention 1.3x slower, the rest of the step unchanged;
+     * row 2: the rest 2x slower, attention unchanged (reads better) */
+    struct row rb[3], rn[3];
+    for (int i = 0; i < 3; i++)
+        rb[i] = rn[i] = row_of("dynamic", 32, 128 << i, 4.0e6); /* attn = 1e6 */
+    rn[0].med = 8.0e6;
+    rn[0].attn = 2.0e6;
+    rn[1].attn = 1.3e6;
+    rn[1].med = 3.0e6 + 1.3e6;
+    rn[2].med = 6.0e6 + 1.0e6;
+    for (int i = 0; i < 3; i++)
+        rn[i].p95 = rn[i].med * 1.01;
+    char pb[128], pn[128], err[KV_CSV_ERR_LEN];
+    write_sweep("avr_base.csv", pb, sizeof pb, 20, 100, rb, 3);
+    write_sweep("avr_new.csv", pn, sizeof pn, 20, 100, rn, 3);
+    struct kv_compare_opts o;
+    kv_compare_opts_defaults(&o);
+    o.metric = KV_METRIC_ATTN_VS_REST;
+    o.normalize = 1; /* no effect: needs no machine rates */
+    struct kv_csv *b, *c;
+    struct kv_compare_result *r;
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->self_normalized, 1);
+    ck_assert_int_eq(r->normalized, 0);
+    ck_assert_str_eq(r->unit, "x rest of step");
+    /* base: 1e6 / (4e6 - 1e6) */
+    ck_assert_double_eq_tol(r->items[0].base, 1.0 / 3.0, 1e-12);
+    ck_assert_double_eq_tol(r->items[0].ratio, 1.0, 1e-12);
+    ck_assert_int_eq(r->items[0].verdict, KV_VERDICT_SAME);
+    ck_assert_double_eq_tol(r->items[1].ratio, 1.3, 1e-12);
+    ck_assert_int_eq(r->items[1].verdict, KV_VERDICT_WORSE);
+    ck_assert_double_eq_tol(r->items[2].ratio, 0.5, 1e-12);
+    ck_assert_int_eq(r->items[2].verdict, KV_VERDICT_BETTER);
+    release(b, c, r);
+
+    /* attention not below the step (not measured, or broken): n/a */
+    rn[0].attn = rn[0].med;
+    write_sweep("avr_new.csv", pn, sizeof pn, 20, 100, rn, 3);
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->items[0].verdict, KV_VERDICT_NA);
+    ck_assert_int_eq(r->n_na, 1);
+    release(b, c, r);
+    ck_assert_int_eq(kv_alloc_live(), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Normalisation                                                            */
 
@@ -896,6 +945,7 @@ int main(void)
     tcase_add_loop_test(tc, test_aggregate_groups, 0,
                         (int)(sizeof group_cases / sizeof group_cases[0]));
     tcase_add_test(tc, test_aggregate_two_groups);
+    tcase_add_test(tc, test_attn_vs_rest);
     tcase_add_test(tc, test_other_metrics);
     suite_add_tcase(s, tc);
     tc = tcase_create("normalize");

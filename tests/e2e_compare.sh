@@ -105,6 +105,26 @@ sed 's/^# cpu=test$/# cpu=another cpu/' "$TMP/slowmachine.csv" >"$TMP/othercpu.c
 run "other machine" 0 "$TMP/base.csv" "$TMP/othercpu.csv" --normalize
 one_line "other machine" "note: the files differ in 'cpu' \\(another machine\\?\\)$"
 
+# ---- bench/median_rows.awk (make baseline): per-row median of runs ---------------
+MEDIAN_AWK="$(dirname "$0")/../bench/median_rows.awk"
+if awk -f "$MEDIAN_AWK" "$TMP/base.csv" "$TMP/slow.csv" "$TMP/same.csv" >"$TMP/merged.csv" 2>"$TMP/err"; then ok; else bad "median_rows: exit $?"; fi
+# the medians are the 102% file's timings: compare says ratio 1.000 everywhere
+run "median_rows merged" 0 "$TMP/merged.csv" "$TMP/same.csv" --threshold 0
+out_has "median_rows merged" "summary: 6 compared, 0 regressed, 0 improved, worst ratio 1.000"
+if grep -q '^# merged=median of 3 runs' "$TMP/merged.csv"; then ok; else bad "median_rows: no merged= line"; fi
+head -n 12 "$TMP/base.csv" >"$TMP/short.csv"
+awk -f "$MEDIAN_AWK" "$TMP/base.csv" "$TMP/short.csv" >/dev/null 2>"$TMP/err"
+if [ $? = 2 ]; then ok; else bad "median_rows: files of different length accepted"; fi
+one_line "median_rows short" "^median_rows.awk: file 2 has"
+sed 's/^quantized,4,512/quantized,8,512/' "$TMP/same.csv" >"$TMP/otherconf.csv"
+awk -f "$MEDIAN_AWK" "$TMP/base.csv" "$TMP/otherconf.csv" >/dev/null 2>"$TMP/err"
+if [ $? = 2 ]; then ok; else bad "median_rows: different configurations accepted"; fi
+one_line "median_rows config" "configuration differs"
+
+# ---- attn_vs_rest: attention in units of the rest of the step -------------------
+run "attn_vs_rest machine" 0 "$TMP/base.csv" "$TMP/slowmachine.csv" --metric attn_vs_rest
+out_has "attn_vs_rest machine" "x rest of step"
+
 # ---- formats ---------------------------------------------------------------
 run "json" 1 "$TMP/base.csv" "$TMP/slow.csv" --format json
 out_has "json" '"name": "dynamic/bits=8/T=128/step_ns_median", "unit": "ns", "value": 153600}'

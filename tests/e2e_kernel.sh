@@ -152,6 +152,16 @@ check "the count of targets met is right (9 of 11)" grep -qx '9 of 11 targets me
 check "every configuration is listed" test "$(grep -c '^| 64, 8/8 | ' "$TMP/hand.md")" = 7
 check "limits from the metadata are quoted" grep -qF 'read bandwidth 20.0 GB/s, sgemm 100 GFLOP/s' "$TMP/hand.md"
 
+# two runs concatenated: each configuration keeps its lowest us, the limits
+# their highest measurement (a slower copy with a lower read_gbps changes nothing)
+sed -e 's/^# read_gbps=20.000/# read_gbps=10.000/' -e 's/,200.00,210.00,/,900.00,910.00,/' \
+    "$TMP/hand.csv" >"$TMP/slow.csv"
+cat "$TMP/slow.csv" "$TMP/hand.csv" >"$TMP/both.csv"
+bash "$TABLE" "$TMP/both.csv" >"$TMP/both.md" 2>/dev/null
+check "two runs: best us and best read bandwidth kept" \
+    grep -qF '| 64, 8/8, 2048 | 419 | 200.0 | 210% | 229 | 1.15x | 100.0 | 344 | 3.44x | 200.0 | 695 | 3.48x |' "$TMP/both.md"
+check "two runs: the header says best of 2 runs" grep -qF 'Best of 2 runs' "$TMP/both.md"
+
 bash "$TABLE" "$TMP/k.csv" >"$TMP/k.md" 2>/dev/null
 check "table script works on a real tiny kvlab kernel CSV" \
     test "$(grep -c '^| 16, 4/2 | ' "$TMP/k.md")" = 6
