@@ -26,7 +26,9 @@ set -u
 
 USAGE="usage: bash bench/kernel_table.sh [KERNEL_CSV] | --steps SWEEP_CSV..."
 usage() { echo "$USAGE" >&2; exit 2; }
-readable() { [ -r "$1" ] && [ -f "$1" ] || { echo "kernel_table: cannot read '$1'" >&2; exit 2; }; }
+readable() {
+    if [ ! -r "$1" ] || [ ! -f "$1" ]; then echo "kernel_table: cannot read '$1'" >&2; exit 2; fi
+}
 
 if [ "${1:-}" = --steps ]; then
     shift
@@ -172,6 +174,7 @@ $col["head_dim"] == "head_dim" { next }    # a repeated header (concatenated run
     TH[n] = $col["threads"]; US[n] = $col["us_min"] + 0; MED[n] = $col["us_median"] + 0
     GB[n] = $col["gbps"] + 0; GF[n] = $col["gflops"] + 0
     key = D[n] "," H[n] "," HKV[n] "," T[n] "," Q[n] "," DT[n]
+    if (!(key in row)) order[++nkeys] = key                      # first appearance
     if (!(key in row) || US[n] < US[row[key]]) row[key] = n    # keep the best of repeats
 }
 
@@ -252,8 +255,9 @@ END {
     }
     # bandwidth share of every f32 decode row with T >= 2048, and the
     # quantized-vs-own-f32 ratios at T = SELF_T, for every shape measured
-    for (j = 1; j <= n; j++) {
-        if (Q[j] != 1 || DT[j] != "f32" || T[j] < 2048 || row[D[j] "," H[j] "," HKV[j] "," T[j] ",1,f32"] != j) continue
+    for (o = 1; o <= nkeys; o++) {
+        j = row[order[o]]
+        if (Q[j] != 1 || DT[j] != "f32" || T[j] < 2048) continue
         c = shape(D[j], H[j], HKV[j]) ", T " T[j]
         if (rb > 0) {
             share = kv_bytes(D[j], HKV[j], T[j], "f32") / (rb * 1e3) / US[j]
@@ -270,8 +274,9 @@ END {
                    sprintf("%.1f us (%.2fx)", i4, US[j] / i4), i4 <= US[j] / I4_VS_F32)
     }
     # prefill: GFLOP/s against the sgemm rate
-    for (j = 1; j <= n; j++) {
-        if (Q[j] == 1 || row[D[j] "," H[j] "," HKV[j] "," T[j] "," Q[j] "," DT[j]] != j) continue
+    for (o = 1; o <= nkeys; o++) {
+        j = row[order[o]]
+        if (Q[j] == 1) continue
         c = shape(D[j], H[j], HKV[j]) ", T " T[j] ", " Q[j] " queries, " DT[j]
         if (sg > 0)
             target(c " | prefill share of sgemm", sprintf(">= %s (%.0f GFLOP/s)", pct(SGEMM_SHARE), SGEMM_SHARE * sg), \
@@ -283,8 +288,8 @@ END {
     print "\n**Every configuration** (limit = K+V bytes of that dtype / read bandwidth):\n"
     print "| head_dim, heads/kv_heads | T | queries | dtype | us min | us median | limit us | GB/s | % of read bw | GFLOP/s |"
     print "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"
-    for (j = 1; j <= n; j++) {
-        if (row[D[j] "," H[j] "," HKV[j] "," T[j] "," Q[j] "," DT[j]] != j) continue
+    for (o = 1; o <= nkeys; o++) {
+        j = row[order[o]]
         lim = rb > 0 ? kv_bytes(D[j], HKV[j], T[j], DT[j]) / (rb * 1e3) : -1
         printf "| %s | %d | %d | %s | %.1f | %.1f | %s | %.1f | %s | %.1f |\n", shape(D[j], H[j], HKV[j]), \
             T[j], Q[j], DT[j], US[j], MED[j], f1(lim), GB[j], (lim > 0 && Q[j] == 1) ? pct(lim / US[j]) : "-", GF[j]

@@ -13,18 +13,24 @@ if (!exists("csv")) csv = "out/kernel.csv"
 load plotdir . "/common.gp"
 
 # KSEL(d, h, hkv, dt): "seq_len gbps us_min" of the decode rows of one
-# configuration, sorted by seq_len (columns found by header name).
+# configuration, sorted by seq_len (columns found by header name). Several
+# runs may be concatenated in the file: each T keeps its best (highest GB/s)
+# row, and the metadata its first value (the limits: their highest).
 KAWK = "awk -F, -v d=%d -v h=%d -v hkv=%d -v dt=%s '/^[ \\t]*#/ || /^[ \\t]*$/ {next} " . \
-       "!hd {for (i = 1; i <= NF; i++) c[$i] = i; hd = 1; next} " . \
+       "!hd {for (i = 1; i <= NF; i++) c[$i] = i; hd = 1; next} $1 == \"head_dim\" {next} " . \
        "$c[\"head_dim\"] == d && $c[\"heads\"] == h && $c[\"kv_heads\"] == hkv && " . \
-       "$c[\"queries\"] == 1 && $c[\"dtype\"] == dt " . \
-       "{print $c[\"seq_len\"], $c[\"gbps\"], $c[\"us_min\"] | \"sort -g\"}' '%s'"
+       "$c[\"queries\"] == 1 && $c[\"dtype\"] == dt && $c[\"gbps\"] + 0 >= b[$c[\"seq_len\"]] + 0 " . \
+       "{b[$c[\"seq_len\"]] = $c[\"gbps\"]; u[$c[\"seq_len\"]] = $c[\"us_min\"]} " . \
+       "END {for (t in b) print t, b[t], u[t] | \"sort -g\"}' '%s'"
 KSEL(d, h, hkv, dt) = "< " . sprintf(KAWK, d, h, hkv, dt, csv)
 
-RB = META("read_gbps")
+MAXMETA(k) = system(AWK("meta", k, "x") . " | sort -g | tail -n 1")
+FIRSTMETA(k) = system(AWK("meta", k, "x") . " | head -n 1")
+RB = MAXMETA("read_gbps")
+SUB = sprintf("{/*0.7 %s, %s threads, commit %s}", FIRSTMETA("cpu"), FIRSTMETA("threads"), FIRSTMETA("commit"))
 okrate(s) = strlen(s) > 0 && s ne "nan" && s ne "-nan"
 rb = okrate(RB) ? real(RB) : NaN
-L3 = META("l3_bytes")
+L3 = FIRSTMETA("l3_bytes")
 L3MIB = strlen(L3) > 0 ? real(L3) / 1048576 : 0
 
 # the x range of every panel: the decode T of the whole file (a panel whose

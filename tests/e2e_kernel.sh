@@ -34,8 +34,8 @@ HEADER="head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,g
 
 # The tiny configuration: GQA 4/2, head_dim 16, group 8, two T, all dtypes.
 D=16; H=4; HKV=2; G=8
-TINY=(kernel --head-dim $D --heads $H --kv-heads $HKV --group $G --seq-len 16,40
-      --dtype f32,int8,int4 --reps 3 --threads 2)
+TINY=(kernel --head-dim "$D" --heads "$H" --kv-heads "$HKV" --group "$G" --seq-len "16,40"
+      --dtype "f32,int8,int4" --reps 3 --threads 2)
 
 # ---------------------------------------------------------------- format
 "$KVLAB" "${TINY[@]}" --csv >"$TMP/k.csv" 2>"$TMP/err"
@@ -194,6 +194,7 @@ EOF2
 bash "$TABLE" --steps "$TMP/steps.csv" >"$TMP/steps.md" 2>"$TMP/err"
 rc=$?
 check "--steps exits 0 (rc=$rc: $(head -c 200 "$TMP/err"))" test "$rc" = 0
+# shellcheck disable=SC2016 # the backquotes are markdown, not expansions
 srow() { grep -F -- "$1" "$TMP/steps.md" | grep -qF -- "$2"; }
 check "--steps: dynamic T 4096 at 1.20x of the byte bound, met" \
     srow '`dynamic`, T 4096' '| <= 6.50 ms | 6.00 ms (1.20x; min 5.50 ms) | met |'
