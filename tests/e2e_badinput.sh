@@ -32,7 +32,7 @@ xfail=0
 xpass=0
 
 # ---- expected failures ---------------------------------------------------
-# "case-id  reason" per line; see /work/notes/hardening_findings.md.
+# "case-id  reason" per line, for a known bug being fixed (none now).
 XFAIL=$(cat <<'EOF'
 EOF
 )
