@@ -44,7 +44,9 @@ static void usage(FILE *f)
             "                   p95 - median spread is noise too\n"
             "  --normalize      divide each time by the run's roofline prediction,\n"
             "                   max(bytes_step/read_gbps, flops_step/sgemm_gflops)\n"
-            "                   (attn_ns_median: cache_bytes and attn_flops_step),\n"
+            "                   (attn_ns_median: attn_bytes_step, the K/V bytes the\n"
+            "                   kernel read, and attn_flops_step; files without that\n"
+            "                   column fall back to cache_bytes, with a note),\n"
             "                   with read_gbps and sgemm_gflops from each file's\n"
             "                   metadata, so a uniformly slower machine cancels\n"
             "  --aggregate      judge each strategy/configuration by the median change\n"
@@ -200,6 +202,13 @@ int kv_cmd_compare(int argc, char **argv)
         fprintf(stderr,
                 "kvlab compare: note: --normalize applies to time metrics only; "
                 "%s is compared as is\n", res->metric);
+    if (res->attn_bytes_fallback)
+        fprintf(stderr,
+                "kvlab compare: note: no %s column in %s; attn_ns_median is "
+                "normalised by cache_bytes (resident capacity) there\n",
+                KV_SWEEP_COL_ATTN_BYTES,
+                res->attn_bytes_fallback == 3 ? "either file"
+                : res->attn_bytes_fallback == 1 ? "BASE" : "NEW");
     note_partial(base);
     note_partial(cur);
     note_machines(base, cur, res->normalized);

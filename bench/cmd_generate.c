@@ -17,6 +17,7 @@
 #include "checkpoint.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "stats.h"
 #include "tokenizer.h"
 
 /* ------------------------------------------------------------------------ */
@@ -84,19 +85,6 @@ static void log_step(void *user, int32_t step, const float *logits, const int32_
     g->flops.other += st->flops.other;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Quantile q of v[0..n) (sorts v); nearest rank. */
-static int64_t quantile(int64_t *v, int32_t n, double q)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_i64);
-    int32_t k = (int32_t)(q * (n - 1) + 0.5);
-    return v[k];
-}
 
 static uint64_t prompt_rng(uint64_t *s)
 {
@@ -396,9 +384,9 @@ int kv_cmd_generate(int argc, char **argv)
     printf("  prefill       %.3f ms\n", (double)g.step_ns[0] / 1e6);
     if (new_tokens > 1) {
         int32_t nd = new_tokens - 1;
-        double med = (double)quantile(g.step_ns + 1, nd, 0.5) / 1e6;
-        double p95 = (double)quantile(g.step_ns + 1, nd, 0.95) / 1e6;
-        double att = (double)quantile(g.attn_ns + 1, nd, 0.5) / 1e6;
+        double med = (double)kv_stats_median_i64(g.step_ns + 1, nd) / 1e6;
+        double p95 = (double)kv_stats_percentile_i64(g.step_ns + 1, nd, KV_STATS_P95) / 1e6;
+        double att = (double)kv_stats_median_i64(g.attn_ns + 1, nd) / 1e6;
         printf("  decode step   %.3f ms median, %.3f ms p95 over %" PRId32
                " steps (attention %.3f ms median)\n", med, p95, nd, att);
     }

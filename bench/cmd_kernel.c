@@ -20,6 +20,7 @@
  *                [--threads N] [--group G] [--no-ref] [--roofline] [--csv]
  */
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -34,6 +35,7 @@
 #include "cli_opts.h"
 #include "commands.h"
 #include "roofline.h"
+#include "stats.h"
 #include "sysinfo.h"
 
 #define KERNEL_MAX_LIST 32
@@ -220,12 +222,6 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
 /* ------------------------------------------------------------------------ */
 /* One configuration                                                        */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int64_t cpu_now_ns(void)
 {
     struct timespec ts;
@@ -241,10 +237,24 @@ static int64_t machine_busy_ns(void)
     FILE *f = fopen("/proc/stat", "r");
     if (f == NULL)
         return -1;
-    unsigned long long v[8] = {0};
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                   &v[3], &v[4], &v[5], &v[6], &v[7]);
+    char line[512];
+    const char *ok = fgets(line, sizeof line, f);
     fclose(f);
+    if (ok == NULL || strncmp(line, "cpu ", 4) != 0)
+        return -1;
+    /* the first line: "cpu" then user nice system idle iowait irq softirq steal */
+    unsigned long long v[8] = {0};
+    int n = 0;
+    char *p = line + 4;
+    while (n < 8) {
+        char *end;
+        errno = 0;
+        v[n] = strtoull(p, &end, 10);
+        if (end == p || errno != 0)
+            break;
+        p = end;
+        n++;
+    }
     long tck = sysconf(_SC_CLK_TCK);
     if (n != 8 || tck <= 0)
         return -1;
@@ -340,11 +350,10 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         /* cores' worth of CPU that others used during the pass */
         double others = busy0 < 0 || busy1 < 0 || wall < KERNEL_CHECK_MIN_NS ? 0.0 :
                         (double)(busy1 - busy0 - (cpu_now_ns() - cpu0)) / (double)wall;
-        qsort(times, (size_t)reps, sizeof(double), cmp_double);
+        double med = kv_stats_median(times, reps); /* sorts: times[0] is the min */
         if (times[0] < r->us_min) {
             r->us_min = times[0];
-            r->us_median =
-                reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+            r->us_median = med;
         }
         if (others <= KERNEL_MAX_OTHERS)
             break;

@@ -42,7 +42,8 @@ static const char *const sweep_columns[] = {
     "rel_err", "token_match",
     /* extras */
     "label", "mlp", "warmup", "seq_len_lo", "seq_len_hi", "step_ns_min", "step_ns_mean",
-    "gemm_flops_step", "achieved_gbps", "achieved_gflops", "acc_measured", "cpu_util", "attempts"};
+    "gemm_flops_step", "achieved_gbps", "achieved_gflops", "acc_measured", "cpu_util", "attempts",
+    "attn_bytes_step"};
 #define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))
 
 #define DEFAULT_STRATEGIES \
@@ -160,7 +161,7 @@ static enum kv_status add_row(struct kv_csv_writer *w, const struct run *r,
         "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,"
         "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ","
         "%zu,%zu,%.1f,%zu,%.6g,%.6g,%.4f,"
-        "%s,%d,%d,%d,%d,%" PRId64 ",%.0f,%" PRId64 ",%.3f,%.3f,%d,%.3f,%d",
+        "%s,%d,%d,%d,%d,%" PRId64 ",%.0f,%" PRId64 ",%.3f,%.3f,%d,%.3f,%d,%zu",
         st->ops->name, mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads,
         mc->dim / mc->n_heads, mc->hidden_dim, r->cfg->batch, row->window, row->bits,
         row->group, row->residual, r->cfg->threads, row->seq_len, row->reps,
@@ -169,7 +170,7 @@ static enum kv_status add_row(struct kv_csv_writer *w, const struct run *r,
         row->peak_rss_bytes, row->max_abs_err, row->rel_err, row->token_match, st->label,
         mc->mlp, row->warmup, row->seq_len_lo, row->seq_len_hi, row->step_ns_min,
         row->step_ns_mean, row->gemm_flops_step, gbps, gflops, row->acc_measured,
-        row->cpu_util, row->attempts);
+        row->cpu_util, row->attempts, row->attn_bytes_step);
     if (n < 0 || (size_t)n >= sizeof(line))
         return KV_ERR_OVERFLOW;
     return kv_csv_writer_add_row(w, line);

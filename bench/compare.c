@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stats.h"
+
 /* ------------------------------------------------------------------------ */
 /* Schema                                                                   */
 
@@ -245,6 +247,14 @@ static enum kv_status meta_rate(const struct kv_csv *c, const char *key, double 
     return KV_OK;
 }
 
+/* Column index of the bytes attn_ns_median is predicted from on one side:
+ * attn_bytes_step when the file has it, else (older files) cache_bytes. */
+static int32_t attn_bytes_col(const struct kv_compare_result *res, int cur)
+{
+    int32_t j = cur ? res->col_attn_bytes_cur : res->col_attn_bytes_base;
+    return j >= 0 ? j : (cur ? res->col_cur : res->col_base)[COL_CACHE_BYTES];
+}
+
 /* Roofline prediction in ns for row r of one side; nan if unusable. */
 static double row_pred(const struct kv_compare_result *res, int cur, int64_t r)
 {
@@ -252,7 +262,11 @@ static double row_pred(const struct kv_compare_result *res, int cur, int64_t r)
     const int32_t *col = cur ? res->col_cur : res->col_base;
     double gbps = cur ? res->cur_read_gbps : res->base_read_gbps;
     double gflops = cur ? res->cur_gflops : res->base_gflops;
-    double bytes = cell_num(c, r, col[res->pred_attn ? COL_CACHE_BYTES : COL_BYTES]);
+    double bytes = NAN; /* attn_bytes_step is not validated: parse, nan if bad */
+    if (kv_csv_parse_double(kv_csv_cell(c, r, res->pred_attn ? attn_bytes_col(res, cur)
+                                                               : col[COL_BYTES]),
+                            &bytes) != 0)
+        bytes = NAN;
     double flops = cell_num(c, r, col[res->pred_attn ? COL_ATTN_FLOPS : COL_FLOPS]);
     if (!isfinite(bytes) || !isfinite(flops) || bytes < 0 || flops < 0)
         return NAN;
@@ -294,7 +308,10 @@ static enum kv_status preds_check(const struct kv_compare_result *res, int cur,
             kv_csv_error(err, err_len, c->name, c->row_line[r],
                          "cannot normalise: the roofline prediction from %s and %s "
                          "is not a positive number",
-                         res->pred_attn ? "cache_bytes" : "bytes_step",
+                         !res->pred_attn ? "bytes_step"
+                         : (cur ? res->col_attn_bytes_cur : res->col_attn_bytes_base) >= 0
+                             ? KV_SWEEP_COL_ATTN_BYTES
+                             : "cache_bytes",
                          res->pred_attn ? "attn_flops_step" : "flops_step");
             return KV_ERR_FORMAT;
         }
@@ -380,19 +397,6 @@ static void item_classify(struct kv_compare_result *res, struct kv_compare_item 
 
 static int same_group(const struct kv_compare_result *r, int64_t a, int64_t b);
 
-static int cmp_double(const void *pa, const void *pb)
-{
-    double a = *(const double *)pa, b = *(const double *)pb;
-    return (a > b) - (a < b);
-}
-
-/* Median of x[0..n) (sorts x); n > 0. */
-static double median_of(double *x, int64_t n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 /*
  * Splits the (key-sorted) items into groups of one configuration across
  * seq_len and judges each by the median relative change of its rows
@@ -428,8 +432,8 @@ static enum kv_status groups_build(struct kv_compare_result *res)
             g->verdict = KV_VERDICT_NA;
             continue;
         }
-        g->change = median_of(chg, n);
-        g->noise = median_of(noi, n);
+        g->change = kv_stats_median(chg, n);
+        g->noise = kv_stats_median(noi, n);
         if (fabs(g->change) <= g->noise)
             g->verdict = KV_VERDICT_SAME;
         else if (res->smaller_is_better ? g->change > 0 : g->change < 0)
@@ -477,6 +481,8 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
     res->smaller_is_better = metric_smaller_is_better(res->metric);
     res->uses_spread = strcmp(res->metric, "step_ns_median") == 0;
     res->pred_attn = strcmp(res->metric, "attn_ns_median") == 0;
+    res->col_attn_bytes_base = kv_csv_col(base, KV_SWEEP_COL_ATTN_BYTES);
+    res->col_attn_bytes_cur = kv_csv_col(cur, KV_SWEEP_COL_ATTN_BYTES);
     res->unit = res->self_normalized ? "x rest of step" : metric_unit(res->metric, res->normalized);
     if (res->normalized) {
         if ((st = meta_rate(base, "read_gbps", &res->base_read_gbps, err, err_len)) ||
@@ -486,6 +492,9 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
             (st = preds_check(res, 0, err, err_len)) ||
             (st = preds_check(res, 1, err, err_len)))
             return st;
+        if (res->pred_attn)
+            res->attn_bytes_fallback = (res->col_attn_bytes_base < 0 ? 1 : 0) |
+                                       (res->col_attn_bytes_cur < 0 ? 2 : 0);
     }
 
     if ((st = keys_build(kb, base, res->col_base, err, err_len)) != KV_OK ||

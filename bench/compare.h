@@ -10,12 +10,19 @@
  * by the file's own roofline prediction for that row,
  *
  *   step metrics:  t_pred = max(bytes_step / read_gbps, flops_step / sgemm_gflops)
- *   attn_ns_median: t_pred = max(cache_bytes / read_gbps, attn_flops_step / sgemm_gflops)
+ *   attn_ns_median: t_pred = max(attn_bytes_step / read_gbps,
+ *                                attn_flops_step / sgemm_gflops)
  *
  * (GB/s = bytes/ns and GFLOP/s = flop/ns, so t_pred is in ns), where
  * read_gbps and sgemm_gflops come from the file's `# key=value` metadata,
  * measured in the same run. A machine that is uniformly slower (slower
  * memory and slower GEMM by the same factor) then compares as "same".
+ * attn_bytes_step (an extra column after the required ones) is the K/V
+ * bytes the attention kernel read in the step, which is what its time
+ * depends on; cache_bytes is resident capacity (a static cache's whole
+ * preallocation, dynamic's power-of-two rounding, 0 for none) and is used
+ * only as a fallback for files written before the column existed
+ * (attn_bytes_fallback says which side fell back; the CLI notes it).
  *
  * One derived metric needs no machine figures at all: attn_vs_rest =
  * attn_ns_median / (step_ns_median - attn_ns_median), the attention time in
@@ -54,6 +61,8 @@
 #define KV_SWEEP_N_REQUIRED 27
 #define KV_SWEEP_N_KEY 14 /* strategy, layers .. threads, seq_len */
 #define KV_METRIC_ATTN_VS_REST "attn_vs_rest" /* derived, see above */
+/* Optional extra column: K/V bytes attention read per step (see above). */
+#define KV_SWEEP_COL_ATTN_BYTES "attn_bytes_step"
 
 /* Required columns in DESIGN.md's order; the first 14 are the key's. */
 extern const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED];
@@ -128,11 +137,16 @@ struct kv_compare_result {
     int64_t n_groups;               /* groups (filled always) */
     struct kv_compare_group *groups; /* (n_groups), in items order */
     int64_t n_groups_regressed, n_groups_improved;
+    int attn_bytes_fallback;        /* normalised attn_ns_median predicted from
+                                       cache_bytes (no attn_bytes_step column):
+                                       bit 0 the base file, bit 1 the new one */
 
     /* private: column indices and machine rates, for the writers */
     int32_t col_base[KV_SWEEP_N_REQUIRED], col_cur[KV_SWEEP_N_REQUIRED];
     int32_t metric_base, metric_cur;
-    int pred_attn; /* t_pred from cache_bytes/attn_flops_step, not the step's */
+    int pred_attn; /* t_pred from attn_bytes_step (or cache_bytes) and
+                      attn_flops_step, not the step's */
+    int32_t col_attn_bytes_base, col_attn_bytes_cur; /* -1: no attn_bytes_step */
     double base_read_gbps, base_gflops, cur_read_gbps, cur_gflops;
 };
 

@@ -85,6 +85,8 @@ struct kv_step_stats {
     int64_t attn_ns;       /* wall time inside kv_attn, all layers */
     int64_t tokens_fed;    /* tokens run through the model per sequence */
     size_t bytes_read;     /* analytic: weights + visible cache bytes */
+    size_t attn_bytes;     /* the cache part of bytes_read: K/V bytes of the
+                              spans kv_attn read (kv_attn_span_bytes), all layers */
 };
 
 /* ------------------------------------------------------------------------ */

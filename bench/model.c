@@ -519,7 +519,7 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
         int64_t pairs = kv_attn_visible_pairs(&ap, spans, ns);
         fl->attn += 4 * (int64_t)HS * c->n_heads * pairs;
         fl->softmax += KV_FLOPS_SOFTMAX_ELEM * (int64_t)c->n_heads * pairs;
-        local.bytes_read += kv_attn_span_bytes(&ap, spans, ns);
+        local.attn_bytes += kv_attn_span_bytes(&ap, spans, ns);
 
         /* x += att Wo^T (residual fused into the GEMM's beta = 1). */
         kv_gemm(r->x, r->att, w->wo + l * wqo, T, D, D, 1.0f, &fl->gemm);
@@ -546,7 +546,7 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
     kv_gemm(logits, r->xlast, w->wcls, B, c->vocab_size, D, 0.0f, &fl->gemm);
 
     local.tokens_fed = n;
-    local.bytes_read += kv_model_weight_bytes(c);
+    local.bytes_read += local.attn_bytes + kv_model_weight_bytes(c);
     if (st != NULL) {
         st->flops.gemm += fl->gemm;
         st->flops.attn += fl->attn;
@@ -556,6 +556,7 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
         st->attn_ns += local.attn_ns;
         st->tokens_fed += local.tokens_fed;
         st->bytes_read += local.bytes_read;
+        st->attn_bytes += local.attn_bytes;
     }
     return KV_OK;
 }

@@ -21,21 +21,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "stats.h"
+
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of t[0..n) (sorts t). */
-static double median(double *t, int32_t n)
-{
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
 static int stopped(const struct kv_roofline_params *p)
 {
@@ -162,7 +151,7 @@ static enum kv_status measure_read(double *gbps, const struct kv_roofline_params
     struct read_ctx ctx = {x, n, p->n_threads};
     read_pass(&ctx); /* untimed warm-up pass */
     int32_t done = timed_passes(t, p, read_pass, &ctx);
-    *gbps = done == p->reps ? (double)(n * sizeof(float)) / median(t, done) : NAN;
+    *gbps = done == p->reps ? (double)(n * sizeof(float)) / kv_stats_median(t, done) : NAN;
     kv_free(x);
     kv_free(t);
     return KV_OK;
@@ -186,7 +175,7 @@ static enum kv_status measure_copy(double *gbps, const struct kv_roofline_params
     copy_pass(&ctx); /* untimed warm-up pass */
     int32_t done = timed_passes(t, p, copy_pass, &ctx);
     roofline_sink = b[n / 2];
-    *gbps = done == p->reps ? 2.0 * (double)(n * sizeof(float)) / median(t, done) : NAN;
+    *gbps = done == p->reps ? 2.0 * (double)(n * sizeof(float)) / kv_stats_median(t, done) : NAN;
     kv_free(a);
     kv_free(b);
     kv_free(t);
@@ -222,7 +211,7 @@ static enum kv_status measure_sgemm(double *gflops, const struct kv_roofline_par
     int32_t done = timed_passes(t, p, gemm_pass, &ctx);
     openblas_set_num_threads(blas_threads);
     roofline_sink = c[n * n / 2];
-    *gflops = done == p->reps ? 2.0 * (double)n * (double)n * (double)n / median(t, done)
+    *gflops = done == p->reps ? 2.0 * (double)n * (double)n * (double)n / kv_stats_median(t, done)
                               : NAN;
     kv_free(a);
     kv_free(b);

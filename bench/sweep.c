@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "stats.h"
 #include "sysinfo.h"
 
 /* ------------------------------------------------------------------------ */
@@ -40,7 +41,9 @@ struct slot {
     struct kv_cache *cache;
     int32_t len;              /* tokens the cache holds */
     int32_t is_none;          /* keeps no history: full re-run per step */
-    int32_t whole_prefill;    /* refuses chunked extension: prefill from empty */
+    int32_t whole_prefill;    /* a sliding window (kv_cache_mask_window > 0): the
+                                 cache cannot be extended by a multi-token chunk,
+                                 so prefill refills it from empty in one forward */
     int32_t prev_T;           /* none: previous measured T (auto reps) */
     int64_t prev_median;      /* none: its median step time */
 };
@@ -77,26 +80,6 @@ static uint64_t splitmix64(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts t[0..n) and returns its median (mean of the two middle values for even n). */
-static int64_t median_i64(int64_t *t, int32_t n)
-{
-    qsort(t, (size_t)n, sizeof(int64_t), cmp_i64);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
-
-/* Nearest-rank p95 of an already sorted t[0..n). */
-static int64_t p95_sorted(const int64_t *t, int32_t n)
-{
-    int32_t rank = (int32_t)ceil(0.95 * n);
-    return t[(rank < 1 ? 1 : rank) - 1];
 }
 
 /* CPU time of the whole process (all threads) so far, in ns. */
@@ -324,8 +307,8 @@ static enum kv_status sweep_setup(struct sweep *s)
         if (i != ref)
             slot_init(&s->slots[s->n_slots++], &cfg->strategies[i], i);
 
-    /* Largest forward: a whole prefill from empty (strategies that refuse
-     * chunked extension), or `none`'s whole prefix. */
+    /* Largest forward: a whole prefill from empty (whole_prefill slots), or
+     * `none`'s whole prefix. */
     s->max_call = cfg->seq_lens[cfg->n_lens - 1];
 
     enum kv_status st = kv_runner_create(&s->runner, s->m, cfg->batch, s->max_call,
@@ -344,6 +327,7 @@ static enum kv_status sweep_setup(struct sweep *s)
         st = kv_cache_create(&s->slots[i].cache, s->slots[i].ops, &cc);
         if (st != KV_OK)
             return st;
+        s->slots[i].whole_prefill = kv_cache_mask_window(s->slots[i].cache) > 0;
     }
 
     size_t B = (size_t)cfg->batch, V = (size_t)s->vocab;
@@ -379,15 +363,17 @@ static enum kv_status forward(struct sweep *s, struct kv_cache *cache, int32_t p
 
 /*
  * Untimed: brings a cached slot to exactly `target` tokens, extending it in
- * chunks of up to KV_SWEEP_PREFILL_CHUNK tokens. A strategy may refuse a
- * multi-token update into a non-empty cache (the sliding ring cannot take
- * tokens that would evict keys the same call still needs: KV_ERR_INVALID);
- * then the slot is reset and refilled from empty in one forward, which
- * every strategy accepts, and keeps doing so for later rows.
+ * chunks of up to KV_SWEEP_PREFILL_CHUNK tokens. A slot with whole_prefill
+ * set (a strategy with a sliding window: its ring cannot take a
+ * multi-token update that would evict keys the same call still needs) is
+ * instead refilled from empty in one forward whenever it is not already at
+ * target; a strategy accepts any prompt length into an empty cache. This is
+ * decided up front from the cache's declared window, so every error a
+ * forward returns here is a real error and propagates.
  */
 static enum kv_status prefill_to(struct sweep *s, struct slot *sl, int32_t target)
 {
-    if (sl->len > target || (sl->whole_prefill && sl->len != target)) {
+    if (sl->len > target || (sl->whole_prefill && sl->len != target && sl->len > 0)) {
         enum kv_status st = kv_cache_reset(sl->cache);
         if (st != KV_OK)
             return st;
@@ -399,14 +385,6 @@ static enum kv_status prefill_to(struct sweep *s, struct slot *sl, int32_t targe
         if (n > chunk)
             n = chunk;
         enum kv_status st = forward(s, sl->cache, sl->len, n, NULL);
-        if (st == KV_ERR_INVALID && sl->len > 0 && n > 1 && !sl->whole_prefill) {
-            sl->whole_prefill = 1;
-            st = kv_cache_reset(sl->cache);
-            if (st != KV_OK)
-                return st;
-            sl->len = 0;
-            continue;
-        }
         if (st != KV_OK)
             return st;
         sl->len += n;
@@ -526,10 +504,10 @@ static void row_times(struct sweep *s, struct kv_sweep_row *row, int32_t R)
     for (int32_t i = 0; i < R; i++)
         sum += (double)s->times[i];
     row->step_ns_mean = sum / R;
-    row->step_ns_median = median_i64(s->times, R);
-    row->step_ns_p95 = p95_sorted(s->times, R);
-    row->step_ns_min = s->times[0];
-    row->attn_ns_median = median_i64(s->attn, R);
+    row->step_ns_median = kv_stats_median_i64(s->times, R);
+    row->step_ns_p95 = kv_stats_percentile_i64(s->times, R, KV_STATS_P95);
+    row->step_ns_min = s->times[0]; /* sorted by the calls above */
+    row->attn_ns_median = kv_stats_median_i64(s->attn, R);
     row->reps = R;
     row->peak_rss_bytes = kv_peak_rss_bytes();
 }
@@ -540,6 +518,7 @@ static void row_step_stats(struct kv_sweep_row *row, const struct kv_step_stats 
     row->attn_flops_step = st->flops.attn;
     row->gemm_flops_step = st->flops.gemm;
     row->bytes_step = st->bytes_read;
+    row->attn_bytes_step = st->attn_bytes;
 }
 
 /*

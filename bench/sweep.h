@@ -77,6 +77,8 @@ struct kv_sweep_row {
     int64_t attn_flops_step; /* flops.attn of that step (QK^T and PV) */
     int64_t gemm_flops_step; /* flops.gemm of that step */
     size_t bytes_step;       /* analytic bytes read by that step */
+    size_t attn_bytes_step;  /* the K/V part of bytes_step: the spans' bytes the
+                                attention kernel read in that step, all layers */
     size_t cache_bytes;      /* resident cache bytes after that step */
     double copy_bytes_step;  /* bytes written into the cache per timed step */
     size_t peak_rss_bytes;   /* process peak RSS when the row finished */

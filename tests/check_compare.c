@@ -527,6 +527,111 @@ START_TEST(test_normalize_cancels_slower_machine)
 }
 END_TEST
 
+/*
+ * Sweep text with the extra attn_bytes_step column: cells[i] is row i's cell
+ * (a number or any text). Built from sweep_text by appending to the header
+ * and to each data line.
+ */
+static char *sweep_text_attn_bytes(double gbps, double gflops, const struct row *rows, int n,
+                                   const char *const *cells)
+{
+    char *t = sweep_text(gbps, gflops, "", rows, n);
+    size_t cap = strlen(t) + 64 + (size_t)n * 64, w = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    int line = 0; /* 0: header not yet seen; then 1 + data row index */
+    for (char *p = t; *p != '\0';) {
+        char *nl = strchr(p, '\n');
+        ck_assert_ptr_nonnull(nl);
+        *nl = '\0';
+        if (p[0] == '#')
+            w += (size_t)snprintf(out + w, cap - w, "%s\n", p);
+        else if (line++ == 0)
+            w += (size_t)snprintf(out + w, cap - w, "%s,attn_bytes_step\n", p);
+        else
+            w += (size_t)snprintf(out + w, cap - w, "%s,%s\n", p, cells[line - 2]);
+        ck_assert_uint_lt(w, cap);
+        p = nl + 1;
+    }
+    free(t);
+    return out;
+}
+
+/*
+ * attn_ns_median is predicted from attn_bytes_step (the K/V bytes attention
+ * read) when the column is there, not from cache_bytes (capacity): a static
+ * cache with a huge preallocation and a dynamic one that read the same bytes
+ * in the same time normalise to the same value. Files without the column
+ * fall back to cache_bytes, and the result says which side did.
+ */
+START_TEST(test_normalize_attn_bytes)
+{
+    const double gbps = 20, gflops = 100;
+    struct row rows[2] = {row_of("dynamic", 32, 64, 1e6), row_of("static", 32, 64, 1e6)};
+    rows[1].cache = 4096.0 * 8192; /* the whole preallocation */
+    const double read = 4096.0 * 64;      /* both read 64 tokens */
+    const char *const cells[2] = {"262144", "262144"};
+    ck_assert_double_eq(read, 262144.0);
+    char pb[128], pn[128], pold[128], err[KV_CSV_ERR_LEN];
+    char *t = sweep_text_attn_bytes(gbps, gflops, rows, 2, cells);
+    tmp_path(pb, sizeof pb, "ab_base.csv");
+    file_put(pb, t, strlen(t));
+    tmp_path(pn, sizeof pn, "ab_new.csv");
+    file_put(pn, t, strlen(t));
+    free(t);
+    write_sweep("ab_old.csv", pold, sizeof pold, gbps, gflops, rows, 2);
+
+    struct kv_compare_opts o;
+    kv_compare_opts_defaults(&o);
+    o.normalize = 1;
+    o.metric = "attn_ns_median";
+    struct kv_csv *b, *c;
+    struct kv_compare_result *r;
+
+    /* both files have the column: static and dynamic normalise alike */
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->attn_bytes_fallback, 0);
+    ck_assert_int_eq(r->n_items, 2);
+    for (int64_t i = 0; i < r->n_items; i++) {
+        const struct row *x = &rows[r->items[i].base_row];
+        double v = x->attn / fmax(read / gbps, x->flops / 10 / gflops);
+        ck_assert_double_eq_tol(r->items[i].base, v, v * NORM_RATIO_TOL);
+        ck_assert_double_eq_tol(r->items[i].cur, v, v * NORM_RATIO_TOL);
+    }
+    ck_assert_double_eq_tol(r->items[0].base, r->items[1].base, r->items[0].base * NORM_RATIO_TOL);
+    release(b, c, r);
+
+    /* the new file is old (no column): it falls back to cache_bytes alone */
+    ck_assert_int_eq(load_compare(pb, pold, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->attn_bytes_fallback, 2);
+    for (int64_t i = 0; i < r->n_items; i++) {
+        const struct row *x = &rows[r->items[i].new_row];
+        double v = x->attn / fmax(x->cache / gbps, x->flops / 10 / gflops);
+        ck_assert_double_eq_tol(r->items[i].cur, v, v * NORM_RATIO_TOL);
+    }
+    release(b, c, r);
+    ck_assert_int_eq(load_compare(pold, pold, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->attn_bytes_fallback, 3);
+    release(b, c, r);
+
+    /* the step metric never looks at the column */
+    o.metric = "step_ns_median";
+    ck_assert_int_eq(load_compare(pb, pold, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->attn_bytes_fallback, 0);
+    release(b, c, r);
+
+    /* a cell that is not a number is named when it is needed */
+    const char *const bad[2] = {"262144", "lots"};
+    t = sweep_text_attn_bytes(gbps, gflops, rows, 2, bad);
+    file_put(pn, t, strlen(t));
+    free(t);
+    o.metric = "attn_ns_median";
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_ERR_FORMAT);
+    ck_assert_msg(strstr(err, "ab_new.csv:") && strstr(err, "attn_bytes_step"), "%s", err);
+    release(b, c, r);
+}
+END_TEST
+
 START_TEST(test_normalize_needs_metadata)
 {
     struct row rb = row_of("dynamic", 32, 64, 1e6);
@@ -951,6 +1056,7 @@ int main(void)
     tc = tcase_create("normalize");
     tcase_add_test(tc, test_normalize_cancels_slower_machine);
     tcase_add_test(tc, test_normalize_needs_metadata);
+    tcase_add_test(tc, test_normalize_attn_bytes);
     suite_add_tcase(s, tc);
     tc = tcase_create("join");
     tcase_add_test(tc, test_join);

@@ -276,6 +276,17 @@ START_TEST(sweep_rows_are_centred_and_counted)
         if (strcmp(name, "static") == 0)
             ck_assert_uint_eq(r->cache_bytes,
                               (size_t)70 * TINY_L * 2 * TINY_KVH * TINY_HD * sizeof(float));
+        /* attention bytes: the K/V attention read (f32: visible tokens, not
+         * capacity); the rest of bytes_step is the weights */
+        const size_t tok = (size_t)TINY_L * 2 * TINY_KVH * TINY_HD * sizeof(float);
+        if (strcmp(name, "quantized4") == 0) {
+            ck_assert_uint_gt(r->attn_bytes_step, 0);
+            ck_assert_uint_le(r->attn_bytes_step, r->cache_bytes);
+        } else {
+            int64_t vis = strcmp(name, "sliding") == 0 && T > 24 ? 24 : T;
+            ck_assert_uint_eq(r->attn_bytes_step, (size_t)vis * tok);
+        }
+        ck_assert_uint_eq(r->bytes_step - r->attn_bytes_step, kv_model_weight_bytes(&m->cfg));
         if (strcmp(name, "dynamic") == 0) {
             ck_assert_int_eq(r->acc_measured, 0); /* it is the reference */
             ck_assert(r->max_abs_err == 0.0 && r->token_match == 1.0);

@@ -85,6 +85,8 @@ run "machine raw" 1 "$TMP/base.csv" "$TMP/slowmachine.csv"
 run "machine normalized" 0 "$TMP/base.csv" "$TMP/slowmachine.csv" --normalize
 out_has "machine normalized" "x roofline"
 run "machine normalized attn" 0 "$TMP/base.csv" "$TMP/slowmachine.csv" --normalize --metric attn_ns_median
+# these files predate attn_bytes_step: attention falls back to cache_bytes, noted once
+one_line "machine normalized attn" "note: no attn_bytes_step column in either file"
 run "machine regression" 1 "$TMP/base.csv" "$TMP/slowmachine_reg.csv" --normalize
 out_has "machine regression" "1 regressed"
 out_has "machine regression" "quantized bits=8 T=512"

@@ -3,7 +3,8 @@
 # parses, its header is schema v1, there is one row per (strategy, bits, T),
 # attention FLOPs grow quadratically without a cache and linearly with one
 # (log-log slope fitted from the rows, and the exact closed forms), every
-# strategy's cache bytes follow its formula, exact strategies agree with the
+# strategy's cache bytes and the attention bytes (attn_bytes_step) follow
+# their formulas, exact strategies agree with the
 # reference and lossy ones do not, every gnuplot script renders a PNG from
 # the CSV, an interrupted run leaves a complete file marked partial=1, and
 # bad options exit 2. Never asserts on wall time.
@@ -177,6 +178,33 @@ check "dynamic-concat copies T tokens per step (allocate and copy)" \
         'BEGIN { exit !(c >= t) }'
 check "static copies only the new token per step" \
     awk -v c="$(field static 512 copy_bytes_step)" -v t="$TOK" 'BEGIN { exit !(c == t) }'
+
+# ---------------------------------------------------------------- attention bytes
+# attn_bytes_step (an extra after the 27 required columns): the K/V bytes the
+# attention kernel read in the step at T. Unlike cache_bytes it is not
+# capacity: an f32 cache that attends over all T reads T tokens, whatever it
+# has allocated (static: its whole capacity; dynamic: a power of two).
+ab=$(col attn_bytes_step)
+check "attn_bytes_step is a column after the 27 required ones" test "${ab:-0}" -gt 27
+for T in 64 128 256 512; do
+    B=$(field dynamic $T batch)
+    for key in none dynamic dynamic-concat static; do
+        check "$key T=$T: attn_bytes_step = batch*T tokens of f32 K+V" \
+            test "$(field $key $T attn_bytes_step)" = $((B * T * TOK))
+    done
+    vis=$((T < WIN ? T : WIN))
+    check "sliding T=$T: attn_bytes_step = batch*min(T, window) tokens" \
+        test "$(field sliding $T attn_bytes_step)" = $((B * vis * TOK))
+    for bits in 8 4; do
+        got=$(field quantized-int$bits $T attn_bytes_step)
+        check "quantized int$bits T=$T: 0 < attn_bytes_step ($got) <= cache_bytes" \
+            test "$got" -gt 0 -a "$got" -le "$(field quantized-int$bits $T cache_bytes)"
+    done
+done
+check "bytes_step - attn_bytes_step is the same (the weights) on every row" \
+    awk -F, -v b="$(col bytes_step)" -v a="$ab" '
+        /^#/ || !h++ { next } { w = $b - $a; if (n++ && w != w0) exit 1; w0 = w }
+        END { exit !(n > 0 && w0 > 0) }' "$CSV"
 
 # ---------------------------------------------------------------- accuracy
 for key in none dynamic-concat static; do
