@@ -275,21 +275,10 @@ bench-check: $(CLI)
 # Run every libFuzzer target for FUZZ_SECONDS each (clang; not part of `make test`).
 fuzz: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok
 
-# Fuzz the CSV reader and compare logic (tests/fuzz/fuzz_csv.c, seeds in tests/fuzz/corpus_csv).
-fuzz-csv:
-	@mkdir -p build/fuzz/corpus_csv
-	@echo 'int LLVMFuzzerTestOneInput(void){return 0;}' >build/fuzz/probe.c
-	@$(FUZZ_CC) -fsanitize=fuzzer -o build/fuzz/probe build/fuzz/probe.c >/dev/null 2>&1 || \
-	  $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o build/fuzz/fuzz_csv tests/fuzz/fuzz_csv.c \
-	  bench/csv_read.c bench/compare.c kernels/kv_common.c -lm
-	build/fuzz/fuzz_csv -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -artifact_prefix=build/fuzz/ build/fuzz/corpus_csv tests/fuzz/corpus_csv
-
-# fuzz-opts, fuzz-ckpt, fuzz-tok link the whole library, built once with clang
+# The fuzz targets link the whole library, built once with clang
 # under the fuzzer's sanitizers into build/fuzz/ (-Wno-pass-failed: clang at
 # -O1 cannot vectorize some `omp simd` loops and says so).
-.PHONY: fuzz-opts fuzz-ckpt fuzz-tok fuzz-probe
+.PHONY: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok fuzz-probe
 FUZZ_OBJ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
                    -fno-sanitize-recover=undefined -std=c11 -D_POSIX_C_SOURCE=200809L \
                    -D_DEFAULT_SOURCE -Wall -Wextra -Werror -Wno-pass-failed -fopenmp
@@ -314,9 +303,10 @@ fuzz-probe:
 	@$(FUZZ_CC) -fsanitize=fuzzer -o build/fuzz/probe build/fuzz/probe.c >/dev/null 2>&1 || \
 	  $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 
-# Fuzz the option parser (opts), checkpoint reader (ckpt), tokenizer (tok);
-# seeds in tests/fuzz/corpus_<name>, new inputs kept in build/fuzz/corpus_<name>.
-fuzz-opts fuzz-ckpt fuzz-tok: fuzz-%:
+# Fuzz the CSV reader and compare logic (csv), the option parser (opts), the
+# checkpoint reader (ckpt) and the tokenizer (tok); seeds in
+# tests/fuzz/corpus_<name>, new inputs kept in build/fuzz/corpus_<name>.
+fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok: fuzz-%:
 	@$(MAKE) --no-print-directory fuzz-probe
 	@$(MAKE) --no-print-directory build/fuzz/fuzz_$*
 	@mkdir -p build/fuzz/corpus_$*

@@ -72,11 +72,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_csv(b);
 
     static const struct kv_compare_opts opts[] = {
-        {"step_ns_median", 5.0, 0},
-        {"step_ns_median", 0.0, 1},
-        {"attn_ns_median", 5.0, 1},
-        {"token_match", 1.0, 0},
-        {"rel_err", 1000.0, 1},
+        {.metric = "step_ns_median", .threshold_pct = 5.0},
+        {.metric = "step_ns_median", .threshold_pct = 0.0, .normalize = 1},
+        {.metric = "attn_ns_median", .threshold_pct = 5.0, .normalize = 1},
+        {.metric = "attn_ns_median", .threshold_pct = 5.0, .normalize = 1, .aggregate = 1},
+        {.metric = "token_match", .threshold_pct = 1.0},
+        {.metric = "rel_err", .threshold_pct = 1000.0, .normalize = 1, .aggregate = 1},
     };
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
         struct kv_compare_result *r = NULL;
