@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_commit.h"
+
 /* The format is little-endian and the weights are used in place. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kvlab checkpoints are little-endian; this host is not"
@@ -299,15 +301,6 @@ void kv_checkpoint_unmap(struct kv_model *m)
 /* ------------------------------------------------------------------------ */
 /* Export                                                                   */
 
-/* The mode a newly created file gets (0666 less the umask): mkstemp makes
- * its file 0600, which the rename would otherwise carry over. */
-static mode_t new_file_mode(void)
-{
-    mode_t um = umask(0);
-    umask(um);
-    return (mode_t)(0666 & ~um);
-}
-
 /* Writes n floats from src, or n zeros when src is NULL. 0 on success. */
 static int write_floats(FILE *f, const float *src, size_t n)
 {
@@ -364,24 +357,11 @@ enum kv_status kv_checkpoint_export(const char *path, const struct kv_model *m)
         w.w1 = w.w2 = w.w3 = NULL;
 
     /* Temporary file next to the target, renamed over it at the end. */
-    size_t plen = strlen(path);
-    char *tmp = plen > SIZE_MAX - 16 ? NULL : kv_alloc(plen + 16);
-    if (tmp == NULL)
-        return KV_ERR_NOMEM;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        kv_free(tmp);
-        return KV_ERR_IO;
-    }
-    FILE *f = fchmod(fd, new_file_mode()) == 0 ? fdopen(fd, "wb") : NULL;
-    if (f == NULL) {
-        close(fd);
-        unlink(tmp);
-        kv_free(tmp);
-        return KV_ERR_IO;
-    }
+    FILE *f;
+    char *tmp;
+    s = kv_file_begin(path, &f, &tmp);
+    if (s != KV_OK)
+        return s;
     unsigned char hdr[KV_CHECKPOINT_HEADER_BYTES];
     const int32_t v[7] = {c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
                           c->shared_classifier ? c->vocab_size : -c->vocab_size,
@@ -398,14 +378,5 @@ enum kv_status kv_checkpoint_export(const char *path, const struct kv_model *m)
         if (counts[a] > 0)
             err = write_floats(f, *slot, counts[a]) != 0;
     }
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-        err = 1;
-    if (fclose(f) != 0)
-        err = 1;
-    if (!err && rename(tmp, path) != 0)
-        err = 1;
-    if (err)
-        unlink(tmp);
-    kv_free(tmp);
-    return err ? KV_ERR_IO : KV_OK;
+    return kv_file_commit(f, tmp, path, err);
 }

@@ -308,8 +308,7 @@ static void print_mask(const struct session *x, const struct kv_demo_layer *lc, 
         for (int32_t s = 0; s < x->max_pos; s++) {
             if (!lc->held[s])
                 continue;
-            int vis = s <= qp && (p->window == 0 || s > qp - p->window) &&
-                      (p->pad == NULL || s >= p->pad[b]);
+            int vis = kv_attn_key_visible(p, b, qp, s);
             if (x->S.color)
                 printf("%s%c%s", vis ? x->S.green : x->S.dim, vis ? '1' : '0', x->S.reset);
             else

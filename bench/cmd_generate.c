@@ -85,15 +85,6 @@ static void log_step(void *user, int32_t step, const float *logits, const int32_
     g->flops.other += st->flops.other;
 }
 
-
-static uint64_t prompt_rng(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Prints bytes on one line: printable ASCII as is, the rest escaped. */
 static void print_escaped(const char *b, size_t n)
 {
@@ -344,7 +335,7 @@ int kv_cmd_generate(int argc, char **argv)
     uint64_t rs = c.seed ^ 0x5EEDF00Dull;
     for (size_t i = 0; i < n_prompt; i++)
         prompt[i] = ids != NULL ? ids[i % (size_t)prompt_len]
-                                : (int32_t)(prompt_rng(&rs) % (uint64_t)mc->vocab_size);
+                                : (int32_t)(kv_rng_next(&rs) % (uint64_t)mc->vocab_size);
 
     struct kv_gen_params gp = {
         .batch = c.batch,

@@ -222,14 +222,6 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
 /* ------------------------------------------------------------------------ */
 /* One configuration                                                        */
 
-static int64_t cpu_now_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Busy time of the whole machine so far (all CPUs, /proc/stat user + nice
  * + system + irq + softirq + steal), in ns; -1 when it cannot be read. */
 static int64_t machine_busy_ns(void)
@@ -340,7 +332,7 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
             struct timespec pause = {0, KERNEL_RETRY_PAUSE_NS};
             nanosleep(&pause, NULL);
         }
-        int64_t wall0 = kv_now_ns(), cpu0 = cpu_now_ns(), busy0 = machine_busy_ns();
+        int64_t wall0 = kv_now_ns(), cpu0 = kv_cpu_now_ns(), busy0 = machine_busy_ns();
         for (int i = 0; i < reps; i++) {
             int64_t a = kv_now_ns();
             kv_attn(out, q, &p, &span, 1, ws, wsb);
@@ -349,7 +341,7 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         int64_t wall = kv_now_ns() - wall0, busy1 = machine_busy_ns();
         /* cores' worth of CPU that others used during the pass */
         double others = busy0 < 0 || busy1 < 0 || wall < KERNEL_CHECK_MIN_NS ? 0.0 :
-                        (double)(busy1 - busy0 - (cpu_now_ns() - cpu0)) / (double)wall;
+                        (double)(busy1 - busy0 - (kv_cpu_now_ns() - cpu0)) / (double)wall;
         double med = kv_stats_median(times, reps); /* sorts: times[0] is the min */
         if (times[0] < r->us_min) {
             r->us_min = times[0];

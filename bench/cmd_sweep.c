@@ -25,6 +25,7 @@
 #include "checkpoint.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "csv_schema.h"
 #include "csv_write.h"
 #include "roofline.h"
 #include "sweep.h"
@@ -34,16 +35,11 @@
 /* Columns: schema v1 (DESIGN.md, in this order), then extras               */
 
 static const char *const sweep_columns[] = {
-    /* schema v1 */
-    "strategy", "layers", "dim", "heads", "kv_heads", "head_dim", "hidden", "batch",
-    "window", "bits", "group", "residual", "threads", "seq_len", "reps",
-    "step_ns_median", "step_ns_p95", "attn_ns_median", "flops_step", "attn_flops_step",
-    "bytes_step", "cache_bytes", "copy_bytes_step", "peak_rss_bytes", "max_abs_err",
-    "rel_err", "token_match",
+    KV_SCHEMA_V1_NAMES /* schema v1, in DESIGN.md's order (csv_schema.h) */
     /* extras */
     "label", "mlp", "warmup", "seq_len_lo", "seq_len_hi", "step_ns_min", "step_ns_mean",
     "gemm_flops_step", "achieved_gbps", "achieved_gflops", "acc_measured", "cpu_util", "attempts",
-    "attn_bytes_step"};
+    KV_SWEEP_COL_ATTN_BYTES};
 #define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))
 
 #define DEFAULT_STRATEGIES \
@@ -537,7 +533,7 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
                             int argc, char **argv)
 {
     kv_csv_writer_set_meta(w, "kvlab sweep", NULL);
-    kv_csv_writer_set_meta(w, "schema", "1");
+    kv_csv_writer_set_meta(w, "schema", KV_SWEEP_SCHEMA);
     kv_csv_writer_set_meta(w, "commit", si->commit);
     kv_csv_writer_set_meta(w, "date", si->date);
     kv_csv_writer_set_meta(w, "cpu", si->cpu);

@@ -19,26 +19,21 @@
 /* ------------------------------------------------------------------------ */
 /* Schema                                                                   */
 
-const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED] = {
-    "strategy", "layers", "dim", "heads", "kv_heads", "head_dim", "hidden",
-    "batch", "window", "bits", "group", "residual", "threads", "seq_len",
-    "reps", "step_ns_median", "step_ns_p95", "attn_ns_median", "flops_step",
-    "attn_flops_step", "bytes_step", "cache_bytes", "copy_bytes_step",
-    "peak_rss_bytes", "max_abs_err", "rel_err", "token_match",
-};
+const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED] = {KV_SCHEMA_V1_NAMES};
 
+/* Short local names for the columns this file reads by index. */
 enum {
-    COL_STRATEGY = 0,
-    COL_BITS = 9,
-    COL_SEQ_LEN = 13,
-    COL_REPS = 14,
-    COL_STEP_MED = 15,
-    COL_STEP_P95 = 16,
-    COL_ATTN_MED = 17,
-    COL_FLOPS = 18,
-    COL_ATTN_FLOPS = 19,
-    COL_BYTES = 20,
-    COL_CACHE_BYTES = 21,
+    COL_STRATEGY = KV_SCHEMA_COL_STRATEGY,
+    COL_BITS = KV_SCHEMA_COL_BITS,
+    COL_SEQ_LEN = KV_SCHEMA_COL_SEQ_LEN,
+    COL_REPS = KV_SCHEMA_COL_REPS,
+    COL_STEP_MED = KV_SCHEMA_COL_STEP_MED,
+    COL_STEP_P95 = KV_SCHEMA_COL_STEP_P95,
+    COL_ATTN_MED = KV_SCHEMA_COL_ATTN_MED,
+    COL_FLOPS = KV_SCHEMA_COL_FLOPS,
+    COL_ATTN_FLOPS = KV_SCHEMA_COL_ATTN_FLOPS,
+    COL_BYTES = KV_SCHEMA_COL_BYTES,
+    COL_CACHE_BYTES = KV_SCHEMA_COL_CACHE_BYTES,
 };
 static_assert(KV_SWEEP_N_KEY == COL_SEQ_LEN + 1, "the key ends at seq_len");
 #define N_INT_KEYS (KV_SWEEP_N_KEY - 1) /* key columns after strategy */

@@ -52,20 +52,15 @@
 #include <stdio.h>
 
 #include "csv_read.h"
+#include "csv_schema.h"
 #include "../kernels/kv_common.h"
 
 /* ------------------------------------------------------------------------ */
 /* The sweep CSV schema (DESIGN.md, schema v1)                              */
 
-#define KV_SWEEP_SCHEMA "1"
-#define KV_SWEEP_N_REQUIRED 27
-#define KV_SWEEP_N_KEY 14 /* strategy, layers .. threads, seq_len */
+/* Schema v1's columns, KV_SWEEP_N_REQUIRED/N_KEY, KV_SWEEP_COL_ATTN_BYTES and
+ * kv_sweep_required[] are in csv_schema.h. */
 #define KV_METRIC_ATTN_VS_REST "attn_vs_rest" /* derived, see above */
-/* Optional extra column: K/V bytes attention read per step (see above). */
-#define KV_SWEEP_COL_ATTN_BYTES "attn_bytes_step"
-
-/* Required columns in DESIGN.md's order; the first 14 are the key's. */
-extern const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED];
 
 /*
  * Checks that a parsed CSV is a usable sweep file: `# schema=1`, every

@@ -34,8 +34,7 @@ static void capture_weights(struct kv_demo_run *R, struct kv_demo_layer *lc, con
             for (int32_t si = 0; si < ns; si++) {
                 for (int32_t t = 0; t < sp[si].n_tokens && nk < R->max_pos; t++) {
                     int32_t s = sp[si].pos0 + t;
-                    int vis = s <= qp && (p->window == 0 || s > qp - p->window) &&
-                              (p->pad == NULL || s >= p->pad[b]);
+                    int vis = kv_attn_key_visible(p, b, qp, s);
                     if (!vis || s >= R->max_pos)
                         continue;
                     size_t off = (size_t)b * sp[si].seq_stride +

@@ -131,26 +131,17 @@ size_t kv_model_weight_bytes(const struct kv_model_config *c)
 /* ------------------------------------------------------------------------ */
 /* Synthetic weights                                                        */
 
-/* splitmix64: one 64-bit state, passes BigCrush, enough for weights. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [-1, 1): 24 random bits. */
 static float rng_sym(uint64_t *s)
 {
-    return (float)(rng_next(s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    return (float)(kv_rng_next(s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
 /* Fills x[0..n) with uniform(-1,1) * amp; the stream is (seed, tensor). */
 static void fill_uniform(float *x, size_t n, float amp, uint64_t seed, int tensor)
 {
     uint64_t s = seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(tensor + 1));
-    rng_next(&s);
+    kv_rng_next(&s);
     for (size_t i = 0; i < n; i++)
         x[i] = amp * rng_sym(&s);
 }

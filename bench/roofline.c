@@ -34,15 +34,6 @@ static int stopped(const struct kv_roofline_params *p)
 /* The result of each read pass goes here so the sum cannot be optimised away. */
 static volatile float roofline_sink;
 
-/* CPU time of the whole process (all threads), ns. */
-static int64_t cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /*
  * Runs pass(ctx) until `reps` undisturbed passes are timed into t[], or
  * KV_ROOFLINE_MAX_TRIES * reps passes were made. A pass is disturbed when
@@ -56,9 +47,9 @@ static int32_t timed_passes(double *t, const struct kv_roofline_params *p,
     int32_t kept = 0, tries = 0;
     double spare = 0.0; /* the last disturbed time, used only when nothing better */
     while (kept < p->reps && tries < KV_ROOFLINE_MAX_TRIES * p->reps && !stopped(p)) {
-        int64_t c0 = cpu_ns(), t0 = kv_now_ns();
+        int64_t c0 = kv_cpu_now_ns(), t0 = kv_now_ns();
         pass(ctx);
-        int64_t wall = kv_now_ns() - t0, cpu = cpu_ns() - c0;
+        int64_t wall = kv_now_ns() - t0, cpu = kv_cpu_now_ns() - c0;
         tries++;
         if ((double)cpu >= KV_ROOFLINE_MIN_UTIL * (double)wall * p->n_threads)
             t[kept++] = (double)wall;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../kernels/kv_ops.h"
 #include "stats.h"
 #include "sysinfo.h"
 
@@ -73,23 +74,6 @@ struct sweep {
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                            */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* CPU time of the whole process (all threads) so far, in ns. */
-static int64_t cpu_ns_now(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int stopped(const struct kv_sweep_config *cfg)
 {
@@ -344,7 +328,7 @@ static enum kv_status sweep_setup(struct sweep *s)
     /* One fixed token sequence per batch row, from the seed. */
     uint64_t rng = cfg->seed ^ 0x6B766C6162ull; /* "kvlab" */
     for (size_t i = 0; i < B * (size_t)s->capacity; i++)
-        s->seq[i] = (int32_t)(splitmix64(&rng) % (uint64_t)s->vocab);
+        s->seq[i] = (int32_t)(kv_rng_next(&rng) % (uint64_t)s->vocab);
     return KV_OK;
 }
 
@@ -400,15 +384,6 @@ struct acc {
     int64_t match, total;
 };
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* Adds one step's logits (batch, vocab) against the reference's. */
 static void acc_add(struct acc *a, const float *l, const float *ref, int32_t batch,
                     int32_t vocab)
@@ -426,7 +401,7 @@ static void acc_add(struct acc *a, const float *l, const float *ref, int32_t bat
         double rel = r2 > 0.0 ? sqrt(d2 / r2) : sqrt(d2);
         if (rel > a->max_rel)
             a->max_rel = rel;
-        a->match += argmax(x, vocab) == argmax(r, vocab);
+        a->match += kv_argmax(x, vocab) == kv_argmax(r, vocab);
         a->total++;
     }
 }
@@ -562,7 +537,7 @@ static enum kv_status cached_attempt(struct sweep *s, struct slot *sl, int32_t T
     for (int32_t j = 0; j < W + R; j++) {
         if (j == W) {
             copied0 = kv_cache_copied_bytes(sl->cache);
-            cpu0 = cpu_ns_now();
+            cpu0 = kv_cpu_now_ns();
             wall0 = kv_now_ns();
         }
         struct kv_step_stats ss = {0};
@@ -588,7 +563,7 @@ static enum kv_status cached_attempt(struct sweep *s, struct slot *sl, int32_t T
             return KV_OK;
     }
     row->copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
-    row->cpu_util = (double)(cpu_ns_now() - cpu0) /
+    row->cpu_util = (double)(kv_cpu_now_ns() - cpu0) /
                     ((double)(kv_now_ns() - wall0) * cfg->threads);
     row->acc_measured = !is_ref;
     row->max_abs_err = is_ref ? 0.0 : acc.max_abs;
@@ -649,7 +624,7 @@ static enum kv_status none_attempt(struct sweep *s, struct slot *sl, int32_t T,
     for (int32_t j = 0; j < W + R; j++) {
         if (j == W) {
             copied0 = kv_cache_copied_bytes(sl->cache);
-            cpu0 = cpu_ns_now();
+            cpu0 = kv_cpu_now_ns();
             wall0 = kv_now_ns();
         }
         struct kv_step_stats ss = {0};
@@ -672,7 +647,7 @@ static enum kv_status none_attempt(struct sweep *s, struct slot *sl, int32_t T,
             return KV_OK;
     }
     row->copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
-    row->cpu_util = (double)(cpu_ns_now() - cpu0) /
+    row->cpu_util = (double)(kv_cpu_now_ns() - cpu0) /
                     ((double)(kv_now_ns() - wall0) * cfg->threads);
     row->acc_measured = 1;
     row->max_abs_err = acc.max_abs;

@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_commit.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "tokenizer.bin is little-endian; this host is not"
 #endif
@@ -332,50 +334,21 @@ done:
     return s;
 }
 
-/* The mode a newly created file gets (0666 less the umask): mkstemp makes
- * its file 0600, which the rename would otherwise carry over. */
-static mode_t new_file_mode(void)
-{
-    mode_t um = umask(0);
-    umask(um);
-    return (mode_t)(0666 & ~um);
-}
-
 enum kv_status kv_tokenizer_save(const struct kv_tokenizer *t, const char *path)
 {
     if (t == NULL || path == NULL)
         return KV_ERR_INVALID;
-    size_t plen = strlen(path);
-    char *tmp = plen > SIZE_MAX - 16 ? NULL : kv_alloc(plen + 16);
-    if (tmp == NULL)
-        return KV_ERR_NOMEM;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 && fchmod(fd, new_file_mode()) == 0 ? fdopen(fd, "wb") : NULL;
-    if (f == NULL) {
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        kv_free(tmp);
-        return KV_ERR_IO;
-    }
+    FILE *f;
+    char *tmp;
+    enum kv_status s = kv_file_begin(path, &f, &tmp);
+    if (s != KV_OK)
+        return s;
     int err = fwrite(&t->max_token_length, 4, 1, f) != 1;
     for (int32_t i = 0; i < t->n && !err; i++) {
         err = fwrite(&t->scores[i], 4, 1, f) != 1 || fwrite(&t->lens[i], 4, 1, f) != 1 ||
               fwrite(t->blob + t->offs[i], 1, (size_t)t->lens[i], f) != (size_t)t->lens[i];
     }
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-        err = 1;
-    if (fclose(f) != 0)
-        err = 1;
-    if (!err && rename(tmp, path) != 0)
-        err = 1;
-    if (err)
-        unlink(tmp);
-    kv_free(tmp);
-    return err ? KV_ERR_IO : KV_OK;
+    return kv_file_commit(f, tmp, path, err);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -62,6 +62,20 @@ struct kv_attn_params {
     int32_t n_threads;  /* OpenMP threads to use (>= 1) */
 };
 
+/*
+ * The mask of the header comment as a predicate: 1 if the query of sequence
+ * b at absolute position qpos sees the key at absolute position kpos. The
+ * kernel applies the same rule as an interval of positions
+ * (kv_attention_impl.h, kv_attn_visible_range); callers that show or check
+ * masks (the demo) use this one so they cannot drift from it.
+ */
+static inline int kv_attn_key_visible(const struct kv_attn_params *p, int32_t b, int64_t qpos,
+                                      int64_t kpos)
+{
+    return kpos <= qpos && (p->window <= 0 || kpos > qpos - p->window) &&
+           (p->pad == NULL || kpos >= p->pad[b]);
+}
+
 /* Checks the params and spans against each other (shapes, dtypes, group). */
 enum kv_status kv_attn_check(const struct kv_attn_params *p,
                              const struct kv_span *spans, int32_t n_spans);

@@ -105,4 +105,15 @@ int64_t kv_alloc_live(void);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t kv_now_ns(void);
 
+/* CPU time of the whole process (all threads) so far, in ns
+ * (CLOCK_PROCESS_CPUTIME_ID); 0 if the clock cannot be read. */
+int64_t kv_cpu_now_ns(void);
+
+/* ------------------------------------------------------------------------ */
+/* Random numbers                                                           */
+
+/* splitmix64: advances the one 64-bit state and returns the next value.
+ * Passes BigCrush; enough for synthetic weights and prompts. */
+uint64_t kv_rng_next(uint64_t *state);
+
 #endif /* KV_COMMON_H */

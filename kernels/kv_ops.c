@@ -31,13 +31,8 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-static inline float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
+
+#include "kv_simd.h" /* kv_hsum8 */
 #endif
 
 /* dots[m] = x[m] . wr for m < M (M <= GEMV_MAX_M), wr and x[m] K floats. */
@@ -57,7 +52,7 @@ static void dot_rows(float *dots, const float *x, const float *wr, int M, int64_
         }
     }
     for (int m = 0; m < M; m++)
-        acc[m] = hsum8(_mm256_add_ps(a[m][0], a[m][1]));
+        acc[m] = kv_hsum8(_mm256_add_ps(a[m][0], a[m][1]));
 #endif
     for (; k < K; k++)
         for (int m = 0; m < M; m++)

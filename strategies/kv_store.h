@@ -9,7 +9,8 @@
  * streams them with a fixed row stride (head_dim * 4 bytes). The model hands
  * tokens as (batch, n_new, n_kv_heads, head_dim), so every write transposes.
  * Growing a store (dynamic, dynamic-concat) is a copy of each (sequence,
- * head) run of rows into a bigger buffer of the same layout.
+ * head) run of rows into a bigger buffer of the same layout; the state and
+ * every method of those two strategies except update live here.
  *
  * Not part of the public interface: only the strategy files include it.
  */
@@ -148,6 +149,149 @@ static inline struct kv_span kv_store_span_model(const float *k_new, const float
         .head_stride = head,
         .seq_stride = (size_t)n_new * row,
     };
+}
+
+/* ------------------------------------------------------------------------ */
+/* A growing f32 store (dynamic, dynamic-concat)                            */
+
+/*
+ * The state both growing strategies keep. They differ only in the capacity
+ * an update moves to (their growth policy): dynamic doubles, dynamic-concat
+ * moves to exactly len + n_new on every update, so its cap always equals len.
+ * Everything else (init, free, reset, view, accounting) is below, once.
+ */
+struct kv_grow_layer {
+    float *buf;  /* K (batch, n_kv_heads, cap, head_dim) then V, same shape */
+    int32_t len; /* tokens held */
+    int32_t cap; /* tokens allocated */
+};
+
+struct kv_grow_state {
+    struct kv_cache_config cfg;
+    struct kv_grow_layer *layers; /* (n_layers) */
+    size_t copied;                /* bytes written by updates since init/reset */
+};
+
+/* V of layer l: right after K, (batch, n_kv_heads, cap, head_dim). */
+static inline float *kv_grow_v(const struct kv_grow_state *s, const struct kv_grow_layer *l)
+{
+    return l->buf + (size_t)s->cfg.batch * (size_t)s->cfg.n_kv_heads * (size_t)l->cap *
+                        (size_t)s->cfg.head_dim;
+}
+
+static inline enum kv_status kv_grow_init(void *state, const struct kv_cache_config *cfg)
+{
+    struct kv_grow_state *s = state;
+    s->cfg = *cfg;
+    size_t bytes;
+    if (kv_mul_size(&bytes, (size_t)cfg->n_layers, sizeof *s->layers) != KV_OK)
+        return KV_ERR_OVERFLOW;
+    s->layers = kv_alloc(bytes);
+    return s->layers == NULL ? KV_ERR_NOMEM : KV_OK;
+}
+
+/* Frees every layer's storage: a reset cache is indistinguishable from a new one. */
+static inline void kv_grow_reset(void *state)
+{
+    struct kv_grow_state *s = state;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        kv_free(s->layers[l].buf);
+        s->layers[l] = (struct kv_grow_layer){0};
+    }
+    s->copied = 0;
+}
+
+static inline void kv_grow_free(void *state)
+{
+    struct kv_grow_state *s = state;
+    if (s->layers == NULL)
+        return;
+    kv_grow_reset(s);
+    kv_free(s->layers);
+    s->layers = NULL;
+}
+
+/* The checks every update makes first: appends only; positions past
+ * cfg.max_len (when it is > 0) are refused with KV_ERR_FULL. */
+static inline enum kv_status kv_grow_admit(const struct kv_grow_state *s,
+                                           const struct kv_grow_layer *l, int32_t n_new,
+                                           int32_t pos0)
+{
+    if (pos0 != l->len)
+        return KV_ERR_INVALID;
+    if (s->cfg.max_len > 0 && pos0 + n_new > s->cfg.max_len)
+        return KV_ERR_FULL;
+    return KV_OK;
+}
+
+/*
+ * Moves layer l to a new buffer of capacity `cap` (>= its len), copying its
+ * len rows of K and V (counted in copied bytes) and freeing the old buffer.
+ * The allocation comes first: on failure the layer is unchanged.
+ */
+static inline enum kv_status kv_grow_realloc(struct kv_grow_state *s, struct kv_grow_layer *l,
+                                             int32_t cap)
+{
+    const size_t row = kv_store_row_bytes(&s->cfg);
+    size_t half;
+    enum kv_status st = kv_store_bytes(&half, &s->cfg, (size_t)cap, row);
+    if (st != KV_OK)
+        return st;
+    float *buf = kv_alloc_uninit(2 * half); /* rows are copied or appended before use */
+    if (buf == NULL)
+        return KV_ERR_NOMEM;
+    if (l->len > 0) {
+        kv_store_move(buf, cap, 0, l->buf, l->cap, 0, l->len, row, &s->cfg);
+        kv_store_move((char *)buf + half, cap, 0, kv_grow_v(s, l), l->cap, 0, l->len, row,
+                      &s->cfg);
+        s->copied += (size_t)l->len * kv_store_token_bytes(&s->cfg);
+    }
+    kv_free(l->buf);
+    l->buf = buf;
+    l->cap = cap;
+    return KV_OK;
+}
+
+/* Writes n_new tokens after the len held (cap >= len + n_new), counted. */
+static inline void kv_grow_append(struct kv_grow_state *s, struct kv_grow_layer *l,
+                                  const float *k_new, const float *v_new, int32_t n_new)
+{
+    kv_store_put(l->buf, l->cap, l->len, k_new, n_new, 0, n_new, &s->cfg);
+    kv_store_put(kv_grow_v(s, l), l->cap, l->len, v_new, n_new, 0, n_new, &s->cfg);
+    l->len += n_new;
+    s->copied += (size_t)n_new * kv_store_token_bytes(&s->cfg);
+}
+
+static inline int32_t kv_grow_view(const void *state, int32_t layer, struct kv_span *spans)
+{
+    const struct kv_grow_state *s = state;
+    const struct kv_grow_layer *l = &s->layers[layer];
+    if (l->len == 0)
+        return 0;
+    spans[0] = kv_store_span(l->buf, kv_grow_v(s, l), l->cap, 0, l->len, 0, &s->cfg);
+    return 1;
+}
+
+static inline int32_t kv_grow_seq_len(const void *state, int32_t layer)
+{
+    const struct kv_grow_state *s = state;
+    return s->layers[layer].len;
+}
+
+/* Sum over layers of cap * (one token's K+V bytes): capacity, not length. */
+static inline size_t kv_grow_resident_bytes(const void *state)
+{
+    const struct kv_grow_state *s = state;
+    size_t total = 0;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        total += (size_t)s->layers[l].cap * kv_store_token_bytes(&s->cfg);
+    return total;
+}
+
+static inline size_t kv_grow_copied_bytes(const void *state)
+{
+    const struct kv_grow_state *s = state;
+    return s->copied;
 }
 
 #endif /* KV_STORE_H */

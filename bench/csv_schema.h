@@ -1,0 +1,50 @@
+/*
+ * csv_schema.h - the sweep CSV's schema v1 columns (../shared/DESIGN.md),
+ * written once for the file's writer (cmd_sweep.c) and its reader
+ * (compare.c).
+ *
+ * The one design decision: the column list is an X-macro, so the names, their
+ * order and the readers' column indices all come from the same lines and
+ * cannot drift apart. Writers emit these columns first, in this order, then
+ * their extras; readers look columns up by name, so extras may follow.
+ */
+#ifndef KV_CSV_SCHEMA_H
+#define KV_CSV_SCHEMA_H
+
+/* ------------------------------------------------------------------------ */
+/* Schema v1: required columns in DESIGN.md's order                         */
+
+#define KV_SWEEP_SCHEMA "1"
+
+/* X(ID, "name"); the first 14 (strategy .. seq_len) form a row's key. */
+#define KV_SCHEMA_V1_COLUMNS(X)                                                          \
+    X(STRATEGY, "strategy") X(LAYERS, "layers") X(DIM, "dim") X(HEADS, "heads")          \
+    X(KV_HEADS, "kv_heads") X(HEAD_DIM, "head_dim") X(HIDDEN, "hidden")                  \
+    X(BATCH, "batch") X(WINDOW, "window") X(BITS, "bits") X(GROUP, "group")              \
+    X(RESIDUAL, "residual") X(THREADS, "threads") X(SEQ_LEN, "seq_len") X(REPS, "reps")  \
+    X(STEP_MED, "step_ns_median") X(STEP_P95, "step_ns_p95")                             \
+    X(ATTN_MED, "attn_ns_median") X(FLOPS, "flops_step")                                 \
+    X(ATTN_FLOPS, "attn_flops_step") X(BYTES, "bytes_step")                              \
+    X(CACHE_BYTES, "cache_bytes") X(COPY_BYTES, "copy_bytes_step")                       \
+    X(PEAK_RSS, "peak_rss_bytes") X(MAX_ABS_ERR, "max_abs_err") X(REL_ERR, "rel_err")    \
+    X(TOKEN_MATCH, "token_match")
+
+/* Index of each required column within the list above. */
+#define KV_SCHEMA_COL_ENUM_(id, name) KV_SCHEMA_COL_##id,
+enum kv_schema_col { KV_SCHEMA_V1_COLUMNS(KV_SCHEMA_COL_ENUM_) KV_SCHEMA_COL_COUNT };
+#undef KV_SCHEMA_COL_ENUM_
+
+/* Initializer entries for an array of the names: { KV_SCHEMA_V1_NAMES extras }. */
+#define KV_SCHEMA_COL_NAME_(id, name) name,
+#define KV_SCHEMA_V1_NAMES KV_SCHEMA_V1_COLUMNS(KV_SCHEMA_COL_NAME_)
+
+#define KV_SWEEP_N_REQUIRED KV_SCHEMA_COL_COUNT
+#define KV_SWEEP_N_KEY (KV_SCHEMA_COL_SEQ_LEN + 1) /* strategy, layers .. threads, seq_len */
+
+/* Optional extra column: K/V bytes attention read per step (compare.h). */
+#define KV_SWEEP_COL_ATTN_BYTES "attn_bytes_step"
+
+/* Required columns in DESIGN.md's order (compare.c); the first 14 are the key's. */
+extern const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED];
+
+#endif /* KV_CSV_SCHEMA_H */
