@@ -259,14 +259,14 @@ static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
             int32_t nb = (int32_t)(t0 + e - t < DEC_KB ? t0 + e - t : DEC_KB);
             struct kv_attn_job F = J; /* the block as f32 rows (GQA tile path) */
             int32_t tf = t;
-            if (J.tile) {
+            if (J.tile && !J.fuse) {
                 kv_attn_rows_dequant(ktile, &J, t, nb, 0);
                 kv_attn_rows_dequant(vtile, &J, t, nb, 1);
                 F.dt = KV_DTYPE_F32;
                 F.k = (const char *)ktile;
                 F.v = (const char *)vtile;
                 F.stride = (size_t)d * sizeof(float);
-                F.wide = F.tile = 0;
+                F.wide = F.tile = F.fuse = 0;
                 tf = 0;
             }
             kv_attn_rows_scores(sc, &F, tf, nb);

@@ -80,6 +80,7 @@ struct kv_attn_job {
     int fast;               /* the SIMD path applies to this dtype and shape */
     int wide;               /* and the AVX-512 one (quantized spans) */
     int tile;               /* GQA: dequantize each block once into L1 */
+    int fuse;               /* GQA: dequantize in registers for all g heads */
     const char *k, *v;      /* token 0 of the span for this (b, h) */
     const char *kqp, *vqp;  /* its qparams (quantized spans) */
     size_t stride, qp_stride;

@@ -424,6 +424,11 @@ static const struct acase table[] = {
     {1, 1, 8, 8, 64, 1000, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
     {1, 1, 8, 8, 64, 1000, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
     {1, 1, 8, 2, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
+    /* the fused int8 GQA path (AVX-512, head_dim > 64): groups of 2 and 8
+     * heads, a batch with padding, odd T for the leftover row */
+    {1, 1, 8, 4, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
+    {1, 1, 16, 2, 128, 129, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
+    {2, 1, 16, 2, 256, 65, 0, {0, 9}, Q8, 128, LAYOUT_QUANT_F32, 2},
     {1, 1, 8, 2, 128, 333, 0, {0}, Q4, 128, LAYOUT_QUANT, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q4, 16, LAYOUT_QUANT, 2},
