@@ -511,25 +511,36 @@ static int retry_row(struct sweep *s, const struct kv_sweep_row *row)
 }
 
 /*
- * One measurement of a cached slot at T: prefill to P (from empty when the
- * cache is past P, as on a retry), then W + R decode steps at positions
- * P .. P+W+R-1; step j attends over P+j+1 tokens, step mid = W + (R-1)/2
- * over exactly T. Fills the row's measured columns (not the latency
- * summary, which row_times makes from s->times). Returns KV_OK with
- * *complete = 0 when interrupted.
+ * One measurement of a slot at T: W warm-up then R timed steps, filling the
+ * row's measured columns (not the latency summary, which row_times makes
+ * from s->times). Returns KV_OK with *complete = 0 when interrupted.
+ *
+ * A cached slot is prefilled to P (from empty when the cache is past P, as
+ * on a retry) and then decodes one token per step at positions
+ * P .. P+W+R-1: step j attends over P+j+1 tokens, step mid = W + (R-1)/2
+ * over exactly T, and step j is compared with the reference's step j. The
+ * reference slot (slots[0]) records its logits instead.
+ * `none` re-runs tokens [0, T) every step, so each step attends over exactly
+ * T tokens and is compared with the reference's step at T (index
+ * W + (R_ref-1)/2 of this T's plan).
  */
-static enum kv_status cached_attempt(struct sweep *s, struct slot *sl, int32_t T,
-                                     struct kv_sweep_row *row, int *complete)
+static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
+                                    struct kv_sweep_row *row, int *complete)
 {
     const struct kv_sweep_config *cfg = s->cfg;
+    const int none = sl->is_none;
     const int32_t W = cfg->warmup, R = row->reps;
-    const int32_t P = T - 1 - W - (R - 1) / 2, mid = W + (R - 1) / 2;
+    const int32_t P = T - 1 - W - (R - 1) / 2;
+    const int32_t stats_at = none ? W : W + (R - 1) / 2;
+    const int32_t ref_mid = W + (kv_sweep_reps_cached(cfg, T) - 1) / 2;
     const int is_ref = sl == &s->slots[0];
     const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
     *complete = 0;
-    enum kv_status st = prefill_to(s, sl, P);
-    if (st != KV_OK || stopped(cfg))
-        return st;
+    if (!none) {
+        enum kv_status st = prefill_to(s, sl, P);
+        if (st != KV_OK || stopped(cfg))
+            return st;
+    }
 
     struct acc acc = {0};
     size_t copied0 = 0;
@@ -542,23 +553,26 @@ static enum kv_status cached_attempt(struct sweep *s, struct slot *sl, int32_t T
         }
         struct kv_step_stats ss = {0};
         int64_t t0 = kv_now_ns();
-        st = forward(s, sl->cache, sl->len, 1, &ss);
+        enum kv_status st = none ? forward(s, sl->cache, 0, T, &ss)
+                                 : forward(s, sl->cache, sl->len, 1, &ss);
         int64_t t1 = kv_now_ns();
         if (st != KV_OK)
             return st;
-        sl->len++;
+        if (!none)
+            sl->len++;
         if (j >= W) {
             s->times[j - W] = t1 - t0;
             s->attn[j - W] = ss.attn_ns;
         }
-        if (j == mid) {
+        if (j == stats_at) {
             row_step_stats(row, &ss);
             row->cache_bytes = kv_cache_resident_bytes(sl->cache);
         }
         if (is_ref)
             memcpy(s->ref_logits + (size_t)j * BV, s->logits, BV * sizeof(float));
         else if (j >= W)
-            acc_add(&acc, s->logits, s->ref_logits + (size_t)j * BV, cfg->batch, s->vocab);
+            acc_add(&acc, s->logits, s->ref_logits + (size_t)(none ? ref_mid : j) * BV,
+                    cfg->batch, s->vocab);
         if (stopped(cfg))
             return KV_OK;
     }
@@ -593,7 +607,7 @@ static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t t
     row.seq_len_hi = row.seq_len_lo + R - 1;
     for (row.attempts = 1;; row.attempts++) {
         int complete;
-        enum kv_status st = cached_attempt(s, sl, T, &row, &complete);
+        enum kv_status st = timed_attempt(s, sl, T, &row, &complete);
         if (st != KV_OK || !complete)
             return st;
         if (!retry_row(s, &row))
@@ -602,58 +616,6 @@ static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t t
     row_times(s, &row, R);
     *done = 1;
     row_done(s, sl, T, &row, pred);
-    return KV_OK;
-}
-
-/*
- * One measurement of `none` at T: W + R forwards of tokens [0, T), each
- * attending over exactly T tokens, compared with the reference's step at T
- * (index W + (R_ref-1)/2 of this T's plan).
- */
-static enum kv_status none_attempt(struct sweep *s, struct slot *sl, int32_t T,
-                                   struct kv_sweep_row *row, int *complete)
-{
-    const struct kv_sweep_config *cfg = s->cfg;
-    const int32_t W = cfg->warmup, R = row->reps;
-    const int32_t ref_mid = W + (kv_sweep_reps_cached(cfg, T) - 1) / 2;
-    const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
-    *complete = 0;
-    struct acc acc = {0};
-    size_t copied0 = 0;
-    int64_t cpu0 = 0, wall0 = 0;
-    for (int32_t j = 0; j < W + R; j++) {
-        if (j == W) {
-            copied0 = kv_cache_copied_bytes(sl->cache);
-            cpu0 = kv_cpu_now_ns();
-            wall0 = kv_now_ns();
-        }
-        struct kv_step_stats ss = {0};
-        int64_t t0 = kv_now_ns();
-        enum kv_status st = forward(s, sl->cache, 0, T, &ss);
-        int64_t t1 = kv_now_ns();
-        if (st != KV_OK)
-            return st;
-        if (j >= W) {
-            s->times[j - W] = t1 - t0;
-            s->attn[j - W] = ss.attn_ns;
-            acc_add(&acc, s->logits, s->ref_logits + (size_t)ref_mid * BV, cfg->batch,
-                    s->vocab);
-        }
-        if (j == W) {
-            row_step_stats(row, &ss);
-            row->cache_bytes = kv_cache_resident_bytes(sl->cache);
-        }
-        if (stopped(cfg))
-            return KV_OK;
-    }
-    row->copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
-    row->cpu_util = (double)(kv_cpu_now_ns() - cpu0) /
-                    ((double)(kv_now_ns() - wall0) * cfg->threads);
-    row->acc_measured = 1;
-    row->max_abs_err = acc.max_abs;
-    row->rel_err = acc.max_rel;
-    row->token_match = (double)acc.match / (double)acc.total;
-    *complete = 1;
     return KV_OK;
 }
 
@@ -674,7 +636,7 @@ static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti,
     row.seq_len_lo = row.seq_len_hi = T;
     for (row.attempts = 1;; row.attempts++) {
         int complete;
-        enum kv_status st = none_attempt(s, sl, T, &row, &complete);
+        enum kv_status st = timed_attempt(s, sl, T, &row, &complete);
         if (st != KV_OK || !complete)
             return st;
         if (!retry_row(s, &row))
