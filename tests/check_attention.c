@@ -424,12 +424,23 @@ static const struct acase table[] = {
     {1, 1, 8, 8, 64, 1000, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
     {1, 1, 8, 8, 64, 1000, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
     {1, 1, 8, 2, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
-    /* the fused int8 GQA path (AVX-512, head_dim > 64): groups of 2 and 8
-     * heads, a batch with padding, odd T for the leftover row */
+    /* the fused GQA paths (AVX-512, groups of 2, 4 and 8 heads): int8 at
+     * head_dim 128 and 256, a batch with padding, odd T for the leftover row;
+     * int8 and int4 at head_dim 64 below */
     {1, 1, 8, 4, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
     {1, 1, 16, 2, 128, 129, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
     {2, 1, 16, 2, 256, 65, 0, {0, 9}, Q8, 128, LAYOUT_QUANT_F32, 2},
     {1, 1, 8, 2, 128, 333, 0, {0}, Q4, 128, LAYOUT_QUANT, 2},
+    /* the fused int4 GQA path: groups of 2, 4 and 8 heads, groups of 32
+     * and 64 codes (one and two byte chunks per group), padding */
+    {1, 1, 8, 4, 128, 333, 0, {0}, Q4, 64, LAYOUT_QUANT, 2},
+    {1, 1, 16, 2, 128, 129, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
+    {1, 1, 16, 4, 128, 130, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
+    {2, 1, 16, 2, 256, 65, 0, {0, 9}, Q4, 128, LAYOUT_QUANT_F32, 2},
+    {1, 1, 16, 2, 256, 77, 0, {0}, Q4, 64, LAYOUT_QUANT, 2},
+    {1, 1, 16, 4, 64, 131, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
+    {1, 1, 16, 4, 64, 131, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
+    {2, 1, 16, 2, 64, 70, 0, {0, 5}, Q4, 32, LAYOUT_QUANT_F32, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q4, 16, LAYOUT_QUANT, 2},
     {1, 1, 8, 4, 80, 77, 0, {0}, Q8, 40, LAYOUT_QUANT, 2},
@@ -444,8 +455,12 @@ static const struct acase table[] = {
     {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q4, 32, LAYOUT_QUANT, 2},
     {1, 33, 8, 4, 80, 33, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
     {1, 33, 8, 4, 128, 64, 10, {0}, Q4, 32, LAYOUT_QUANT, 2},
-    /* prefill across several query tiles (128 rows of queries x group
-     * heads) and key tiles (256 keys), with windows and padding */
+    /* prefill across several query tiles (256 rows of queries x group
+     * heads) and key tiles (512 keys), with windows and padding */
+    {1, 300, 4, 4, 64, 1100, 0, {0}, F32, 0, LAYOUT_ONE, 2},
+    {1, 300, 4, 4, 64, 1100, 600, {0}, F32, 0, LAYOUT_ONE, 2},
+    {2, 140, 8, 2, 64, 1030, 0, {0, 333}, F32, 0, LAYOUT_RING, 2},
+    {1, 260, 8, 8, 80, 1040, 513, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
     {1, 150, 4, 4, 64, 300, 0, {0}, F32, 0, LAYOUT_ONE, 2},
     {1, 150, 4, 4, 64, 300, 100, {0}, F32, 0, LAYOUT_ONE, 2},
     {2, 140, 8, 2, 64, 600, 0, {0, 333}, F32, 0, LAYOUT_RING, 2},
