@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */
@@ -138,6 +139,31 @@ int64_t kv_cpu_now_ns(void)
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
         return 0;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Machine                                                                  */
+
+static _Atomic size_t l3_override;
+
+void kv_l3_bytes_override(size_t bytes) { atomic_store(&l3_override, bytes); }
+
+size_t kv_l3_bytes(void)
+{
+    static _Atomic size_t cached; /* 0: not read yet; racing readers agree */
+    size_t v = atomic_load(&l3_override);
+    if (v != 0)
+        return v;
+    v = atomic_load(&cached);
+    if (v == 0) {
+        long l3 = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+        l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+        v = l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
+        atomic_store(&cached, v);
+    }
+    return v;
 }
 
 /* ------------------------------------------------------------------------ */

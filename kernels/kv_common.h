@@ -110,6 +110,17 @@ int64_t kv_now_ns(void);
 int64_t kv_cpu_now_ns(void);
 
 /* ------------------------------------------------------------------------ */
+/* Machine                                                                  */
+
+/* Bytes of the last-level (L3) cache, read once; 32 MiB when the system
+ * does not say. The decode kernel prefetches only past this size. */
+size_t kv_l3_bytes(void);
+
+/* Makes kv_l3_bytes return `bytes` from now on (0: the system's value
+ * again); lets tests run the prefetching decode path on small caches. */
+void kv_l3_bytes_override(size_t bytes);
+
+/* ------------------------------------------------------------------------ */
 /* Random numbers                                                           */
 
 /* splitmix64: advances the one 64-bit state and returns the next value.

@@ -501,6 +501,19 @@ START_TEST(test_table)
 }
 END_TEST
 
+/* The decode cases again with the L3 taken as 1 byte, so the kernel
+ * prefetches every next block (the path of caches past the L3); prefetching
+ * must change no output. */
+START_TEST(test_table_prefetch)
+{
+    if (table[_i].n_q != 1)
+        return;
+    kv_l3_bytes_override(1);
+    run_case(&table[_i], 200 + _i);
+    kv_l3_bytes_override(0);
+}
+END_TEST
+
 /* A padded query sees nothing: its output is exactly zero. */
 START_TEST(test_padded_query_zero)
 {
@@ -689,6 +702,7 @@ static Suite *attention_suite(void)
     tc = tcase_create("table");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_table, 0, N_TABLE);
+    tcase_add_loop_test(tc, test_table_prefetch, 0, N_TABLE);
     tcase_add_test(tc, test_padded_query_zero);
     suite_add_tcase(s, tc);
     tc = tcase_create("counts");
