@@ -340,6 +340,34 @@ static void pv_weights_512(float *w, float *msum_i, const float *pi, const char 
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
                                                              10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)(qst / sizeof(float))));
+    if (ng == 2 && qst == 2 * sizeof(struct kv_qparams) && nb % 16 == 0) {
+        /* the qparams of 16 rows are 64 contiguous floats, (s0 m0 s1 m1) per
+         * row: two permutes and two 128-bit shuffles per group split them
+         * into scales and mins, cheaper than four gathers */
+        const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17,
+                                              21, 25, 29);
+        const __m512i idx1 = _mm512_add_epi32(idx, _mm512_set1_epi32(2));
+        __m512 ms0 = _mm512_setzero_ps(), ms1 = _mm512_setzero_ps();
+        for (int32_t j = 0; j < nb; j += 16) {
+            const float *b = (const float *)qp0 + (size_t)j * 4;
+            __m512 v0 = _mm512_loadu_ps(b), v1 = _mm512_loadu_ps(b + 16);
+            __m512 v2 = _mm512_loadu_ps(b + 32), v3 = _mm512_loadu_ps(b + 48);
+            __m512 p = _mm512_loadu_ps(pi + j);
+            /* a = (s rows 0-7 | m rows 0-7), c = (s rows 8-15 | m rows 8-15) */
+            __m512 a = _mm512_permutex2var_ps(v0, idx, v1), c = _mm512_permutex2var_ps(v2, idx, v3);
+            __m512 s0 = _mm512_shuffle_f32x4(a, c, 0x44), m0 = _mm512_shuffle_f32x4(a, c, 0xEE);
+            a = _mm512_permutex2var_ps(v0, idx1, v1);
+            c = _mm512_permutex2var_ps(v2, idx1, v3);
+            __m512 s1 = _mm512_shuffle_f32x4(a, c, 0x44), m1 = _mm512_shuffle_f32x4(a, c, 0xEE);
+            _mm512_storeu_ps(w + j, _mm512_mul_ps(p, s0));
+            _mm512_storeu_ps(w + DEC_KB + j, _mm512_mul_ps(p, s1));
+            ms0 = _mm512_fmadd_ps(p, m0, ms0);
+            ms1 = _mm512_fmadd_ps(p, m1, ms1);
+        }
+        msum_i[0] += _mm512_reduce_add_ps(ms0);
+        msum_i[1] += _mm512_reduce_add_ps(ms1);
+        return;
+    }
     for (int32_t gi = 0; gi < ng; gi++) {
         const float *base = (const float *)qp0 + 2 * gi; /* scale of row 0, group gi */
         __m512 ms = _mm512_setzero_ps();
