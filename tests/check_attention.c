@@ -441,6 +441,11 @@ static const struct acase table[] = {
     {1, 1, 16, 4, 64, 131, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
     {1, 1, 16, 4, 64, 131, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
     {2, 1, 16, 2, 64, 70, 0, {0, 5}, Q4, 32, LAYOUT_QUANT_F32, 2},
+    /* int8 MHA, 16 rows a call: packed (s, m) pairs of 2 groups, 4 groups,
+     * 5 groups of 16 (scalar min terms) */
+    {1, 1, 4, 4, 128, 200, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
+    {1, 1, 8, 8, 128, 333, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
+    {1, 1, 4, 4, 80, 150, 0, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q4, 16, LAYOUT_QUANT, 2},
     {1, 1, 8, 4, 80, 77, 0, {0}, Q8, 40, LAYOUT_QUANT, 2},
