@@ -539,6 +539,32 @@ KV_INLINE void q4_rows_tbl(float *o, const int nr, const float *q, const char *r
     }
 }
 
+/* Scores of 16 int4 rows (MHA), by table, one reduction tree for all 16
+ * (as q8_rows_x16; the table carries the min, so no separate min terms) */
+KV_INLINE void q4_rows_x16(float *o, const float *q, const char *r, size_t st,
+                           const char *qpr, size_t qst, int32_t group, int32_t ng)
+{
+    const int32_t half = group / 2;
+    __m512 tot[16];
+    for (int u = 0; u < 16; u++) {
+        const uint8_t *c = (const uint8_t *)(r + u * st);
+        const struct kv_qparams *qp = (const struct kv_qparams *)(qpr + u * qst);
+        __m512 t0 = _mm512_setzero_ps(), t1 = _mm512_setzero_ps(); /* two chains */
+        for (int32_t gi = 0; gi < ng; gi++) {
+            const int32_t g0 = gi * group;
+            __m512 tbl = q4_table(qp + gi);
+            for (int32_t e = 0; e < half; e += 16) {
+                __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + gi * half + e)));
+                t0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + g0 + e), _mm512_permutexvar_ps(x, tbl), t0);
+                t1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + g0 + half + e),
+                                     _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), tbl), t1);
+            }
+        }
+        tot[u] = _mm512_add_ps(t0, t1);
+    }
+    _mm512_storeu_ps(o, hsum16x16(tot));
+}
+
 /* a (d) += sum_j pi[j] * dequantized v_row(j), int4, by table */
 KV_INLINE void pv_q4_tbl(float *a, const float *pi, const char *v0, size_t stride,
                       const char *vqp0, size_t qst, int32_t nb, int32_t d, int32_t group)
@@ -1026,6 +1052,14 @@ static void sc_avx2(float *sc, const struct kv_attn_job *J, int32_t t0, int32_t 
                 q8_rows16(o + j, 1, q, qsum, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
         } else if (J->wide) {
             if (J->group == 32 && J->ng == 2) /* head_dim 64 and 128: constants */
+                for (; j + 16 <= nb; j += 16)
+                    q4_rows_x16(o + j, q, k + j * st, st, kqp + j * qst, qst, 32, 2);
+            if (J->group == 32 && J->ng == 4)
+                for (; j + 16 <= nb; j += 16)
+                    q4_rows_x16(o + j, q, k + j * st, st, kqp + j * qst, qst, 32, 4);
+            for (; j + 16 <= nb; j += 16)
+                q4_rows_x16(o + j, q, k + j * st, st, kqp + j * qst, qst, J->group, J->ng);
+            if (J->group == 32 && J->ng == 2)
                 for (; j + 8 <= nb; j += 8)
                     q4_rows_tbl(o + j, 8, q, k + j * st, st, kqp + j * qst, qst, 32, 2);
             if (J->group == 32 && J->ng == 4)

@@ -447,6 +447,9 @@ static const struct acase table[] = {
     {1, 1, 8, 8, 128, 333, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
     {1, 1, 4, 4, 80, 150, 0, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
+    /* int4 MHA, 16 rows a call: 2, 4 groups of 32, 2 groups of 64 */
+    {1, 1, 8, 8, 128, 333, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
+    {1, 1, 4, 4, 128, 200, 0, {0}, Q4, 64, LAYOUT_QUANT_F32, 2},
     {1, 1, 8, 1, 80, 77, 0, {0}, Q4, 16, LAYOUT_QUANT, 2},
     {1, 1, 8, 4, 80, 77, 0, {0}, Q8, 40, LAYOUT_QUANT, 2},
     {1, 1, 8, 4, 80, 77, 0, {0}, Q4, 40, LAYOUT_QUANT, 2},
