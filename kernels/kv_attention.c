@@ -226,7 +226,7 @@ size_t kv_attn_workspace_bytes(const struct kv_attn_params *p)
 
 /*
  * Asks for the K and V rows of the next block while this one computes. Only
- * when the call's K/V outgrow the L3 cache (dec_from_dram): from DRAM it
+ * when the call's K/V are likely to come from DRAM (dec_from_dram): there it
  * lifted f32 decode at T = 131072 from ~64% to ~90% of the read bandwidth
  * (GQA 32/8: 32.7 -> 26.6 ms), but from L3 the extra load slots cost more
  * than the latency they hide (T = 8192: 599 -> 797 us).
@@ -344,7 +344,11 @@ static int64_t dec_visible(const struct kv_attn_params *p, const struct kv_span 
 }
 
 /* Whether the K/V rows one decode call reads (all sequences and kv heads,
- * codes and group parameters) exceed the L3 cache. */
+ * codes and group parameters) exceed half the L3 cache: they share it with
+ * the weights, the other layers' rows and, on a VM, other guests (on the
+ * 2-core VM with a 260 MiB L3, 33 MB of f32 rows ran from L3 at 53 GB/s, 67
+ * MB at 28-50 GB/s, 134 MB at the DRAM rate; 168 MB of int8 rows ran
+ * 10.6 ms without prefetching, 8.6 ms with it). */
 static int dec_from_dram(const struct kv_attn_params *p, const struct kv_span *spans,
                          int32_t n_spans)
 {
@@ -355,7 +359,7 @@ static int dec_from_dram(const struct kv_attn_params *p, const struct kv_span *s
             row += (double)(p->head_dim / p->group) * sizeof(struct kv_qparams);
         bytes += 2.0 * row * spans[s].n_tokens;
     }
-    return bytes * p->batch * p->n_kv_heads > (double)kv_l3_bytes();
+    return bytes * p->batch * p->n_kv_heads > 0.5 * (double)kv_l3_bytes();
 }
 
 static void attn_decode(float *out, const float *q, const struct kv_attn_params *p,
