@@ -61,10 +61,57 @@ static void dot_rows(float *dots, const float *x, const float *wr, int M, int64_
         dots[m] = acc[m];
 }
 
+#ifdef __AVX512F__
+/*
+ * dots[m * 4 + r] = x[m] . W row r, for 4 consecutive rows of W (K floats
+ * each, K a multiple of 16) and M <= GEMV_MAX_M rows of x: 4 x M independent
+ * FMA chains over one stream of W, and the next rows of W asked for ahead.
+ * Measured on the default model's decode step at T 4096 (step minus
+ * attention, 3 alternating runs): 2.8-3.9 ms with one row at a time and a
+ * 256-bit dot, 1.2-3.4 ms with this.
+ */
+static void dot_rows4(float *dots, const float *x, const float *w, int M, int64_t K)
+{
+    __m512 a[GEMV_MAX_M][4];
+    for (int m = 0; m < M; m++)
+        for (int r = 0; r < 4; r++)
+            a[m][r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) {
+        __m512 wv[4];
+        for (int r = 0; r < 4; r++) {
+            __builtin_prefetch(w + (4 + r) * K + k, 0, 3);
+            wv[r] = _mm512_loadu_ps(w + r * K + k);
+        }
+        for (int m = 0; m < M; m++) {
+            __m512 xv = _mm512_loadu_ps(x + m * K + k);
+            for (int r = 0; r < 4; r++)
+                a[m][r] = _mm512_fmadd_ps(wv[r], xv, a[m][r]);
+        }
+    }
+    for (int m = 0; m < M; m++)
+        for (int r = 0; r < 4; r++)
+            dots[m * 4 + r] = _mm512_reduce_add_ps(a[m][r]);
+}
+#endif
+
 /* out (M, N) = beta*out + x W^T for M <= GEMV_MAX_M: streams W once. */
 static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, int64_t N,
                          int64_t K, float beta)
 {
+#ifdef __AVX512F__
+    if (K % 16 == 0 && N % 4 == 0) {
+#pragma omp parallel for schedule(static) if (N * K >= GEMM_SERIAL_MNK)
+        for (int64_t n = 0; n < N; n += 4) {
+            float d[GEMV_MAX_M * 4] = {0};
+            dot_rows4(d, x, w + n * K, (int)M, K);
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t r = 0; r < 4; r++)
+                    out[m * N + n + r] = beta == 0.0f ? d[m * 4 + r]
+                                                      : d[m * 4 + r] + beta * out[m * N + n + r];
+        }
+        return;
+    }
+#endif
 #pragma omp parallel for schedule(static) if (N * K >= GEMM_SERIAL_MNK)
     for (int64_t n = 0; n < N; n++) {
         float d[GEMV_MAX_M] = {0}; /* dot_rows fills d[0..M); gcc cannot see it */

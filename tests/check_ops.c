@@ -53,13 +53,15 @@ struct gemm_case {
     int threads;
 };
 
-/* Covers: streaming path (M <= 4), serial sgemm (small M*N*K), split over
+/* Covers: streaming paths (M <= 4), serial sgemm (small M*N*K), split over
  * W's rows (N >= M) and over x's rows (M > N), odd sizes, K not a multiple
  * of the vector width. */
 static const struct gemm_case gemm_cases[] = {
     {1, 1, 1, 1},     {1, 7, 5, 1},      {1, 512, 512, 2},  {2, 33, 17, 2},
     {3, 1376, 512, 2}, {4, 64, 100, 1},  {5, 100, 70, 2},   {17, 9, 31, 1},
     {64, 300, 128, 2}, {300, 64, 128, 2}, {129, 257, 65, 2}, {1000, 3, 96, 2},
+    /* the 4-rows-of-W streaming path (K a multiple of 16, N of 4), M 1..4 */
+    {1, 12, 16, 1},   {2, 64, 96, 2},    {4, 128, 512, 1},
 };
 
 START_TEST(test_gemm_vs_naive)
