@@ -146,6 +146,7 @@ int64_t kv_cpu_now_ns(void)
 
 static _Atomic size_t l3_override;
 
+
 void kv_l3_bytes_override(size_t bytes) { atomic_store(&l3_override, bytes); }
 
 size_t kv_l3_bytes(void)
@@ -156,11 +157,12 @@ size_t kv_l3_bytes(void)
         return v;
     v = atomic_load(&cached);
     if (v == 0) {
-        long l3 = -1;
+        v = (size_t)32 << 20;
 #ifdef _SC_LEVEL3_CACHE_SIZE
-        l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        if (l3 > 0)
+            v = (size_t)l3;
 #endif
-        v = l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
         atomic_store(&cached, v);
     }
     return v;
