@@ -710,6 +710,18 @@ KV_INLINE void f32_rows_heads(float *sc, const int g, const float *qs, const cha
     store_heads(sc, g, a);
 }
 
+/* a[h*ch + c] += pr[h][j] * vv[c]: one row's chunks into the g heads'
+ * accumulators of a pass (the GQA value kernels, f32 and quantized) */
+KV_INLINE void heads_fma(__m512 *a, const __m512 *vv, const float *pr, const int g,
+                         const int ch, int32_t j)
+{
+    for (int h = 0; h < g; h++) {
+        __m512 ph = _mm512_set1_ps(pr[(size_t)h * DEC_KB + j]);
+        for (int c = 0; c < ch; c++)
+            a[h * ch + c] = _mm512_fmadd_ps(ph, vv[c], a[h * ch + c]);
+    }
+}
+
 /*
  * GQA, f32 rows, 16 lanes: acc_h (d) += sum_j pr[h][j] * v_j for the g heads
  * of the group (g in 2, 4, 8), each V chunk loaded once for all heads;
@@ -729,11 +741,7 @@ KV_INLINE void pv_f32_heads(float *acc, size_t acc_stride, const float *pr, cons
             __m512 vv[8];
             for (int c = 0; c < ch; c++)
                 vv[c] = _mm512_loadu_ps(v + 16 * c);
-            for (int h = 0; h < g; h++) {
-                __m512 ph = _mm512_set1_ps(pr[(size_t)h * DEC_KB + j]);
-                for (int c = 0; c < ch; c++)
-                    a[h * ch + c] = _mm512_fmadd_ps(ph, vv[c], a[h * ch + c]);
-            }
+            heads_fma(a, vv, pr, g, ch, j);
         }
         for (int h = 0; h < g; h++)
             for (int c = 0; c < ch; c++)
@@ -878,11 +886,7 @@ KV_INLINE void pv_q_heads(float *acc, size_t acc_stride, const float *pr, const 
                     vv[2 * c] = _mm512_permutexvar_ps(x, tbl);
                     vv[2 * c + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), tbl);
                 }
-                for (int h = 0; h < g; h++) {
-                    __m512 ph = _mm512_set1_ps(pr[(size_t)h * DEC_KB + j]);
-                    for (int c = 0; c < ch; c++)
-                        a[h * ch + c] = _mm512_fmadd_ps(ph, vv[c], a[h * ch + c]);
-                }
+                heads_fma(a, vv, pr, g, ch, j);
             }
             for (int h = 0; h < g; h++)
                 for (int c = 0; c < ch; c++)
@@ -901,11 +905,7 @@ KV_INLINE void pv_q_heads(float *acc, size_t acc_stride, const float *pr, const 
             __m512 vv[8];
             for (int c = 0; c < ch; c++)
                 vv[c] = qchunk(row, qp, e0 + 16 * c, group, dt);
-            for (int h = 0; h < g; h++) {
-                __m512 ph = _mm512_set1_ps(pr[(size_t)h * DEC_KB + j]);
-                for (int c = 0; c < ch; c++)
-                    a[h * ch + c] = _mm512_fmadd_ps(ph, vv[c], a[h * ch + c]);
-            }
+            heads_fma(a, vv, pr, g, ch, j);
         }
         for (int h = 0; h < g; h++)
             for (int c = 0; c < ch; c++)
