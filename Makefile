@@ -161,8 +161,9 @@ kernel-bench: deps
 	@echo "kernel-bench: results in $(KERNEL_CSV), table in $(KERNEL_CSV:.csv=.md), plot in $(PLOTS_DIR)/kernel.png"
 
 # (the measuring part: per pass, one `kvlab kernel --csv` per shape and mode,
-# the pass's first with --roofline and its metadata kept, the rest rows only;
-# temp file, then rename)
+# the pass's first with --roofline and its metadata (# lines) kept; one header
+# line in all, so the file stays one CSV with comment lines; temp file, then
+# rename)
 .PHONY: kernel-bench-run
 kernel-bench-run: $(CLI)
 	@mkdir -p $(dir $(KERNEL_CSV))
@@ -175,7 +176,8 @@ kernel-bench-run: $(CLI)
 	    echo "[pass $$pass/$(KERNEL_PASSES)] $(CLI) kernel --csv $$first --head-dim $$1 --heads $$2 --kv-heads $$3 $$mode $(KERNEL_ARGS)"; \
 	    $(CLI) kernel --csv $$first --head-dim $$1 --heads $$2 --kv-heads $$3 $$mode $(KERNEL_ARGS) \
 	      >"$$tmp.part" || { rm -f "$$tmp" "$$tmp.part"; exit 1; }; \
-	    if [ -n "$$first" ]; then cat "$$tmp.part" >>"$$tmp"; \
+	    if [ -n "$$first" ]; then grep '^#' "$$tmp.part" >>"$$tmp"; fi; \
+	    if [ -n "$$first" ] && [ "$$pass" = 1 ]; then grep -v '^#' "$$tmp.part" >>"$$tmp"; \
 	    else grep -v '^#' "$$tmp.part" | tail -n +2 >>"$$tmp"; fi; \
 	    first=; \
 	  done; \
