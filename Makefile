@@ -371,6 +371,8 @@ valgrind:
 	valgrind $(VG_FLAGS) build/vg/kvlab demo >/dev/null
 	valgrind $(VG_FLAGS) build/vg/kvlab demo --compare sliding,quantized --bits 4 --batch 2 \
 	  --threads 2 >/dev/null
+	valgrind $(VG_FLAGS) build/vg/kvlab demo --strategy sliding --window 1 --prompt-tokens 5 \
+	  --steps 2 >/dev/null
 	valgrind $(VG_FLAGS) build/vg/kvlab $(VG_SWEEP)
 	@echo "valgrind: demo and a tiny sweep are memcheck-clean"
 

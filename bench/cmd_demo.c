@@ -243,6 +243,26 @@ struct session {
     int32_t *seq_a, *seq_b; /* (B, stride) tokens: padded prompt, then generated */
 };
 
+/*
+ * Token t of sequence b in seq ((B, stride) tokens), or -1 where there is
+ * none: before the sequence's first real token (t < pad[b], t < 0). Every
+ * token the renderer shows is read through here or tok_after, so a
+ * one-token prompt (T = 1) or a padded row never reads outside its row.
+ */
+static int32_t seq_tok(const struct session *x, const int32_t *seq, int32_t b, int32_t t)
+{
+    KV_ASSERT(b >= 0 && b < x->B && t < x->stride);
+    return t >= 0 && t >= x->pad[b] ? seq[(size_t)b * x->stride + (size_t)t] : -1;
+}
+
+/* Text of token id as the successor of position t - 1 of sequence b (a BPE
+ * piece may decode differently after a given token; none before t = 0). */
+static const char *tok_after(const struct session *x, const int32_t *seq, int32_t b, int32_t t,
+                             int32_t id, char *buf, size_t cap)
+{
+    return tok_text(&x->vv, seq_tok(x, seq, b, t - 1), id, buf, cap);
+}
+
 static void print_model_line(const struct session *x)
 {
     const struct kv_model_config *c = &x->model->cfg;
@@ -257,13 +277,12 @@ static void print_model_line(const struct session *x)
         if (x->B > 1)
             printf("%sseq %" PRId32 " (pad %" PRId32 "): ", b ? "; " : "", b, x->pad[b]);
         char buf[64];
-        for (int32_t t = x->pad[b]; t < x->P; t++) {
-            const int32_t *s = x->seq_a + (size_t)b * x->stride;
+        for (int32_t t = x->pad[b]; t < x->P; t++)
             printf("%s%s", t > x->pad[b] ? " " : "",
-                   tok_text(&x->vv, t > x->pad[b] ? s[t - 1] : -1, s[t], buf, sizeof buf));
-        }
+                   tok_after(x, x->seq_a, b, t, seq_tok(x, x->seq_a, b, t), buf, sizeof buf));
     }
-    printf("  (%" PRId32 " tokens%s)\n", x->P, x->B > 1 ? " with padding" : "");
+    printf("  (%" PRId32 " token%s%s)\n", x->P, x->P == 1 ? "" : "s",
+           x->B > 1 ? " with padding" : "");
 }
 
 static void print_cache_config(const struct session *x, const struct kv_demo_run *R)
@@ -448,13 +467,14 @@ static void print_step(struct session *x, const struct kv_demo_run *R, const str
     printf("%s\n", S->reset);
     /* What is fed. */
     printf("  %-20s", "fed");
-    if (R->n_fed == 1) {
-        printf("1 token %s at pos %" PRId32, tok_text(&x->vv, seq[T - 2], seq[T - 1], buf,
-                                                       sizeof buf), T - 1);
+    if (step > 0 && R->n_fed == 1) {
+        printf("1 token %s at pos %" PRId32,
+               tok_after(x, seq, 0, T - 1, seq_tok(x, seq, 0, T - 1), buf, sizeof buf), T - 1);
         printf("  %s(without a cache: all %" PRId32 " tokens, pos 0..%" PRId32 ")%s",
                S->dim, T, T - 1, S->reset);
     } else {
-        printf("%" PRId32 " tokens, pos 0..%" PRId32, R->n_fed, T - 1);
+        printf("%" PRId32 " token%s, pos 0..%" PRId32, R->n_fed, R->n_fed == 1 ? "" : "s",
+               T - 1);
         if (step > 0)
             printf("  %s(no cache: the whole sequence again, every layer recomputes "
                    "K and V)%s", S->dim, S->reset);
@@ -497,8 +517,8 @@ static void print_step(struct session *x, const struct kv_demo_run *R, const str
     for (int32_t b = 0; b < x->B; b++) {
         if (x->B > 1)
             printf("%ss%" PRId32 " ", b ? "  " : "", b);
-        printf("%s%s%s", S->cyan, tok_text(&x->vv, seq[(size_t)b * x->stride + T - 1],
-                                           R->next[b], buf, sizeof buf), S->reset);
+        printf("%s%s%s", S->cyan, tok_after(x, seq, b, T, R->next[b], buf, sizeof buf),
+               S->reset);
         printf(" (%" PRId32 ")", R->next[b]);
     }
     if (ref != R) {
@@ -539,7 +559,7 @@ static void print_brief(const struct session *x, const struct kv_demo_run *R, co
            kv_cache_copied_bytes(R->cache));
     if (x->o->show_time)
         printf(" %7.0f", (double)R->step_ns / 1e3);
-    printf("  %s", tok_text(&x->vv, seq[T - 1], R->next[0], buf, sizeof buf));
+    printf("  %s", tok_after(x, seq, 0, T, R->next[0], buf, sizeof buf));
     if (ref != R && R->next[0] != ref->next[0])
         printf("  %s(without a cache: %s)%s", x->S.red,
                tok_text(&x->vv, -1, ref->next[0], buf, sizeof buf), x->S.reset);
@@ -626,7 +646,8 @@ static int walk(struct session *x, const char *name)
                 t = x->P + o->steps - 8;
                 continue;
             }
-            printf(" %s", tok_text(&x->vv, x->seq_a[t - 1], x->seq_a[t], buf, sizeof buf));
+            printf(" %s", tok_after(x, x->seq_a, 0, t, seq_tok(x, x->seq_a, 0, t), buf,
+                                    sizeof buf));
         }
         int64_t f = flops_of(&R.total), fn = flops_of(&refp->total);
         printf("\n  FLOPs %" PRId64 " in total, %" PRId64 " without a cache", f, fn);
@@ -705,10 +726,10 @@ static int compare(struct session *x, const char *na, const char *nb)
             char ta[64], tb[64];
             printf("%4" PRId32 " %4" PRId32 " | %-*s %4" PRId32 " %9" PRId64 " %8zu %7zu | %-*s %4"
                    PRId32 " %9" PRId64 " %8zu %7zu | ",
-                   step, T, wa, tok_text(&x->vv, x->seq_a[T - 1], A.next[0], ta, sizeof ta),
+                   step, T, wa, tok_after(x, x->seq_a, 0, T, A.next[0], ta, sizeof ta),
                    A.n_fed, flops_of(&A.st), kv_cache_resident_bytes(A.cache),
                    kv_cache_copied_bytes(A.cache), wb,
-                   tok_text(&x->vv, x->seq_b[T - 1], B.next[0], tb, sizeof tb), B.n_fed,
+                   tok_after(x, x->seq_b, 0, T, B.next[0], tb, sizeof tb), B.n_fed,
                    flops_of(&B.st), kv_cache_resident_bytes(B.cache),
                    kv_cache_copied_bytes(B.cache));
             if (same_hist)

@@ -52,20 +52,23 @@ static struct kv_cache_config cache_cfg(const struct kv_model *m, int32_t batch)
     };
 }
 
-/* Runs strategy `name` for STEPS decode steps; seq (MAXPOS+1) is filled with
+/* Runs strategy `name` for STEPS decode steps after a prompt of p <= P
+ * tokens, with a sliding window of `window`; seq (MAXPOS+1) is filled with
  * the prompt and the greedy tokens; w_out (STEPS+1, n_layers, MAXPOS) gets the
  * recorded weights of sequence 0. Checks the per-step invariants. */
-static void walk(const struct kv_model *m, const char *name, int32_t *seq, float *w_out)
+static void walk_p(const struct kv_model *m, const char *name, int32_t p, int32_t window,
+                   int32_t *seq, float *w_out)
 {
     struct kv_demo_run R;
     struct kv_cache_config cc = cache_cfg(m, 1);
-    ck_assert_int_eq(kv_demo_run_create(&R, name, m, &cc, 1, P, MAXPOS, 1), KV_OK);
-    for (int32_t t = 0; t < P; t++)
+    cc.window = window;
+    ck_assert_int_eq(kv_demo_run_create(&R, name, m, &cc, 1, p, MAXPOS, 1), KV_OK);
+    for (int32_t t = 0; t < p; t++)
         seq[t] = (5 * t + 1) % m->cfg.vocab_size;
     const int32_t L = m->cfg.n_layers;
     for (int32_t step = 0; step <= STEPS; step++) {
         ck_assert_int_eq(kv_demo_run_step(&R, step, seq, MAXPOS + 1, NULL), KV_OK);
-        const int32_t T = P + step;
+        const int32_t T = p + step;
         ck_assert_int_eq(R.n_fed, step == 0 || !R.keeps ? T : 1);
         ck_assert_int_eq(R.st.tokens_fed, R.n_fed);
         for (int32_t l = 0; l < L; l++) {
@@ -96,8 +99,8 @@ static void walk(const struct kv_model *m, const char *name, int32_t *seq, float
                 held_q += lc->held_q[s];
             }
             if (strcmp(name, "sliding") == 0 && step > 0) {
-                ck_assert_int_eq(held, WINDOW);
-                for (int32_t s = T - WINDOW; s < T; s++)
+                ck_assert_int_eq(held, window < T ? window : T);
+                for (int32_t s = T - window; s < T; s++)
                     ck_assert(lc->held[s]);
             } else if (strcmp(name, "quantized") == 0) {
                 ck_assert_int_eq(held, T);
@@ -120,6 +123,11 @@ static void walk(const struct kv_model *m, const char *name, int32_t *seq, float
     kv_demo_run_destroy(&R);
 }
 
+static void walk(const struct kv_model *m, const char *name, int32_t *seq, float *w_out)
+{
+    walk_p(m, name, P, WINDOW, seq, w_out);
+}
+
 START_TEST(test_every_strategy)
 {
     int64_t live0 = kv_alloc_live();
@@ -130,6 +138,42 @@ START_TEST(test_every_strategy)
     float w[(STEPS + 1) * 2 * MAXPOS];
     ck_assert_uint_eq(nw, sizeof w / sizeof w[0]);
     walk(m, ops->name, seq, w);
+    kv_model_destroy(m);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/* The smallest inputs every display path must handle: a one-token prompt
+ * (T = 1 at the prefill, every later step has one past key), a batch of 1,
+ * a window of 1; then the same prompt in a batch of 2 with padding. The
+ * per-step invariants of walk_p hold for every strategy. */
+START_TEST(test_one_token_window_one)
+{
+    int64_t live0 = kv_alloc_live();
+    struct kv_model *m = make_model();
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    int32_t seq[MAXPOS + 1];
+    static float w[(STEPS + 1) * 2 * MAXPOS];
+    walk_p(m, ops->name, 1, 1, seq, w);
+    /* step 0 attended over exactly the one position, with all the weight */
+    for (int32_t l = 0; l < m->cfg.n_layers; l++)
+        ck_assert_float_eq_tol(w[(size_t)l * MAXPOS], 1.0f, WEIGHT_SUM_TOL);
+
+    struct kv_demo_run R;
+    struct kv_cache_config cc = cache_cfg(m, 2);
+    cc.window = 1;
+    ck_assert_int_eq(kv_demo_run_create(&R, ops->name, m, &cc, 2, 1, MAXPOS, 1), KV_OK);
+    int32_t seq2[2 * (MAXPOS + 1)] = {0};
+    seq2[0] = seq2[MAXPOS + 1] = 7;
+    const int32_t pad[2] = {0, 0};
+    for (int32_t step = 0; step <= 2; step++) {
+        ck_assert_int_eq(kv_demo_run_step(&R, step, seq2, MAXPOS + 1, pad), KV_OK);
+        /* both sequences hold the same tokens: the same greedy choice */
+        ck_assert_int_eq(R.next[0], R.next[1]);
+        for (int32_t b = 0; b < 2; b++)
+            seq2[b * (MAXPOS + 1) + 1 + step] = R.next[b];
+    }
+    kv_demo_run_destroy(&R);
     kv_model_destroy(m);
     ck_assert_int_eq(kv_alloc_live(), live0);
 }
@@ -222,6 +266,7 @@ static Suite *demo_suite(void)
     Suite *s = suite_create("demo");
     TCase *tc = tcase_create("capture");
     tcase_add_loop_test(tc, test_every_strategy, 0, kv_strategy_count());
+    tcase_add_loop_test(tc, test_one_token_window_one, 0, kv_strategy_count());
     tcase_add_test(tc, test_exact_strategies_agree);
     tcase_add_test(tc, test_padding_masked);
     tcase_add_test(tc, test_alloc_failure_cleans_up);

@@ -136,6 +136,14 @@ golden_case gqa_sliding 0 --dim 32 --heads 4 --kv-heads 2 --strategy sliding --w
 golden_case cmp_none_sliding 0 --compare none,sliding --window 10 --steps 8
 golden_case cmp_dyn_concat 0 --compare dynamic,dynamic-concat --steps 8 --every 4
 golden_case brief_none 0 --strategy none --steps 40 --every 10 --brief
+# The edges every display path must handle: a one-token prompt (T = 1 at the
+# prefill), a batch of 1, a window of 1 (issue 17, class 1).
+golden_case one_token 0 --strategy dynamic --prompt-tokens 5 --steps 2
+golden_case one_token_window1 0 --strategy sliding --window 1 --prompt-tokens 5 --steps 2
+golden_case one_token_brief 0 --strategy none --prompt-tokens 5 --steps 3 --brief
+golden_case one_token_cmp 0 --compare none,sliding --window 1 --prompt-tokens 5 --steps 3
+golden_case one_token_batch2 0 --strategy quantized --residual 1 --prompt-tokens 5 --batch 2 \
+    --steps 2
 
 echo "properties"
 # The golden comparison itself must reject a changed mask bit and a changed count.
@@ -161,6 +169,26 @@ grep -q "first above 1e-04 at step 3, T = 11" <<<"$out" ||
 NO_COLOR=1 "$KVLAB" demo --strategy static --slots 10 --steps 4 >/dev/null 2>"$tmp/err"
 [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "cache is full" "$tmp/err" ||
     bad "static full: expected one stderr line, got: $(cat "$tmp/err")"
+
+# Every registered strategy on the smallest inputs, every display path (the
+# full walk, --brief, --compare against none): exit 0, nothing on stderr.
+# Under SANITIZE=1 (build/san/kvlab) this is the sanitizer run of T = 1.
+mapfile -t strategies < <("$KVLAB" strategies | awk '{ print $1 }')
+[ "${#strategies[@]}" -ge 6 ] || bad "kvlab strategies listed ${#strategies[@]} strategies"
+for s in "${strategies[@]}"; do
+    for args in "--strategy $s" "--strategy $s --brief" "--compare none,$s"; do
+        for edge in "--prompt-tokens 5 --steps 0" "--prompt-tokens 5 --steps 2" \
+                    "--prompt-tokens 5 --steps 2 --window 1 --residual 1 --slots 3" \
+                    "--prompt-tokens 5 --steps 1 --batch 4 --window 1" "--prompt z --steps 1"; do
+            # shellcheck disable=SC2086
+            NO_COLOR=1 "$KVLAB" demo $args $edge >"$tmp/edge.out" 2>"$tmp/edge.err"
+            rc=$?
+            if [ "$rc" != 0 ] || [ -s "$tmp/edge.err" ]; then
+                bad "demo $args $edge: exit $rc: $(head -c 300 "$tmp/edge.err")"
+            fi
+        done
+    done
+done
 
 # Colour only on request or on a terminal, and never with NO_COLOR.
 "$KVLAB" demo --steps 1 | grep -q $'\033' && bad "colour escape codes in piped output"
