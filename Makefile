@@ -210,6 +210,56 @@ notebooks-data: deps
 	@$(MAKE) --no-print-directory $(CLI)
 	$(CLI) sweep --out notebooks_data/bench.csv $(BENCH_ARGS)
 
+# ---- the classroom notebook and the one-file report ---------------------
+.PHONY: notebook-check report report-check
+PY3 ?= /usr/bin/python3
+# Debian's names for what the notebook needs: pandas, matplotlib, Jupyter's
+# headless executor (`jupyter nbconvert`) and its Python kernel. A `make deps`
+# typed by you installs them too; `make test` and `make bench` do not need them.
+NOTEBOOK_PKGS := python3-pandas python3-matplotlib python3-nbconvert python3-ipykernel jupyter-nbconvert
+ifeq ($(MAKELEVEL)$(filter deps,$(MAKECMDGOALS)),0deps)
+deps: DEPS_PKGS += $(NOTEBOOK_PKGS)
+endif
+REPORT ?= out/report.html
+PEERS_CSV ?= out/peers.csv
+# BASELINE has a default for bench-check; the report compares only when it is given.
+REPORT_BASELINE := $(if $(filter command line environment,$(origin BASELINE)),$(BASELINE))
+# the browser test of the report: Debian's chromium, driven headless
+REPORT_CHECK_PKGS := python3 chromium gnuplot-nox
+# (shell) re-measure $(BENCH_QUICK_CSV) when it is missing or older than the CLI
+fresh_quick = $(MAKE) --no-print-directory $(CLI) && \
+  { [ -f $(BENCH_QUICK_CSV) ] && [ $(BENCH_QUICK_CSV) -nt $(CLI) ] || $(MAKE) --no-print-directory bench-quick; }
+
+# Execute notebooks_data/kv_cache.ipynb headless (jupyter nbconvert --execute)
+# on the committed CSV, on a fresh bench-quick output and on a schema-2 copy;
+# fail on any cell error (tests/notebook_check.sh).
+notebook-check:
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(NOTEBOOK_PKGS)"
+	@$(fresh_quick)
+	PY3=$(PY3) bash tests/notebook_check.sh notebooks_data/bench.csv $(BENCH_QUICK_CSV)
+
+# Write $(REPORT), one self-contained HTML page of the run in $(BENCH_CSV): its
+# metadata, the target tables, key figures, every plot inlined as SVG (drawn
+# again from the CSV), the peers, and `kvlab compare` verdicts with BASELINE=FILE.
+report:
+	@test -f $(BENCH_CSV) || { echo "report: $(BENCH_CSV) not found (run 'make bench' first)" >&2; exit 2; }
+	@test -x $(PY3) || $(MAKE) --no-print-directory deps DEPS_PKGS=python3
+	@$(PY3) bench/report.py --check --csv $(BENCH_CSV)
+	@command -v gnuplot >/dev/null || $(MAKE) --no-print-directory deps DEPS_PKGS=gnuplot-nox
+	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR) >/dev/null
+	$(if $(REPORT_BASELINE),@$(MAKE) --no-print-directory -q $(CLI) || $(MAKE) --no-print-directory $(CLI))
+	@$(PY3) bench/report.py --csv $(BENCH_CSV) --steps $(STEPS_MD) --kernel-md $(KERNEL_CSV:.csv=.md) \
+	  --plots $(PLOTS_DIR) --peers $(PEERS_CSV) --out $(REPORT) \
+	  $(if $(REPORT_BASELINE),--baseline $(REPORT_BASELINE) --kvlab $(CLI))
+
+# The report's tests (tests/report_check.sh): bad input, then pages of the
+# committed run and of a fresh bench-quick run loaded in headless chromium;
+# screenshots out/report-*.png.
+report-check:
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(REPORT_CHECK_PKGS)"
+	@$(fresh_quick)
+	KVLAB=$(CLI) PY3=$(PY3) bash tests/report_check.sh notebooks_data/bench.csv $(BENCH_QUICK_CSV)
+
 # ---- regression tracking (kvlab compare) and fuzzing --------------------
 .PHONY: baseline bench-check fuzz fuzz-csv
 # baseline / bench-check: the file kept per machine, e.g. BASELINE=out/baseline-$$(hostname).csv

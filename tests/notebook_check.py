@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""notebook_check.py - the assertions of make notebook-check (tests/notebook_check.sh).
+
+    notebook_check.py clean NOTEBOOK            the committed notebook holds no outputs
+    notebook_check.py ran EXECUTED CSV          an executed notebook read CSV and answered
+    notebook_check.py missing EXECUTED PATH     the first cell's output says PATH does not exist
+
+`ran` checks what nbconvert's exit status cannot: that the first cell read
+the intended file (its row count, counted here independently), that every
+figure was drawn (one image/png output per figure cell), that the cell after
+each exercise printed an answer, and that the answers' exact identities hold
+(the attention-FLOP formula on every row; the int4 memory formula on every
+int4 row). Standard library only; one line per failure, exit 1.
+"""
+import json
+import os
+import sys
+
+FIGURES = 7          # latency, log-log, attention FLOPs, memory, quantization, cumulative, roofline
+EXERCISES = 8
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def text_of(cell):
+    out = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            out.append("".join(o.get("text", "")))
+        elif "data" in o and "text/plain" in o["data"]:
+            out.append("".join(o["data"]["text/plain"]))
+    return "".join(out)
+
+
+def source(cell):
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+def data_rows(csv_path):
+    n, header = 0, False
+    with open(csv_path, encoding="utf-8") as f:
+        for line in f:
+            if line.lstrip().startswith("#") or not line.strip():
+                continue
+            if not header:
+                header = True
+            else:
+                n += 1
+    return n
+
+
+def check_clean(nb_path):
+    nb = load(nb_path)
+    bad = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+           and (c.get("outputs") or c.get("execution_count") is not None)]
+    if bad:
+        return [f"{nb_path}: cells {bad} carry outputs or execution counts; commit it "
+                "cleared (jupyter nbconvert --clear-output --inplace)"]
+    return []
+
+
+def check_ran(nb_path, csv_path):
+    nb = load(nb_path)
+    problems = []
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for i, c in enumerate(code):
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "error":
+                problems.append(f"code cell {i}: {o.get('ename')}: {o.get('evalue')}")
+    first = text_of(code[0])
+    rows = data_rows(csv_path)
+    if (f"read {rows} rows" not in first or f"from {os.path.abspath(csv_path)} " not in first
+            or "does not exist" in first):
+        problems.append(f"the first cell did not read {csv_path} ({rows} rows): {first[:200]!r}")
+    pngs = sum(1 for c in code for o in c.get("outputs", [])
+               if "data" in o and "image/png" in o["data"])
+    if pngs < FIGURES:
+        problems.append(f"{pngs} figures drawn, expected at least {FIGURES}")
+    cells = nb["cells"]
+    exercises = 0
+    for i, c in enumerate(cells):
+        if c["cell_type"] == "markdown" and source(c).lstrip().startswith("**Exercise"):
+            exercises += 1
+            nxt = cells[i + 1] if i + 1 < len(cells) else None
+            if not nxt or nxt["cell_type"] != "code" or not text_of(nxt).strip():
+                problems.append(f"exercise {exercises}: the next cell printed no answer")
+    if exercises != EXERCISES:
+        problems.append(f"{exercises} exercises, expected {EXERCISES}")
+    answers = None
+    for line in text_of(code[-1]).splitlines():
+        if line.startswith("KVLAB_ANSWERS "):
+            answers = json.loads(line[len("KVLAB_ANSWERS "):])
+    if answers is None:
+        problems.append("the last cell printed no KVLAB_ANSWERS line")
+    else:
+        for n in range(1, EXERCISES + 1):
+            if not any(k.startswith(f"{n} ") for k in answers):
+                problems.append(f"no answer recorded for exercise {n}")
+        for k in ("3 exact", "5 exact"):
+            if answers.get(k) is not True:
+                problems.append(f"'{k}' is {answers.get(k)!r}: the formula does not match the data")
+    return problems
+
+
+def check_missing(nb_path, missing_path):
+    code = [c for c in load(nb_path)["cells"] if c["cell_type"] == "code"]
+    first = text_of(code[0])
+    if "does not exist" not in first or missing_path not in first:
+        return [f"the first cell's output does not say that {missing_path} does not exist: "
+                f"{first[:200]!r}"]
+    return []
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "clean":
+        problems = check_clean(argv[2])
+    elif len(argv) == 4 and argv[1] == "ran":
+        problems = check_ran(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "missing":
+        problems = check_missing(argv[2], argv[3])
+    else:
+        print(__doc__.strip().splitlines()[2:5], file=sys.stderr)
+        return 2
+    for p in problems:
+        print(f"notebook_check: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
