@@ -38,6 +38,7 @@ CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-extensions", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
+    "--disable-dev-shm-usage",   # containers give /dev/shm 64 MB
     "--remote-debugging-pipe",
 ]
 
