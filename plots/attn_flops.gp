@@ -13,9 +13,9 @@ set logscale x 2
 set logscale y 10
 set format x "%g"
 set format y "10^{%L}"
-set label 1 "no cache: {/Symbol \265} T(T+1)/2 (every query again)" \
+set label 1 "no cache: ∝ T(T+1)/2 (every query again)" \
     at graph 0.50, graph 0.62 font ",14" tc rgb "#d62728"
-set label 2 "cached (the lines coincide): {/Symbol \265} T" \
+set label 2 "cached (the lines coincide): ∝ T" \
     at graph 0.12, graph 0.35 font ",14" tc rgb "#1f77b4"
 set label 3 "sliding: flat at its window" at graph 0.66, graph 0.20 font ",14" tc rgb "#9467bd"
 do for [fmt in "png svg"] {

@@ -243,6 +243,9 @@ if command -v gnuplot >/dev/null 2>&1; then
         check "$name.png is a non-empty PNG" \
             sh -c "test -s '$png' && head -c 8 '$png' | od -An -c | grep -q 'P   N   G'"
         check "$name.svg is written" test -s "$TMP/plots/$name.svg"
+        # an SVG is XML: one byte outside UTF-8 (a Symbol-font escape) and a
+        # browser or an XML parser refuses the whole figure
+        check "$name.svg is valid UTF-8" iconv -f UTF-8 -t UTF-8 -o /dev/null "$TMP/plots/$name.svg"
     done
     check "at least the six figures of DESIGN.md have scripts ($n_scripts)" test "$n_scripts" -ge 6
 else
