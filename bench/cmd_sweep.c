@@ -4,14 +4,16 @@
  *
  *   kvlab sweep [--strategies LIST] [--seq-lens LIST | --max-seq N]
  *               [--none-max N] [--reps R] [--warmup W] [--out FILE]
- *               [--quiet] [--no-roofline] [model and strategy options]
+ *               [--quiet] [--no-roofline] [--shard I/N] [--list]
+ *               [--plan-rates G,B[,C]] [model and strategy options]
  *
  * The measurement is sweep.c; this file parses options, measures the
  * machine's limits first (roofline.c) so every result file carries them,
  * prints progress, and writes the file atomically (csv_write.c). SIGINT and
  * SIGTERM only set a flag: the sweep drops the row in flight, the rows done
  * so far are written as a complete file marked `# partial=1`, and the exit
- * status is 130 / 143.
+ * status is 130 / 143. --shard I/N measures one part of the sweep's rows
+ * and --list prints the plan (shard.h decides both).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,9 +27,11 @@
 #include "checkpoint.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "csv_read.h"
 #include "csv_schema.h"
 #include "csv_write.h"
 #include "roofline.h"
+#include "shard.h"
 #include "sweep.h"
 #include "sysinfo.h"
 
@@ -221,6 +225,13 @@ static void sweep_usage(FILE *f)
         "                     the --model / --tokenizer input\n"
         "  --quiet            no progress on stderr\n"
         "  --no-roofline      skip measuring the machine's limits (metadata reads nan)\n"
+        "  --shard I/N        measure only part I of N (1 <= I <= N) of the sweep's rows,\n"
+        "                     parts balanced by predicted cost; `kvlab merge` joins them\n"
+        "  --list             print the planned rows (of --shard I/N, else all) with their\n"
+        "                     predicted cost and every shard's total; measure nothing\n"
+        "  --plan-rates G,B[,C]  rates the plan predicts with: GFLOP/s, read GB/s and\n"
+        "                     cache-copy GB/s, whole numbers (default %d,%d,%d); every\n"
+        "                     shard of one sweep must be given the same\n"
         "  model/strategy options as in generate: --layers --dim --heads --kv-heads\n"
         "  --hidden --vocab --max-len --window --bits --group --residual --batch\n"
         "  --threads --seed --mlp on|off --model FILE\n"
@@ -229,7 +240,8 @@ static void sweep_usage(FILE *f)
         "Timed steps are centred on T: the cache is prefilled (untimed) to\n"
         "T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends over exactly T.\n",
         DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP,
-        100.0 * KV_SWEEP_MIN_CPU_UTIL, DEFAULT_RETRIES);
+        100.0 * KV_SWEEP_MIN_CPU_UTIL, DEFAULT_RETRIES, KV_PLAN_GFLOPS_DEFAULT,
+        KV_PLAN_GBPS_DEFAULT, KV_PLAN_COPY_GBPS_DEFAULT);
 }
 
 /* Parses one strategy name of the list into st; -1 after printing. */
@@ -303,6 +315,9 @@ struct sweep_opts {
     const char *out;
     int quiet;
     int no_roofline;
+    int32_t shard, n_shards; /* --shard I/N; 0, 0 without */
+    int list;                /* --list */
+    struct kv_plan_rates rates;
 };
 
 static int check_out(const struct sweep_opts *o);
@@ -317,6 +332,7 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
     o->warmup = DEFAULT_WARMUP;
     o->retries = DEFAULT_RETRIES;
     o->out = "out/bench.csv";
+    kv_plan_rates_default(&o->rates);
     int have_max_seq = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -332,9 +348,13 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
             o->no_roofline = 1;
             continue;
         }
+        if (strcmp(a, "--list") == 0) {
+            o->list = 1;
+            continue;
+        }
         static const char *const with_value[] = {"--strategies", "--seq-lens", "--max-seq",
                                                  "--none-max", "--reps", "--warmup", "--out",
-                                                 "--retries"};
+                                                 "--retries", "--shard", "--plan-rates"};
         int own = -1;
         for (int k = 0; k < (int)(sizeof(with_value) / sizeof(with_value[0])); k++)
             if (strcmp(a, with_value[k]) == 0)
@@ -365,6 +385,20 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
         case 5: bad = kv_cli_i32(a, v, 0, 1000, &o->warmup); break;
         case 6: o->out = v; break;
         case 7: bad = kv_cli_i32(a, v, 0, 100, &o->retries); break;
+        case 8:
+        case 9: {
+            char ex[48];
+            kv_csv_excerpt(ex, sizeof ex, v, 32);
+            bad = own == 8 ? kv_shard_parse(v, &o->shard, &o->n_shards) != 0
+                           : kv_plan_rates_parse(v, &o->rates) != 0;
+            if (bad && own == 8)
+                fprintf(stderr, "kvlab sweep: --shard expects I/N, whole numbers with "
+                                "1 <= I <= N <= %d, got '%s'\n", KV_PLAN_MAX_ROWS, ex);
+            else if (bad)
+                fprintf(stderr, "kvlab sweep: --plan-rates expects GFLOPS,GBPS[,COPY_GBPS], "
+                                "whole numbers in 1..1000000, got '%s'\n", ex);
+            break;
+        }
         default: break;
         }
         if (bad)
@@ -526,6 +560,50 @@ static int check_sweep_memory(const struct kv_model_config *mc,
 }
 
 /* ------------------------------------------------------------------------ */
+/* Shards (shard.h)                                                         */
+
+/* --list: the plan's rows (of one shard, or all) and every shard's total,
+ * as a CSV with `#` comment lines on stdout. 0, or 1 when stdout failed. */
+static int print_plan(const struct kv_plan *p, const struct kv_sweep_config *cfg, int32_t shard)
+{
+    printf("# kvlab sweep --list: %d rows in %d shard%s, plan %016llx; predicted at "
+           "%lld GFLOP/s, %lld GB/s read, %lld GB/s cache copies\n", p->n_rows, p->n_shards,
+           p->n_shards == 1 ? "" : "s", (unsigned long long)p->id, (long long)p->rates.gflops,
+           (long long)p->rates.gbps, (long long)p->rates.copy_gbps);
+    printf("# whole sweep: predicted %.1f s\n", (double)p->whole_ns / 1e9);
+    int64_t max_ns = 0, sum_ns = 0;
+    for (int32_t k = 0; k < p->n_shards; k++) {
+        printf("# shard %d/%d: %d rows, predicted %.1f s%s\n", k + 1, p->n_shards,
+               p->shard_rows[k], (double)p->shard_ns[k] / 1e9,
+               k + 1 == shard ? "  <- this shard" : "");
+        max_ns = p->shard_ns[k] > max_ns ? p->shard_ns[k] : max_ns;
+        sum_ns += p->shard_ns[k];
+    }
+    if (p->n_shards > 1)
+        printf("# largest shard %.1f s = %.2fx the mean; all shards together %.2fx the "
+               "whole sweep\n", (double)max_ns / 1e9,
+               (double)max_ns * p->n_shards / (double)(sum_ns > 0 ? sum_ns : 1),
+               (double)sum_ns / (double)(p->whole_ns > 0 ? p->whole_ns : 1));
+    printf("shard,strategy,seq_len,reps,pred_ms,alone_ms,flops_step,bytes_step,"
+           "copy_bytes_step\n");
+    for (int32_t r = 0; r < p->n_rows; r++) {
+        const struct kv_plan_row *row = &p->rows[r];
+        if (shard > 0 && row->shard != shard)
+            continue;
+        printf("%d,%s,%d,%d,%.3f,%.3f,%lld,%lld,%lld\n", row->shard,
+               cfg->strategies[row->strategy].label, row->seq_len, row->reps,
+               (double)row->cost_ns / 1e6, (double)row->alone_ns / 1e6,
+               (long long)row->flops_step, (long long)row->bytes_step,
+               (long long)row->copy_bytes);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "kvlab sweep: --list: cannot write to stdout\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* The command                                                              */
 
 static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si,
@@ -552,6 +630,13 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
     kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");
     kv_csv_writer_set_metaf(w, "max_retries", "%d", cfg->max_retries);
+    char labels[KV_SWEEP_MAX_STRATEGIES * (KV_SWEEP_LABEL_LEN + 1)];
+    size_t ln = 0;
+    labels[0] = '\0';
+    for (int32_t i = 0; i < cfg->n_strategies; i++)
+        ln += (size_t)snprintf(labels + ln, sizeof labels - ln, "%s%s", i ? "," : "",
+                               cfg->strategies[i].label);
+    kv_csv_writer_set_meta(w, "strategies", labels);
     kv_csv_writer_set_meta(w, "partial", "1");
     kv_csv_writer_set_meta(w, "wall_s", "nan");
     char cmd[2048];
@@ -573,6 +658,7 @@ int kv_cmd_sweep(int argc, char **argv)
 
     /* The model: synthetic (max_len raised to what the sweep needs) or a file. */
     struct kv_model *m = NULL;
+    static struct kv_model shape; /* the synthetic model's shape, for --list */
     enum kv_status s;
     int32_t capacity = kv_sweep_capacity(&cfg);
     if (o.common.model_path != NULL) {
@@ -585,28 +671,64 @@ int kv_cmd_sweep(int argc, char **argv)
         struct kv_model_config mc = o.common.model;
         if (mc.max_len < capacity)
             mc.max_len = capacity;
+        shape.cfg = mc; /* --list measures nothing: the shape is all it needs */
         /* 0: the configuration is invalid; creating it says why */
         size_t weights = kv_model_weight_bytes(&mc);
-        if (weights > 0 && check_sweep_memory(&mc, &cfg, weights) != 0)
+        if (!o.list && weights > 0 && check_sweep_memory(&mc, &cfg, weights) != 0)
             return 2;
-        s = kv_model_create_synthetic(&m, &mc, o.common.seed);
+        s = o.list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
+                   : kv_model_create_synthetic(&m, &mc, o.common.seed);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab sweep: model: %s\n", kv_status_str(s));
             return s == KV_ERR_INVALID || s == KV_ERR_OVERFLOW ? 2 : 1;
         }
     }
+    const struct kv_model *mshape = m != NULL ? m : &shape;
     const char *why = NULL;
     cfg.est_gflops = 50.0;
     cfg.est_gbps = 10.0;
-    if (kv_sweep_check(&cfg, m, &why) != KV_OK) {
+    if (kv_sweep_check(&cfg, mshape, &why) != KV_OK) {
         fprintf(stderr, "kvlab sweep: %s\n", why);
         kv_model_destroy(m);
         return 2;
     }
     /* a checkpoint's weights are loaded already; its caches are not */
-    if (o.common.model_path != NULL && check_sweep_memory(&m->cfg, &cfg, 0) != 0) {
+    if (o.common.model_path != NULL && !o.list &&
+        check_sweep_memory(&m->cfg, &cfg, 0) != 0) {
         kv_model_destroy(m);
         return 2;
+    }
+
+    /* --shard / --list: the plan, then this shard's rows only */
+    struct kv_plan *plan = NULL;
+    static uint32_t only[KV_SWEEP_MAX_STRATEGIES];
+    if (o.list || o.n_shards > 0) {
+        int32_t n_rows = 0;
+        for (int32_t i = 0; i < cfg.n_strategies; i++)
+            for (int32_t ti = 0; ti < cfg.n_lens; ti++)
+                n_rows += kv_sweep_row_planned(&cfg, i, ti);
+        if (o.n_shards > n_rows) {
+            fprintf(stderr, "kvlab sweep: --shard %d/%d: the sweep has %d rows, so at most "
+                            "%d shards\n", o.shard, o.n_shards, n_rows, n_rows);
+            kv_model_destroy(m);
+            return 2;
+        }
+        s = kv_plan_create(&plan, &cfg, &mshape->cfg, &o.rates,
+                           o.n_shards > 0 ? o.n_shards : 1, &why);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab sweep: planning shards: %s\n",
+                    why != NULL ? why : kv_status_str(s));
+            kv_model_destroy(m);
+            return why != NULL ? 2 : 1;
+        }
+        if (o.list) {
+            int rc = print_plan(plan, &cfg, o.shard);
+            kv_plan_destroy(plan);
+            kv_model_destroy(m);
+            return rc;
+        }
+        kv_plan_select(plan, o.shard, only);
+        cfg.only = only;
     }
 
     struct kv_sysinfo si;
@@ -654,10 +776,12 @@ int kv_cmd_sweep(int argc, char **argv)
     cfg.on_row = on_row;
     cfg.user = &run;
     int32_t interrupted = 0;
+    int64_t t_sweep = kv_now_ns();
     if (!sweep_signal)
         s = kv_sweep_run(&cfg, m, &interrupted);
     else
         interrupted = 1;
+    t_sweep = kv_now_ns() - t_sweep;
     if (run.bar_shown && !o.quiet)
         fprintf(stderr, "\n");
     int partial = interrupted || s != KV_OK || sweep_signal;
@@ -688,6 +812,18 @@ int kv_cmd_sweep(int argc, char **argv)
         kv_csv_writer_set_meta(w, "roofline", rl_runs == 2 ? "best of 2 (before and after)"
                                               : rl_runs == 1 ? "before the sweep" : "none");
         kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - t0) / 1e9);
+        kv_csv_writer_set_metaf(w, "sweep_s", "%.1f", (double)t_sweep / 1e9);
+        if (plan != NULL) {
+            kv_csv_writer_set_metaf(w, "shard", "%d/%d", o.shard, o.n_shards);
+            kv_csv_writer_set_metaf(w, "plan", "%016llx", (unsigned long long)plan->id);
+            kv_csv_writer_set_metaf(w, "plan_rows", "%d", plan->n_rows);
+            kv_csv_writer_set_metaf(w, "shard_rows", "%d", plan->shard_rows[o.shard - 1]);
+            kv_csv_writer_set_metaf(w, "pred_s", "%.1f",
+                                    (double)plan->shard_ns[o.shard - 1] / 1e9);
+            kv_csv_writer_set_metaf(w, "plan_rates", "%lld,%lld,%lld",
+                                    (long long)o.rates.gflops, (long long)o.rates.gbps,
+                                    (long long)o.rates.copy_gbps);
+        }
         ws = kv_csv_writer_set_header(w, sweep_columns, N_SWEEP_COLUMNS);
     }
     if (ws == KV_OK)
@@ -699,6 +835,7 @@ int kv_cmd_sweep(int argc, char **argv)
     int32_t n_rows = w ? kv_csv_writer_row_count(w) : 0;
     kv_csv_writer_destroy(w);
     kv_model_destroy(m);
+    kv_plan_destroy(plan);
 
     if (ws != KV_OK) {
         fprintf(stderr, "kvlab sweep: cannot write %s: %s\n", o.out, kv_status_str(ws));

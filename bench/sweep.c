@@ -164,6 +164,57 @@ static int32_t reps_none(const struct sweep *s, const struct slot *sl, int32_t T
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 
+static int none_runs_at(const struct kv_sweep_config *cfg, int32_t T)
+{
+    return cfg->none_max == 0 || T <= cfg->none_max;
+}
+
+int kv_sweep_row_planned(const struct kv_sweep_config *cfg, int32_t i, int32_t ti)
+{
+    return cfg->strategies[i].ops->keeps_history != 0 || none_runs_at(cfg, cfg->seq_lens[ti]);
+}
+
+/* Row (i, ti) is measured and reported: planned, and in cfg->only. */
+static int row_selected(const struct kv_sweep_config *cfg, int32_t i, int32_t ti)
+{
+    return i >= 0 && kv_sweep_row_planned(cfg, i, ti) &&
+           (cfg->only == NULL || ((cfg->only[i] >> ti) & 1u));
+}
+
+int32_t kv_sweep_reference(const struct kv_sweep_config *cfg)
+{
+    for (int32_t i = 0; i < cfg->n_strategies; i++)
+        if (cfg->strategies[i].ops == kv_sweep_reference_strategy()->ops)
+            return i;
+    return -1;
+}
+
+const struct kv_sweep_strategy *kv_sweep_reference_strategy(void)
+{
+    static const struct kv_sweep_strategy hidden = {
+        .ops = &kv_strategy_dynamic, .bits = 32, .label = "reference"};
+    return &hidden;
+}
+
+void kv_sweep_cache_config(struct kv_cache_config *cc, const struct kv_sweep_config *cfg,
+                           const struct kv_model_config *mc,
+                           const struct kv_sweep_strategy *st)
+{
+    *cc = cfg->cache;
+    cc->n_layers = mc->n_layers;
+    cc->batch = cfg->batch;
+    cc->n_kv_heads = mc->n_kv_heads;
+    cc->head_dim = mc->dim / mc->n_heads;
+    cc->max_len = kv_sweep_capacity(cfg);
+    if (is_quantized(st->ops))
+        cc->bits = st->bits;
+}
+
+int kv_sweep_whole_prefill(const struct kv_cache *c)
+{
+    return kv_cache_mask_window(c) > 0;
+}
+
 int32_t kv_sweep_reps_cached(const struct kv_sweep_config *cfg, int32_t T)
 {
     if (cfg->reps > 0)
@@ -233,6 +284,14 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
         *why = "the model's max length is below the largest T + warmup + reps";
         return KV_ERR_INVALID;
     }
+    int32_t n_rows = 0;
+    for (int32_t i = 0; i < cfg->n_strategies; i++)
+        for (int32_t ti = 0; ti < cfg->n_lens; ti++)
+            n_rows += row_selected(cfg, i, ti);
+    if (n_rows == 0) {
+        *why = "the sweep selects no row";
+        return KV_ERR_INVALID;
+    }
     return KV_OK;
 }
 
@@ -262,11 +321,6 @@ static void slot_init(struct slot *sl, const struct kv_sweep_strategy *st, int32
     sl->is_none = st->ops->keeps_history == 0;
 }
 
-static int none_runs_at(const struct kv_sweep_config *cfg, int32_t T)
-{
-    return cfg->none_max == 0 || T <= cfg->none_max;
-}
-
 static enum kv_status sweep_setup(struct sweep *s)
 {
     const struct kv_sweep_config *cfg = s->cfg;
@@ -276,17 +330,11 @@ static enum kv_status sweep_setup(struct sweep *s)
     s->max_reps = max_reps(cfg);
 
     /* Slots: the reference (dynamic, listed or hidden) first, then the list. */
-    int32_t ref = -1;
-    for (int32_t i = 0; i < cfg->n_strategies; i++)
-        if (cfg->strategies[i].ops == &kv_strategy_dynamic && ref < 0)
-            ref = i;
-    if (ref >= 0) {
+    int32_t ref = kv_sweep_reference(cfg);
+    if (ref >= 0)
         slot_init(&s->slots[s->n_slots++], &cfg->strategies[ref], ref);
-    } else {
-        static const struct kv_sweep_strategy hidden = {
-            .ops = &kv_strategy_dynamic, .bits = 32, .label = "reference"};
-        slot_init(&s->slots[s->n_slots++], &hidden, -1);
-    }
+    else
+        slot_init(&s->slots[s->n_slots++], kv_sweep_reference_strategy(), -1);
     for (int32_t i = 0; i < cfg->n_strategies; i++)
         if (i != ref)
             slot_init(&s->slots[s->n_slots++], &cfg->strategies[i], i);
@@ -300,18 +348,14 @@ static enum kv_status sweep_setup(struct sweep *s)
     if (st != KV_OK)
         return st;
     for (int32_t i = 0; i < s->n_slots; i++) {
-        struct kv_cache_config cc = cfg->cache;
-        cc.n_layers = mc->n_layers;
-        cc.batch = cfg->batch;
-        cc.n_kv_heads = mc->n_kv_heads;
-        cc.head_dim = mc->dim / mc->n_heads;
-        cc.max_len = s->capacity;
-        if (is_quantized(s->slots[i].ops))
-            cc.bits = s->slots[i].bits;
+        struct kv_cache_config cc;
+        kv_sweep_cache_config(&cc, cfg, mc,
+                              s->slots[i].index >= 0 ? &cfg->strategies[s->slots[i].index]
+                                                     : kv_sweep_reference_strategy());
         st = kv_cache_create(&s->slots[i].cache, s->slots[i].ops, &cc);
         if (st != KV_OK)
             return st;
-        s->slots[i].whole_prefill = kv_cache_mask_window(s->slots[i].cache) > 0;
+        s->slots[i].whole_prefill = kv_sweep_whole_prefill(s->slots[i].cache);
     }
 
     size_t B = (size_t)cfg->batch, V = (size_t)s->vocab;
@@ -444,8 +488,8 @@ static void row_done(struct sweep *s, const struct slot *sl, int32_t T,
                      const struct kv_sweep_row *row, double pred)
 {
     s->pred_done += pred;
-    if (sl->index < 0)
-        return; /* the hidden reference has no row */
+    if (!row_selected(s->cfg, sl->index, row->len_index))
+        return; /* the hidden reference, or the reference where only it is needed */
     s->rows_done++;
     if (s->cfg->on_row == NULL)
         return;
@@ -653,17 +697,16 @@ static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti,
 /* ------------------------------------------------------------------------ */
 /* The run                                                                  */
 
-/* Whether slot i measures anything at T (the hidden reference only runs
- * when some other slot needs its logits). */
-static int slot_runs_at(const struct sweep *s, int32_t i, int32_t T)
+/* Whether slot i measures anything at seq_lens[ti]: its row is selected,
+ * or it is the reference (slots[0]) and some other slot needs its logits. */
+static int slot_runs_at(const struct sweep *s, int32_t i, int32_t ti)
 {
-    const struct slot *sl = &s->slots[i];
-    if (sl->is_none)
-        return none_runs_at(s->cfg, T);
-    if (sl->index >= 0)
+    if (row_selected(s->cfg, s->slots[i].index, ti))
         return 1;
+    if (i != 0)
+        return 0;
     for (int32_t k = 1; k < s->n_slots; k++)
-        if (slot_runs_at(s, k, T))
+        if (slot_runs_at(s, k, ti))
             return 1;
     return 0;
 }
@@ -678,7 +721,7 @@ static void plan(struct sweep *s)
         int32_t R = kv_sweep_reps_cached(cfg, T), P = T - 1 - W - (R - 1) / 2;
         for (int32_t i = 0; i < s->n_slots; i++) {
             const struct slot *sl = &s->slots[i];
-            if (!slot_runs_at(s, i, T))
+            if (!slot_runs_at(s, i, ti))
                 continue;
             if (sl->is_none) {
                 int32_t Rn = reps_none(s, sl, T); /* before any row: analytic */
@@ -688,7 +731,7 @@ static void plan(struct sweep *s)
                                  (W + R) * pred_decode(s, T);
                 len[i] = P + W + R;
             }
-            s->rows_total += sl->index >= 0;
+            s->rows_total += row_selected(cfg, sl->index, ti);
         }
     }
 }
@@ -715,11 +758,10 @@ enum kv_status kv_sweep_run(const struct kv_sweep_config *cfg, const struct kv_m
     s.t_start = kv_now_ns();
 
     for (int32_t ti = 0; ti < cfg->n_lens && st == KV_OK; ti++) {
-        const int32_t T = cfg->seq_lens[ti];
         for (int32_t i = 0; i < s.n_slots && st == KV_OK; i++) {
             struct slot *sl = &s.slots[i];
             int done = 1;
-            if (!slot_runs_at(&s, i, T))
+            if (!slot_runs_at(&s, i, ti))
                 continue;
             if (sl->is_none)
                 st = measure_none(&s, sl, ti, &done);

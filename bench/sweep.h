@@ -116,6 +116,11 @@ struct kv_sweep_config {
     int32_t threads;
     uint64_t seed;
     double est_gflops, est_gbps; /* machine rates for ETA and auto reps (> 0) */
+    /* Part of the sweep (a shard, shard.h): bit ti of only[i] set = measure and
+     * report row (strategy i, seq_lens[ti]); NULL = every row. Capacity, model
+     * and reference stay those of the whole list, so a row is measured exactly
+     * as in the whole sweep; the reference also runs where only it is needed. */
+    const uint32_t *only;
     const volatile sig_atomic_t *stop; /* set by a signal handler, or NULL */
     /* Called before a row's work starts and when it is done; may be NULL. */
     void (*on_row_start)(void *user, const struct kv_sweep_progress *p);
@@ -133,6 +138,26 @@ int32_t kv_sweep_capacity(const struct kv_sweep_config *cfg);
 
 /* Timed steps of a cached strategy's row at T (cfg->reps or automatic). */
 int32_t kv_sweep_reps_cached(const struct kv_sweep_config *cfg, int32_t T);
+
+/* ---- the schedule, for planners that predict a run (shard.c) ---------- */
+
+/* 1 when (strategy i, seq_lens[ti]) is a row of the whole sweep (`none`
+ * only up to none_max), whatever cfg->only says. */
+int kv_sweep_row_planned(const struct kv_sweep_config *cfg, int32_t i, int32_t ti);
+
+/* Index of the listed strategy that serves as the exact reference for the
+ * logits error, or -1 when a hidden one (kv_sweep_reference_strategy) runs. */
+int32_t kv_sweep_reference(const struct kv_sweep_config *cfg);
+const struct kv_sweep_strategy *kv_sweep_reference_strategy(void);
+
+/* The cache configuration the sweep creates for strategy st on model mc. */
+void kv_sweep_cache_config(struct kv_cache_config *cc, const struct kv_sweep_config *cfg,
+                           const struct kv_model_config *mc,
+                           const struct kv_sweep_strategy *st);
+
+/* 1 when the sweep prefills cache c from empty in one forward (a sliding
+ * window), 0 when it extends it in chunks of KV_SWEEP_PREFILL_CHUNK. */
+int kv_sweep_whole_prefill(const struct kv_cache *c);
 
 /*
  * Checks the configuration against the model: lengths ascending and large
