@@ -812,13 +812,13 @@ int kv_cmd_sweep(int argc, char **argv)
         kv_csv_writer_set_meta(w, "roofline", rl_runs == 2 ? "best of 2 (before and after)"
                                               : rl_runs == 1 ? "before the sweep" : "none");
         kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - t0) / 1e9);
-        kv_csv_writer_set_metaf(w, "sweep_s", "%.1f", (double)t_sweep / 1e9);
+        kv_csv_writer_set_metaf(w, "sweep_s", "%.3f", (double)t_sweep / 1e9);
         if (plan != NULL) {
             kv_csv_writer_set_metaf(w, "shard", "%d/%d", o.shard, o.n_shards);
             kv_csv_writer_set_metaf(w, "plan", "%016llx", (unsigned long long)plan->id);
             kv_csv_writer_set_metaf(w, "plan_rows", "%d", plan->n_rows);
             kv_csv_writer_set_metaf(w, "shard_rows", "%d", plan->shard_rows[o.shard - 1]);
-            kv_csv_writer_set_metaf(w, "pred_s", "%.1f",
+            kv_csv_writer_set_metaf(w, "pred_s", "%.3f",
                                     (double)plan->shard_ns[o.shard - 1] / 1e9);
             kv_csv_writer_set_metaf(w, "plan_rates", "%lld,%lld,%lld",
                                     (long long)o.rates.gflops, (long long)o.rates.gbps,

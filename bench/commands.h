@@ -12,6 +12,7 @@ int kv_cmd_generate(int argc, char **argv);   /* cmd_generate.c */
 int kv_cmd_sweep(int argc, char **argv);      /* cmd_sweep.c */
 int kv_cmd_demo(int argc, char **argv);       /* cmd_demo.c */
 int kv_cmd_compare(int argc, char **argv);    /* cmd_compare.c */
+int kv_cmd_merge(int argc, char **argv);      /* cmd_merge.c */
 int kv_cmd_kernel(int argc, char **argv);     /* cmd_kernel.c */
 int kv_cmd_roofline(int argc, char **argv);   /* cmd_roofline.c */
 int kv_cmd_export(int argc, char **argv);     /* cmd_export.c: export-synthetic */

@@ -102,13 +102,7 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
 /* ------------------------------------------------------------------------ */
 /* Keys                                                                     */
 
-struct key {
-    const char *strategy;
-    int64_t v[N_INT_KEYS]; /* layers .. threads, seq_len */
-    int64_t row;
-};
-
-static int key_cmp(const struct key *a, const struct key *b)
+int kv_sweep_key_cmp(const struct kv_sweep_key *a, const struct kv_sweep_key *b)
 {
     int c = strcmp(a->strategy, b->strategy);
     if (c != 0)
@@ -122,8 +116,8 @@ static int key_cmp(const struct key *a, const struct key *b)
 
 static int key_qsort(const void *pa, const void *pb)
 {
-    const struct key *a = pa, *b = pb;
-    int c = key_cmp(a, b);
+    const struct kv_sweep_key *a = pa, *b = pb;
+    int c = kv_sweep_key_cmp(a, b);
     if (c != 0)
         return c;
     return (a->row > b->row) - (a->row < b->row); /* stable: file order */
@@ -147,23 +141,42 @@ static double cell_num(const struct kv_csv *c, int64_t r, int32_t j)
     return v;
 }
 
-/* keys (n_rows), sorted; KV_ERR_FORMAT on a duplicate. */
-static enum kv_status keys_build(struct key **out, const struct kv_csv *c,
-                                 const int32_t col[KV_SWEEP_N_REQUIRED], char *err,
-                                 size_t err_len)
+void kv_sweep_key_fill(struct kv_sweep_key *k, const struct kv_csv *c,
+                       const int32_t col[KV_SWEEP_N_REQUIRED])
 {
-    struct key *k = kv_alloc((size_t)c->n_rows * sizeof *k);
-    if (k == NULL)
-        return KV_ERR_NOMEM;
     for (int64_t r = 0; r < c->n_rows; r++) {
         k[r].strategy = kv_csv_cell(c, r, col[COL_STRATEGY]);
         for (int j = 0; j < N_INT_KEYS; j++)
             k[r].v[j] = cell_int(c, r, col[j + 1]);
         k[r].row = r;
     }
+}
+
+void kv_sweep_key_describe(char *buf, size_t n, const struct kv_sweep_key *k)
+{
+    char strat[72];
+    kv_csv_excerpt(strat, sizeof strat, k->strategy, 64);
+    size_t w = (size_t)snprintf(buf, n, "%s", strat);
+    for (int j = 0; j < N_INT_KEYS && w < n; j++) {
+        int m = snprintf(buf + w, n - w, " %s=%lld",
+                         j + 1 == COL_SEQ_LEN ? "T" : kv_sweep_required[j + 1],
+                         (long long)k->v[j]);
+        w += m > 0 ? (size_t)m : 0;
+    }
+}
+
+/* keys (n_rows), sorted; KV_ERR_FORMAT on a duplicate. */
+static enum kv_status keys_build(struct kv_sweep_key **out, const struct kv_csv *c,
+                                 const int32_t col[KV_SWEEP_N_REQUIRED], char *err,
+                                 size_t err_len)
+{
+    struct kv_sweep_key *k = kv_alloc((size_t)c->n_rows * sizeof *k);
+    if (k == NULL)
+        return KV_ERR_NOMEM;
+    kv_sweep_key_fill(k, c, col);
     qsort(k, (size_t)c->n_rows, sizeof *k, key_qsort);
     for (int64_t r = 1; r < c->n_rows; r++) {
-        if (key_cmp(&k[r], &k[r - 1]) == 0) {
+        if (kv_sweep_key_cmp(&k[r], &k[r - 1]) == 0) {
             kv_csv_error(err, err_len, c->name, c->row_line[k[r].row],
                          "duplicate configuration: same strategy, layers .. threads "
                          "and seq_len as line %lld",
@@ -250,20 +263,33 @@ static int32_t attn_bytes_col(const struct kv_compare_result *res, int cur)
     return j >= 0 ? j : (cur ? res->col_cur : res->col_base)[COL_CACHE_BYTES];
 }
 
+/* A row's own limit from column j (a merged file of several machines,
+ * kvlab merge), else the file's metadata value; nan if unusable. */
+static double row_rate(const struct kv_csv *c, int64_t r, int32_t j, double file_value)
+{
+    double v = file_value;
+    if (j >= 0 && (kv_csv_parse_double(kv_csv_cell(c, r, j), &v) != 0 || !(v > 0)))
+        return NAN;
+    return v;
+}
+
 /* Roofline prediction in ns for row r of one side; nan if unusable. */
 static double row_pred(const struct kv_compare_result *res, int cur, int64_t r)
 {
     const struct kv_csv *c = cur ? res->cur : res->base;
     const int32_t *col = cur ? res->col_cur : res->col_base;
-    double gbps = cur ? res->cur_read_gbps : res->base_read_gbps;
-    double gflops = cur ? res->cur_gflops : res->base_gflops;
+    double gbps = row_rate(c, r, res->col_rate[cur][0],
+                           cur ? res->cur_read_gbps : res->base_read_gbps);
+    double gflops = row_rate(c, r, res->col_rate[cur][1],
+                             cur ? res->cur_gflops : res->base_gflops);
     double bytes = NAN; /* attn_bytes_step is not validated: parse, nan if bad */
     if (kv_csv_parse_double(kv_csv_cell(c, r, res->pred_attn ? attn_bytes_col(res, cur)
                                                                : col[COL_BYTES]),
                             &bytes) != 0)
         bytes = NAN;
     double flops = cell_num(c, r, col[res->pred_attn ? COL_ATTN_FLOPS : COL_FLOPS]);
-    if (!isfinite(bytes) || !isfinite(flops) || bytes < 0 || flops < 0)
+    if (!isfinite(bytes) || !isfinite(flops) || bytes < 0 || flops < 0 || !isfinite(gbps) ||
+        !isfinite(gflops))
         return NAN;
     double t = fmax(bytes / gbps, flops / gflops);
     return t > 0 && isfinite(t) ? t : NAN;
@@ -302,7 +328,7 @@ static enum kv_status preds_check(const struct kv_compare_result *res, int cur,
         if (isnan(row_pred(res, cur, r))) {
             kv_csv_error(err, err_len, c->name, c->row_line[r],
                          "cannot normalise: the roofline prediction from %s and %s "
-                         "is not a positive number",
+                         "(and the limits) is not a positive number",
                          !res->pred_attn ? "bytes_step"
                          : (cur ? res->col_attn_bytes_cur : res->col_attn_bytes_base) >= 0
                              ? KV_SWEEP_COL_ATTN_BYTES
@@ -451,7 +477,7 @@ int kv_compare_regressed(const struct kv_compare_result *r)
 }
 
 static enum kv_status run_checked(struct kv_compare_result *res, const struct kv_compare_opts *o,
-                                  struct key **kb, struct key **kc, char *err, size_t err_len)
+                                  struct kv_sweep_key **kb, struct kv_sweep_key **kc, char *err, size_t err_len)
 {
     const struct kv_csv *base = res->base, *cur = res->cur;
     enum kv_status st;
@@ -480,11 +506,20 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
     res->col_attn_bytes_cur = kv_csv_col(cur, KV_SWEEP_COL_ATTN_BYTES);
     res->unit = res->self_normalized ? "x rest of step" : metric_unit(res->metric, res->normalized);
     if (res->normalized) {
-        if ((st = meta_rate(base, "read_gbps", &res->base_read_gbps, err, err_len)) ||
-            (st = meta_rate(base, "sgemm_gflops", &res->base_gflops, err, err_len)) ||
-            (st = meta_rate(cur, "read_gbps", &res->cur_read_gbps, err, err_len)) ||
-            (st = meta_rate(cur, "sgemm_gflops", &res->cur_gflops, err, err_len)) ||
-            (st = preds_check(res, 0, err, err_len)) ||
+        /* per-row limits (columns of a merged file) win over the metadata */
+        static const char *const rate_keys[2] = {"read_gbps", "sgemm_gflops"};
+        double *rates[2][2] = {{&res->base_read_gbps, &res->base_gflops},
+                               {&res->cur_read_gbps, &res->cur_gflops}};
+        for (int side = 0; side < 2; side++) {
+            const struct kv_csv *c = side ? cur : base;
+            for (int k = 0; k < 2; k++) {
+                res->col_rate[side][k] = kv_csv_col(c, rate_keys[k]);
+                if (res->col_rate[side][k] < 0 &&
+                    (st = meta_rate(c, rate_keys[k], rates[side][k], err, err_len)) != KV_OK)
+                    return st;
+            }
+        }
+        if ((st = preds_check(res, 0, err, err_len)) ||
             (st = preds_check(res, 1, err, err_len)))
             return st;
         if (res->pred_attn)
@@ -502,7 +537,7 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
         return KV_ERR_NOMEM;
     int64_t i = 0, j = 0;
     while (i < nb && j < nc) {
-        int c = key_cmp(&(*kb)[i], &(*kc)[j]);
+        int c = kv_sweep_key_cmp(&(*kb)[i], &(*kc)[j]);
         if (c < 0) {
             res->n_only_base++;
             i++;
@@ -587,7 +622,9 @@ enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_cs
     memcpy(res->metric, metric, strlen(metric) + 1); /* length checked above */
     res->threshold_pct = o->threshold_pct;
     res->aggregate = o->aggregate != 0;
-    struct key *kb = NULL, *kc = NULL;
+    for (int k = 0; k < 4; k++)
+        res->col_rate[k / 2][k % 2] = -1;
+    struct kv_sweep_key *kb = NULL, *kc = NULL;
     enum kv_status st = run_checked(res, o, &kb, &kc, err, err_len);
     kv_free(kb);
     kv_free(kc);

@@ -15,7 +15,9 @@
  *
  * (GB/s = bytes/ns and GFLOP/s = flop/ns, so t_pred is in ns), where
  * read_gbps and sgemm_gflops come from the file's `# key=value` metadata,
- * measured in the same run. A machine that is uniformly slower (slower
+ * measured in the same run, or, in a file joined by `kvlab merge` from runs
+ * on several machines, from the row's own read_gbps and sgemm_gflops
+ * columns (each row's limits measured where it ran). A machine that is uniformly slower (slower
  * memory and slower GEMM by the same factor) then compares as "same".
  * attn_bytes_step (an extra column after the required ones) is the K/V
  * bytes the attention kernel read in the step, which is what its time
@@ -71,6 +73,24 @@
  */
 enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_REQUIRED],
                                  char *err, size_t err_len);
+
+/* ------------------------------------------------------------------------ */
+/* The join key (shared with kvlab merge)                                   */
+
+/* A row's configuration: strategy, layers .. threads, seq_len (not reps). */
+struct kv_sweep_key {
+    const char *strategy;             /* points into the file's cells */
+    int64_t v[KV_SWEEP_N_KEY - 1];    /* layers .. threads, seq_len */
+    int64_t row;                      /* row index in its file */
+};
+
+/* k[0 .. c->n_rows) from the rows of a file validated by kv_sweep_validate. */
+void kv_sweep_key_fill(struct kv_sweep_key *k, const struct kv_csv *c,
+                       const int32_t col[KV_SWEEP_N_REQUIRED]);
+/* Total order on keys (not on row); 0 when two rows are the same configuration. */
+int kv_sweep_key_cmp(const struct kv_sweep_key *a, const struct kv_sweep_key *b);
+/* "dynamic layers=4 ... T=512" for messages (one line, cut to n). */
+void kv_sweep_key_describe(char *buf, size_t n, const struct kv_sweep_key *k);
 
 /* ------------------------------------------------------------------------ */
 /* Comparison                                                               */
@@ -143,6 +163,7 @@ struct kv_compare_result {
                       attn_flops_step, not the step's */
     int32_t col_attn_bytes_base, col_attn_bytes_cur; /* -1: no attn_bytes_step */
     double base_read_gbps, base_gflops, cur_read_gbps, cur_gflops;
+    int32_t col_rate[2][2]; /* [base, new][read_gbps, sgemm_gflops] per-row columns, -1 */
 };
 
 /*

@@ -73,7 +73,9 @@ static enum kv_status buf_add_line_safe(struct buf *b, const char *s)
 /* ------------------------------------------------------------------------ */
 /* The writer                                                               */
 
-#define MAX_META 64
+/* Metadata lines: a sweep writes ~30; `kvlab merge` keeps a dozen per input
+ * file, for up to KV_PLAN_MAX_ROWS (512) shards. */
+#define MAX_META 8192
 
 struct kv_csv_writer {
     struct buf meta[MAX_META]; /* each: "# key" or "# key=value" (no newline) */

@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"sweep", kv_cmd_sweep, "measure every strategy over sequence lengths, write CSV"},
     {"demo", kv_cmd_demo, "walk a tiny model step by step and show what the cache holds"},
     {"compare", kv_cmd_compare, "compare two sweep CSVs and flag regressions"},
+    {"merge", kv_cmd_merge, "join the shard CSVs of a sweep (sweep --shard I/N) into one"},
     {"kernel", kv_cmd_kernel, "time the attention kernel alone"},
     {"roofline", kv_cmd_roofline, "measure memory bandwidth and the GEMM rate"},
     {"export-synthetic", kv_cmd_export, "write the synthetic model as a llama2.c checkpoint"},

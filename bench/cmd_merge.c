@@ -1,0 +1,208 @@
+/*
+ * cmd_merge.c - `kvlab merge OUT.csv SHARD.csv...`: join the shard files of
+ * a sweep (or sweeps of other configurations) into one CSV that compare,
+ * the plots and the report read like a single sweep.
+ *
+ * The CLI half of merge.h: parse options, refuse an output that cannot be
+ * written or that names an input (before reading anything), read every
+ * input, merge, write OUT atomically (temporary file + rename), and print a
+ * summary on stderr: each input's rows and, for shards, the predicted and
+ * measured sweep time (the shard balance). Exit 0 merged, 2 bad input (one
+ * line naming the file), 1 a run-time failure (memory, the write).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_opts.h"
+#include "commands.h"
+#include "merge.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvlab merge OUT.csv IN.csv... [--allow-mixed] [--allow-partial]\n"
+            "                   [--prefer newest] [--quiet]\n"
+            "\n"
+            "Joins sweep CSVs, typically the shards of one sweep (kvlab sweep --shard I/N),\n"
+            "into OUT.csv with the same columns plus, per row, where it ran: source,\n"
+            "shard, host, cpu, commit, date, read_gbps, copy_gbps, sgemm_gflops. Shared\n"
+            "metadata is kept; metadata that differs is kept per input (# source.K.key=).\n"
+            "\n"
+            "  --allow-mixed    merge files of different commits, schema versions or columns\n"
+            "  --allow-partial  accept files marked partial=1 and missing shards (the\n"
+            "                   output is then marked partial=1)\n"
+            "  --prefer newest  two rows with the same configuration: keep the one from\n"
+            "                   the file with the newest # date= (default: refuse)\n"
+            "  --quiet          no summary on stderr\n"
+            "\n"
+            "exit status: 0 merged, 1 run-time failure, 2 bad input (reason on stderr)\n");
+}
+
+/* Refuses OUT up front: a directory, a missing or unwritable directory, or
+ * one of the inputs. -1 after printing one line. */
+static int check_out(const char *out, char **inputs, int n)
+{
+    char ex[256];
+    kv_csv_excerpt(ex, sizeof ex, out, 200);
+    struct stat st;
+    if (out[0] == '\0') {
+        fprintf(stderr, "kvlab merge: OUT.csv must be a file name\n");
+        return -1;
+    }
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kvlab merge: output '%s' is a directory\n", ex);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        if (kv_cli_same_file(out, inputs[k])) {
+            fprintf(stderr, "kvlab merge: output '%s' is also an input; refusing to "
+                            "overwrite it\n", ex);
+            return -1;
+        }
+    }
+    char dir[4096];
+    const char *slash = strrchr(out, '/');
+    if (strlen(out) >= sizeof dir - 32) {
+        fprintf(stderr, "kvlab merge: output path is too long\n");
+        return -1;
+    }
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == out)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "kvlab merge: output '%s': cannot write into directory '%s'\n", ex,
+                dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Each input's rows and, for shards, predicted vs measured sweep time. */
+static void summarise(const struct kv_merge_result *r, struct kv_csv *const *in, int n,
+                      const char *out)
+{
+    double max_p = 0, sum_p = 0, max_m = 0, sum_m = 0;
+    int n_timed = 0;
+    for (int k = 0; k < n; k++) {
+        const struct kv_merge_source *s = &r->src[k];
+        char name[256], shard[32] = "-";
+        kv_csv_excerpt(name, sizeof name, in[k]->name, 200);
+        if (s->n_shards > 0)
+            snprintf(shard, sizeof shard, "%d/%d", s->shard, s->n_shards);
+        fprintf(stderr, "kvlab merge: %-7s %s: %lld rows (%lld kept)", shard, name,
+                (long long)s->rows_in, (long long)s->rows_kept);
+        if (isfinite(s->pred_s) && isfinite(s->sweep_s) && s->pred_s > 0) {
+            fprintf(stderr, ", predicted %.1f s, measured %.1f s (%.2fx)", s->pred_s,
+                    s->sweep_s, s->sweep_s / s->pred_s);
+            max_p = fmax(max_p, s->pred_s);
+            max_m = fmax(max_m, s->sweep_s);
+            sum_p += s->pred_s;
+            sum_m += s->sweep_s;
+            n_timed++;
+        }
+        fprintf(stderr, "%s\n", s->partial ? ", PARTIAL" : "");
+    }
+    if (n_timed > 1 && sum_p > 0 && sum_m > 0)
+        fprintf(stderr, "kvlab merge: shard balance: largest / mean shard %.2f predicted, "
+                        "%.2f measured\n", max_p * n_timed / sum_p, max_m * n_timed / sum_m);
+    if (r->n_resolved > 0)
+        fprintf(stderr, "kvlab merge: %lld repeated rows resolved by --prefer newest\n",
+                (long long)r->n_resolved);
+    if (r->missing[0])
+        fprintf(stderr, "kvlab merge: note: merged without %s (--allow-partial)\n",
+                r->missing);
+    char ex[256];
+    kv_csv_excerpt(ex, sizeof ex, out, 200);
+    fprintf(stderr, "kvlab merge: %lld rows from %d files -> %s%s\n", (long long)r->n_rows, n,
+            ex, r->partial ? " (partial=1)" : "");
+}
+
+int kv_cmd_merge(int argc, char **argv)
+{
+    struct kv_merge_opts o = {0};
+    int quiet = 0, np = 0, only_files = 0;
+    char **paths = argv; /* reused in place: at most argc - 1 entries */
+    char ex[80];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_files && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            usage(stdout);
+            return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+        } else if (!only_files && strcmp(a, "--") == 0) {
+            only_files = 1;
+        } else if (!only_files && strcmp(a, "--allow-mixed") == 0) {
+            o.allow_mixed = 1;
+        } else if (!only_files && strcmp(a, "--allow-partial") == 0) {
+            o.allow_partial = 1;
+        } else if (!only_files && strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (!only_files && (strcmp(a, "--prefer") == 0 ||
+                                   strncmp(a, "--prefer=", 9) == 0)) {
+            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (v == NULL || strcmp(v, "newest") != 0) {
+                kv_csv_excerpt(ex, sizeof ex, v ? v : "", 40);
+                fprintf(stderr, "kvlab merge: --prefer expects 'newest', got '%s'\n", ex);
+                return 2;
+            }
+            o.prefer_newest = 1;
+        } else if (!only_files && a[0] == '-' && a[1] != '\0') {
+            kv_csv_excerpt(ex, sizeof ex, a, 40);
+            fprintf(stderr, "kvlab merge: unknown option '%s' (try --help)\n", ex);
+            return 2;
+        } else {
+            paths[np++] = argv[i];
+        }
+    }
+    if (np < 2) {
+        fprintf(stderr, "kvlab merge: expects OUT.csv and at least one input file "
+                        "(try --help)\n");
+        return 2;
+    }
+    const char *outp = paths[0];
+    char **inp = paths + 1;
+    const int n = np - 1;
+    if (check_out(outp, inp, n) != 0)
+        return 2;
+
+    char err[KV_CSV_ERR_LEN] = "";
+    struct kv_csv **in = kv_alloc((size_t)n * sizeof *in);
+    if (in == NULL) {
+        fprintf(stderr, "kvlab merge: %s\n", kv_status_str(KV_ERR_NOMEM));
+        return 1;
+    }
+    struct kv_merge_result *res = NULL;
+    int rc = 2;
+    enum kv_status st = KV_OK;
+    for (int k = 0; k < n && st == KV_OK; k++)
+        st = kv_csv_read_file(&in[k], inp[k], err, sizeof err);
+    if (st == KV_OK)
+        st = kv_merge_run(&res, (const struct kv_csv *const *)in, n, &o, err, sizeof err);
+    if (st != KV_OK) {
+        fprintf(stderr, "kvlab merge: %s\n", err);
+        rc = st == KV_ERR_NOMEM ? 1 : 2;
+        goto done;
+    }
+    st = kv_csv_writer_write(res->out, outp);
+    if (st != KV_OK) {
+        kv_csv_excerpt(ex, sizeof ex, outp, 60);
+        fprintf(stderr, "kvlab merge: cannot write %s: %s\n", ex, strerror(errno));
+        rc = 1;
+        goto done;
+    }
+    if (!quiet)
+        summarise(res, in, n, outp);
+    rc = 0;
+done:
+    kv_merge_destroy(res);
+    for (int k = 0; k < n; k++)
+        kv_csv_destroy(in[k]);
+    kv_free(in);
+    return rc;
+}
