@@ -172,7 +172,7 @@ int kv_cmd_merge(int argc, char **argv)
         return 2;
 
     char err[KV_CSV_ERR_LEN] = "";
-    struct kv_csv **in = kv_alloc((size_t)n * sizeof *in);
+    struct kv_csv **in = kv_alloc((size_t)n * sizeof(struct kv_csv *));
     if (in == NULL) {
         fprintf(stderr, "kvlab merge: %s\n", kv_status_str(KV_ERR_NOMEM));
         return 1;

@@ -694,7 +694,7 @@ int kv_cmd_sweep(int argc, char **argv)
     }
     /* a checkpoint's weights are loaded already; its caches are not */
     if (o.common.model_path != NULL && !o.list &&
-        check_sweep_memory(&m->cfg, &cfg, 0) != 0) {
+        check_sweep_memory(&mshape->cfg, &cfg, 0) != 0) {
         kv_model_destroy(m);
         return 2;
     }

@@ -182,7 +182,7 @@ static enum kv_status probe_update(struct probe *pr, int32_t pos0, int32_t n, in
 /* sweep.c's prefill_to on the probe: the cache state the steps then see. */
 static enum kv_status probe_prefill(struct probe *pr, int whole, int32_t target)
 {
-    int64_t pairs, bytes, copied;
+    int64_t pairs = 0, bytes = 0, copied = 0;
     if (pr->len > target || (whole && pr->len != target && pr->len > 0)) {
         enum kv_status st = kv_cache_reset(pr->cache);
         if (st != KV_OK)
@@ -257,7 +257,7 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
             continue;
         struct kv_plan_row *row = p->slot_index[k] >= 0 ? row_of(p, p->slot_index[k], ti)
                                                          : NULL;
-        int64_t pairs, bytes, copied;
+        int64_t pairs = 0, bytes = 0, copied = 0;
         if (p->slot_none[k]) {
             /* every step re-runs tokens [0, T) */
             s = kv_cache_reset(pr.cache);
@@ -285,6 +285,8 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
         int64_t copied_timed = 0;
         for (int32_t j = 0; j < W + R && s == KV_OK; j++) {
             s = probe_update(&pr, pr.len, 1, &pairs, &bytes, &copied);
+            if (s != KV_OK)
+                break;
             pr.len++;
             int64_t fl = sat_add(sat_add(p->gemm_per_token, p->classifier),
                                  sat_mul(p->attn_per_pair, pairs));
@@ -414,6 +416,8 @@ static enum kv_status assign(struct kv_plan *p)
                 best_fits = fits;
             }
         }
+        if (best < 0)
+            best = 0; /* cannot happen: N >= 1 gives every row a candidate */
         member[(size_t)best * R + r] = 1;
         p->shard_ns[best] = best_new;
         if (best_new > makespan)
