@@ -52,7 +52,8 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(BUILD)/obj/bench/main.o
 TEST_SRCS := $(wildcard tests/check_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
-E2E_TESTS := $(sort $(wildcard tests/e2e_*.sh))
+# e2e_slurm.sh starts a Slurm cluster as root: its own target, test-slurm
+E2E_TESTS := $(filter-out tests/e2e_slurm.sh,$(sort $(wildcard tests/e2e_*.sh)))
 
 LIB := $(BUILD)/libkvlab.a
 CLI := $(BUILD)/kvlab
@@ -259,6 +260,41 @@ report-check:
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(REPORT_CHECK_PKGS)"
 	@$(fresh_quick)
 	KVLAB=$(CLI) PY3=$(PY3) bash tests/report_check.sh notebooks_data/bench.csv $(BENCH_QUICK_CSV)
+# ---- sweeps beyond one machine (README: Sweeps beyond one machine) ------
+.PHONY: bench-slurm bench-shards test-slurm
+# shards of one sweep, their options (the same for every shard: they decide
+# the plan), CPUs per Slurm task (= each shard's --threads), extra sbatch
+# options for both jobs (e.g. SBATCH_ARGS='--partition=short --time=2:00:00')
+SHARDS ?= 4
+SHARD_ARGS ?= $(BENCH_ARGS)
+SLURM_CPUS ?= 2
+SBATCH_ARGS ?=
+SHARD_DIR ?= out/shards
+SLURM_MERGED ?= out/bench-slurm.csv
+SLURM_PLOTS ?= out/plots-slurm
+
+# Submit the sweep to Slurm: an array job of $(SHARDS) shards and a dependent
+# merge + plots job (bench/slurm/) into $(SLURM_MERGED) and $(SLURM_PLOTS)/;
+# prints the job ids, how to follow them and where each task's log is.
+bench-slurm: $(CLI)
+	@KVLAB=$(CLI) KVLAB_CPUS=$(SLURM_CPUS) KVLAB_SHARD_DIR=$(SHARD_DIR) SBATCH_ARGS='$(SBATCH_ARGS)' \
+	  KVLAB_MERGED=$(SLURM_MERGED) KVLAB_PLOTS_DIR=$(SLURM_PLOTS) \
+	  bash bench/slurm/submit.sh $(SHARDS) $(SHARD_ARGS)
+
+# The same shards on this machine, one at a time (xargs -P 1), merged into
+# out/bench-shards.csv; merge prints each shard's predicted and measured time.
+bench-shards: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	@mkdir -p $(SHARD_DIR)-local
+	$(CLI) sweep $(SHARD_ARGS) --shard 1/$(SHARDS) --list | grep '^#'
+	seq 1 $(SHARDS) | xargs -P 1 -I{} $(CLI) sweep $(SHARD_ARGS) --shard {}/$(SHARDS) \
+	  --out $(SHARD_DIR)-local/shard-{}.csv
+	$(CLI) merge out/bench-shards.csv $(foreach i,$(shell seq $(SHARDS)),$(SHARD_DIR)-local/shard-$(i).csv)
+
+# The Slurm end-to-end test: as root it installs slurm-wlm and munge and runs
+# a one-node cluster (about a minute); as another user it says so and skips.
+test-slurm: $(CLI)
+	KVLAB=$(CLI) bash tests/e2e_slurm.sh
 
 # ---- regression tracking (kvlab compare) and fuzzing --------------------
 .PHONY: baseline bench-check fuzz fuzz-csv
