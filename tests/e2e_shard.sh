@@ -4,7 +4,7 @@
 # (xargs, one shard at a time), `kvlab merge`, and the merged file against an
 # unsharded run of the same sweep: the same keys, row for row and in the same
 # order, and the same exact columns (FLOPs, bytes, cache bytes, copies; the
-# timings differ); compare and every plot read the merged file. Then
+# timings differ); compare, every plot and the report read the merged file. Then
 # `--list`, the bad --shard values (exit 2, one line) and every refusal of
 # merge (partial, missing shard, repeated key, mixed commit, not a kvlab
 # CSV, output = input), each also with its permission where there is one.
@@ -124,6 +124,14 @@ if command -v gnuplot >/dev/null 2>&1; then
     done
 else
     echo "note: gnuplot not found; plots of the merged file not checked"
+fi
+
+# the one-page report (bench/report.py, Debian's python3) reads it too
+if [ -x /usr/bin/python3 ] && [ -f "$ROOT/bench/report.py" ]; then
+    /usr/bin/python3 "$ROOT/bench/report.py" --csv "$TMP/merged.csv" --plots "$TMP/plots" \
+        --out "$TMP/report.html" >/dev/null 2>"$TMP/rep.err"
+    check "the report renders from the merged file ($(head -c 200 "$TMP/rep.err"))" \
+        test -s "$TMP/report.html"
 fi
 
 # ---------------------------------------------------------------- --list
