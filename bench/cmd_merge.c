@@ -99,7 +99,7 @@ static void summarise(const struct kv_merge_result *r, struct kv_csv *const *in,
         fprintf(stderr, "kvlab merge: %-7s %s: %lld rows (%lld kept)", shard, name,
                 (long long)s->rows_in, (long long)s->rows_kept);
         if (isfinite(s->pred_s) && isfinite(s->sweep_s) && s->pred_s > 0) {
-            fprintf(stderr, ", predicted %.1f s, measured %.1f s (%.2fx)", s->pred_s,
+            fprintf(stderr, ", predicted %.3g s, measured %.3g s (%.2fx)", s->pred_s,
                     s->sweep_s, s->sweep_s / s->pred_s);
             max_p = fmax(max_p, s->pred_s);
             max_m = fmax(max_m, s->sweep_s);

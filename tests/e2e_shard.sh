@@ -165,6 +165,12 @@ for r in 0,5 1 a,b 1,2,3,4 "1,,2"; do
 done
 check "no CSV from the refused runs" test ! -e "$TMP/x.csv"
 
+# bench-slurm's submit script refuses a bad shard count before anything else
+for n in 0 abc -1 "" 2x; do
+    expect_bad 2 "bench/slurm/submit.sh '$n'" "SHARDS must be a whole number" \
+        bash "$ROOT/bench/slurm/submit.sh" "$n"
+done
+
 # ---------------------------------------------------------------- merge refusals
 S="$TMP/shards"
 cp "$TMP/merged.csv" "$TMP/keep.csv"
