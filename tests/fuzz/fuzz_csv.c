@@ -8,7 +8,8 @@
  * few option sets and every writer renders the result to /dev/null. Beyond
  * the sanitizers, the target checks the contracts: an error comes with a
  * non-empty one-line message, a success with consistent counts, and every
- * kv_alloc is freed.
+ * kv_alloc is freed. The same two parts also go through kvlab merge under
+ * each combination of its permissions.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include "../../bench/compare.h"
 #include "../../bench/csv_read.h"
+#include "../../bench/merge.h"
 
 static const char SEP[] = "\n%%\n";
 
@@ -96,6 +98,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (kv_compare_write(sink, r, (enum kv_compare_format)f) != KV_OK)
                 abort();
         kv_compare_destroy(r);
+    }
+
+    /* kvlab merge of the two parts, under each permission */
+    const struct kv_csv *pair[2] = {a, b};
+    for (int k = 0; k < 8; k++) {
+        struct kv_merge_opts mo = {.allow_mixed = k & 1, .allow_partial = (k >> 1) & 1,
+                                   .prefer_newest = (k >> 2) & 1};
+        struct kv_merge_result *m = NULL;
+        err[0] = '\0';
+        if (kv_merge_run(&m, pair, 2, &mo, err, sizeof err) != KV_OK) {
+            check_msg(err);
+            if (m != NULL)
+                abort();
+            continue;
+        }
+        if (m->n_rows < 1 || m->n_rows > a->n_rows + b->n_rows ||
+            kv_csv_writer_row_count(m->out) != m->n_rows ||
+            m->src[0].rows_kept + m->src[1].rows_kept != m->n_rows)
+            abort();
+        kv_merge_destroy(m);
     }
 out:
     kv_csv_destroy(b);
