@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../kernels/kv_quant.h"
 
 /* ------------------------------------------------------------------------ */
 /* Numbers                                                                  */
@@ -96,6 +95,15 @@ int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,
 /* ------------------------------------------------------------------------ */
 /* Common options                                                           */
 
+/* The flag entry for a parameter flag, or NULL. */
+static struct kv_cli_flag *flag_of(struct kv_cli_common *c, const char *flag)
+{
+    for (int32_t i = 0; i < c->n_flags; i++)
+        if (strcmp(c->flags[i].param->flag, flag) == 0)
+            return &c->flags[i];
+    return NULL;
+}
+
 void kv_cli_common_defaults(struct kv_cli_common *c)
 {
     memset(c, 0, sizeof *c);
@@ -106,11 +114,17 @@ void kv_cli_common_defaults(struct kv_cli_common *c)
         .n_kv_heads = c->model.n_kv_heads,
         .head_dim = c->model.dim / c->model.n_heads,
         .max_len = c->model.max_len,
-        .window = 512,
-        .bits = 8,
-        .group = 32,
-        .residual = 32,
     };
+    /* every strategy's parameter flags, each once, in registry order */
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(i);
+        for (int32_t k = 0; k < ops->n_params; k++) {
+            const struct kv_param *p = &ops->params[k];
+            if (flag_of(c, p->flag) != NULL || c->n_flags == KV_CLI_MAX_FLAGS)
+                continue;
+            c->flags[c->n_flags++] = (struct kv_cli_flag){.param = p, .value = p->def};
+        }
+    }
     c->batch = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->threads = cores >= 1 && cores <= 1024 ? (int32_t)cores : 1;
@@ -133,9 +147,6 @@ static const struct int_opt int_opts[] = {
     {"--hidden", F(model.hidden_dim), 1, 1 << 30},
     {"--vocab", F(model.vocab_size), 1, 1 << 30},
     {"--max-len", F(model.max_len), 1, 1 << 30},
-    {"--window", F(cache.window), 1, 1 << 30},
-    {"--group", F(cache.group), 1, 1 << 16},
-    {"--residual", F(cache.residual), 1, 1 << 30},
     {"--batch", F(batch), 1, 1 << 16},
     {"--threads", F(threads), 1, 1024},
 };
@@ -156,14 +167,15 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
     memcpy(name, arg, nlen);
     name[nlen] = '\0';
 
-    static const char *const known[] = {"--strategy", "--bits", "--seed", "--mlp",
-                                        "--model", "--tokenizer"};
+    static const char *const known[] = {"--strategy", "--seed", "--mlp", "--model",
+                                        "--tokenizer"};
     int is_known = 0;
     for (size_t k = 0; k < N_INT_OPTS; k++)
         is_known |= strcmp(name, int_opts[k].name) == 0;
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
         is_known |= strcmp(name, known[k]) == 0;
-    if (!is_known)
+    struct kv_cli_flag *pf = flag_of(c, name);
+    if (!is_known && pf == NULL)
         return 0;
 
     const char *val;
@@ -190,13 +202,16 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
         *i += used;
         return 1;
     }
-    if (strcmp(name, "--bits") == 0) {
+    if (pf != NULL) { /* a strategy parameter: its table's range */
         int64_t v;
-        if (parse_i64(val, &v) != 0 || (v != 8 && v != 4)) {
-            fprintf(stderr, "kvlab: --bits expects 8 or 4, got '%s'\n", val);
+        if (parse_i64(val, &v) != 0 || !kv_param_accepts(pf->param, v)) {
+            char range[128];
+            kv_param_range_str(pf->param, range, sizeof range);
+            fprintf(stderr, "kvlab: %s expects %s, got '%s'\n", name, range, val);
             return -1;
         }
-        c->cache.bits = (int32_t)v;
+        pf->value = v;
+        pf->given = 1;
     } else if (strcmp(name, "--seed") == 0) {
         int64_t v;
         if (kv_cli_int(name, val, 0, INT64_MAX, &v) != 0)
@@ -225,13 +240,111 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
 /* ------------------------------------------------------------------------ */
 /* Cross-checks                                                             */
 
+struct kv_cache_config kv_cli_cache_config(const struct kv_cli_common *c)
+{
+    const struct kv_model_config *m = &c->model;
+    return (struct kv_cache_config){.n_layers = m->n_layers,
+                                    .batch = c->batch,
+                                    .n_kv_heads = m->n_kv_heads,
+                                    .head_dim = m->n_heads > 0 ? m->dim / m->n_heads : 0,
+                                    .max_len = m->max_len};
+}
+
+int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_cli_strategy *out)
+{
+    memset(out, 0, sizeof *out);
+    if (name == NULL)
+        name = c->strategy;
+    const struct kv_strategy_ops *ops = NULL;
+    if (name == NULL || kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK) {
+        fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
+                name != NULL ? name : "");
+        return -1;
+    }
+    if (ops->params_size > sizeof out->params) {
+        fprintf(stderr, "kvlab: strategy '%s' has %zu bytes of parameters, more than the "
+                        "CLI's %zu\n", ops->name, ops->params_size, sizeof out->params);
+        return -1;
+    }
+    out->ops = ops;
+    kv_params_defaults(ops, out->params);
+    for (int32_t k = 0; k < ops->n_params; k++) {
+        const struct kv_param *p = &ops->params[k];
+        for (int32_t i = 0; i < c->n_flags; i++) {
+            if (!c->flags[i].given || strcmp(c->flags[i].param->flag, p->flag) != 0)
+                continue;
+            if (kv_params_set(ops, out->params, p->name, c->flags[i].value) != KV_OK) {
+                char range[128];
+                kv_param_range_str(p, range, sizeof range);
+                fprintf(stderr, "kvlab: %s expects %s for %s, got %" PRId64 "\n", p->flag,
+                        range, ops->name, c->flags[i].value);
+                return -1;
+            }
+        }
+    }
+    /* a preset's own values last: its name says what it is */
+    for (int32_t k = 0; k < ops->n_presets; k++)
+        if (strcmp(ops->presets[k].name, name) == 0 &&
+            kv_params_parse(ops, out->params, ops->presets[k].params) != KV_OK)
+            return -1; /* cannot happen: kv_strategy_register checks presets */
+    return 0;
+}
+
+/* The strategy's parameters against the model's shape; -1 after printing. */
+static int check_strategy(const struct kv_cli_common *c, const char *name)
+{
+    struct kv_cli_strategy s;
+    if (kv_cli_strategy(c, name, &s) != 0)
+        return -1;
+    const struct kv_cache_config cfg = kv_cli_cache_config(c);
+    char why[256];
+    if (kv_params_check(s.ops, &cfg, s.params, why, sizeof why) != KV_OK) {
+        fprintf(stderr, "kvlab: %s\n", why[0] ? why : "invalid strategy parameters");
+        return -1;
+    }
+    return 0;
+}
+
+void kv_cli_flag_default(struct kv_cli_common *c, const char *flag, int64_t value)
+{
+    struct kv_cli_flag *pf = flag_of(c, flag);
+    if (pf != NULL) {
+        pf->value = value;
+        pf->given = 1;
+    }
+}
+
+void kv_cli_print_param_help(FILE *f)
+{
+    struct kv_cli_common c;
+    kv_cli_common_defaults(&c);
+    for (int32_t i = 0; i < c.n_flags; i++) {
+        const struct kv_param *p = c.flags[i].param;
+        char users[256] = "";
+        size_t w = 0;
+        for (int32_t s = 0; s < kv_strategy_count() && w < sizeof users; s++) {
+            const struct kv_strategy_ops *ops = kv_strategy_at(s);
+            for (int32_t k = 0; k < ops->n_params; k++)
+                if (strcmp(ops->params[k].flag, p->flag) == 0) {
+                    w += (size_t)snprintf(users + w, sizeof users - w, "%s%s", w ? ", " : "",
+                                          ops->name);
+                    break;
+                }
+        }
+        fprintf(f, "  %-14s %s (%s; default %d)\n", p->flag, p->help, users, p->def);
+    }
+}
+
 int kv_cli_check_common(const struct kv_cli_common *c)
 {
     const struct kv_model_config *m = &c->model;
-    if (c->strategy != NULL && kv_strategy_find(c->strategy) == NULL) {
-        fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
-                c->strategy);
-        return -1;
+    if (c->strategy != NULL) {
+        const struct kv_strategy_ops *ops;
+        if (kv_strategy_lookup(c->strategy, &ops, NULL, 0) != KV_OK) {
+            fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
+                    c->strategy);
+            return -1;
+        }
     }
     if (m->dim % m->n_heads != 0) {
         fprintf(stderr, "kvlab: --dim (%" PRId32 ") must be a multiple of --heads (%" PRId32
@@ -249,19 +362,16 @@ int kv_cli_check_common(const struct kv_cli_common *c)
                 m->n_kv_heads, m->n_heads);
         return -1;
     }
-    /* Group size matters to the quantized strategy (or to a run of all). */
-    if (c->strategy == NULL || strcmp(c->strategy, "quantized") == 0) {
-        if (hs % c->cache.group != 0) {
-            fprintf(stderr, "kvlab: --group (%" PRId32 ") must divide head_dim (%" PRId32
-                            " = --dim / --heads)\n", c->cache.group, hs);
-            return -1;
-        }
-        enum kv_dtype t = c->cache.bits == 4 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
-        if (kv_quant_check(t, hs, c->cache.group) != KV_OK) {
-            fprintf(stderr, "kvlab: --bits %" PRId32 " with --group %" PRId32
-                            " is not supported for head_dim %" PRId32 "\n",
-                    c->cache.bits, c->cache.group, hs);
-            return -1;
+    /* The strategy's parameters against the shape (or every strategy's,
+     * for a command that may run any of them). */
+    if (!c->no_cache) {
+        if (c->strategy != NULL) {
+            if (check_strategy(c, c->strategy) != 0)
+                return -1;
+        } else {
+            for (int32_t i = 0; i < kv_strategy_count(); i++)
+                if (check_strategy(c, kv_strategy_at(i)->name) != 0)
+                    return -1;
         }
     }
     enum kv_status s = kv_model_config_check(m);

@@ -3,20 +3,46 @@
  * parsing with ranges, and the model/strategy options that generate, sweep,
  * demo and kernel all accept. Every error prints one line naming the option
  * and the accepted range, and the caller exits 2.
+ *
+ * The strategies' own options are not listed here: they come from the
+ * registered strategies' parameter tables (strategies/strategy.h), one CLI
+ * flag per distinct kv_param.flag, so a new strategy's parameters are
+ * parsed, range-checked, shown in --help and handed to it without a line
+ * of code in bench/.
  */
 #ifndef KV_CLI_OPTS_H
 #define KV_CLI_OPTS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kv_model.h"
+
+/* One strategy-parameter flag of the command line (the union of every
+ * registered strategy's table, each flag once). */
+#define KV_CLI_MAX_FLAGS 32
+struct kv_cli_flag {
+    const struct kv_param *param; /* the first table entry with this flag */
+    int64_t value;
+    int given;
+};
+
+/* Room for any strategy's parameter struct (checked when resolving). */
+#define KV_CLI_PARAMS_BYTES 256
+struct kv_cli_strategy {
+    const struct kv_strategy_ops *ops;
+    _Alignas(16) unsigned char params[KV_CLI_PARAMS_BYTES];
+};
 
 /* Options common to the model-running subcommands. */
 struct kv_cli_common {
     struct kv_model_config model;
-    struct kv_cache_config cache; /* window, bits, group, residual, max_len */
+    struct kv_cache_config cache; /* max_len (the shape is the model's) */
     const char *strategy;         /* NULL when not given */
+    struct kv_cli_flag flags[KV_CLI_MAX_FLAGS];
+    int32_t n_flags;
+    int no_cache;                 /* the command builds no cache: skip strategy checks */
     int32_t batch;
     int32_t threads;
     uint64_t seed;
@@ -24,8 +50,8 @@ struct kv_cli_common {
     const char *tokenizer_path;   /* --tokenizer FILE, or NULL */
 };
 
-/* Defaults: DESIGN.md's model, window 512, bits 8, group 32, residual 32,
- * batch 1, threads = available cores, seed 42. */
+/* Defaults: DESIGN.md's model, the strategies' parameter defaults, batch 1,
+ * threads = available cores, seed 42. */
 void kv_cli_common_defaults(struct kv_cli_common *c);
 
 /*
@@ -33,14 +59,37 @@ void kv_cli_common_defaults(struct kv_cli_common *c);
  * (advancing *i past them) and returns 1; returns 0 when argv[*i] is not a
  * common option (the caller tries its own), -1 after printing an error.
  * Options: --strategy --layers --dim --heads --kv-heads --hidden --vocab
- * --max-len --window --bits --group --residual --batch --threads --seed
- * --mlp on|off --model --tokenizer
+ * --max-len --batch --threads --seed --mlp on|off --model --tokenizer, and
+ * every strategy parameter's flag (--window, --bits, ... from the tables)
  */
 int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i);
 
-/* Cross-checks (kv-heads divides heads, group divides head_dim, ...);
- * prints one line and returns -1 on error, 0 if fine. */
+/* Cross-checks (kv-heads divides heads, the strategy's parameters against
+ * the shape: --strategy's, or every registered strategy's when none was
+ * given and the command builds caches); prints one line and returns -1 on
+ * error, 0 if fine. */
 int kv_cli_check_common(const struct kv_cli_common *c);
+
+/* The cache shape of the options' model and batch (max_len the model's). */
+struct kv_cache_config kv_cli_cache_config(const struct kv_cli_common *c);
+
+/*
+ * Resolves a strategy or preset name (NULL: --strategy) into *out: the
+ * table, then its parameters: defaults, the parameter flags given on the
+ * command line, then the preset's own values (a preset's name says what it
+ * is). Prints one line and returns -1 for an unknown name or a flag value
+ * this strategy's table refuses; 0 if fine.
+ */
+int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_cli_strategy *out);
+
+/* A command's own default for a parameter flag (the demo's tiny model
+ * wants a small window): applied like a given flag unless the command line
+ * gives one. No-op for a flag no strategy has. */
+void kv_cli_flag_default(struct kv_cli_common *c, const char *flag, int64_t value);
+
+/* Prints the strategy-parameter flags for --help: "  --window N  help
+ * (strategies: sliding; default 512)", one per line. */
+void kv_cli_print_param_help(FILE *f);
 
 /* Strict parse of a whole decimal integer in [lo, hi]; prints
  * "kvlab: OPT expects an integer in [lo, hi], got 'S'" and returns -1. */

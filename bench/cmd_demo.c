@@ -285,18 +285,12 @@ static void print_model_line(const struct session *x)
            x->B > 1 ? " with padding" : "");
 }
 
+/* The strategy describes itself, with its parameters' values. */
 static void print_cache_config(const struct session *x, const struct kv_demo_run *R)
 {
-    const struct kv_cache_config *cc = &x->cc;
-    printf("%scache%s  %s: %s", x->S.bold, x->S.reset, R->name, R->ops->description);
-    if (strcmp(R->name, "sliding") == 0)
-        printf(" (window %" PRId32 ")", cc->window);
-    else if (strcmp(R->name, "static") == 0)
-        printf(" (%" PRId32 " slots)", cc->max_len);
-    else if (strcmp(R->name, "quantized") == 0)
-        printf(" (int%" PRId32 ", group %" PRId32 ", f32 residual %" PRId32 ")", cc->bits,
-               cc->group, cc->residual);
-    printf("\n");
+    char line[512];
+    kv_cache_describe(R->cache, line, sizeof line);
+    printf("%scache%s  %s: %s\n", x->S.bold, x->S.reset, R->name, line);
 }
 
 /* Bytes one token slot takes in every layer (K and V, all kv heads, batch). */
@@ -327,7 +321,7 @@ static void print_mask(const struct session *x, const struct kv_demo_layer *lc, 
         for (int32_t s = 0; s < x->max_pos; s++) {
             if (!lc->held[s])
                 continue;
-            int vis = kv_attn_key_visible(p, b, qp, s);
+            int vis = kv_attn_key_visible(&lc->mask, b, qp, s);
             if (x->S.color)
                 printf("%s%c%s", vis ? x->S.green : x->S.dim, vis ? '1' : '0', x->S.reset);
             else
@@ -387,7 +381,7 @@ static void print_cache_layer(const struct session *x, const struct kv_demo_run 
         int32_t n = M < 4096 ? M : 4096;
         for (int32_t s = 0; s < n; s++)
             f32[s] = lc->held[s] && !lc->held_q[s];
-        printf("int%" PRId32 " pos ", x->cc.bits);
+        printf("%s pos ", kv_type_traits[lc->q_dtype].name);
         print_ranges(lc->held_q, M);
         printf(" | f32 residual pos ");
         print_ranges(f32, n);
@@ -488,8 +482,8 @@ static void print_step(struct session *x, const struct kv_demo_run *R, const str
     printf("  %-20s(new, past+new) = (%" PRId32 ", %" PRId32 ")", "attention shape",
            lc0->ap.n_q, n_keys);
     printf(" = %" PRId32 " past + %" PRId32 " new", n_keys - lc0->ap.n_q, lc0->ap.n_q);
-    if (lc0->ap.window > 0)
-        printf(", window %" PRId32, lc0->ap.window);
+    if (lc0->mask.window > 0)
+        printf(", window %" PRId32, lc0->mask.window);
     printf(", keys at pos ");
     print_ranges(lc0->held, x->max_pos);
     printf(" (%" PRId32 " span%s)\n", lc0->n_spans, lc0->n_spans == 1 ? "" : "s");
@@ -592,17 +586,22 @@ static int report_failure(const struct session *x, const struct kv_demo_run *R, 
     return 1;
 }
 
-static int walk(struct session *x, const char *name)
+static int walk(struct session *x, const char *name, const void *params)
 {
     struct demo_opts *o = x->o;
     struct kv_demo_run R, ref;
     int rc = 0;
-    enum kv_status s = kv_demo_run_create(&R, name, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
+    enum kv_status s = kv_demo_run_create(&R, name, params, x->model, &x->cc, x->B, x->P,
+                                          x->max_pos, 1);
     int own_ref = s == KV_OK && R.keeps;
     if (s == KV_OK && own_ref) {
+        /* FLOPs without a cache: a strategy that keeps no history */
+        const struct kv_strategy_ops *nc = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
         struct kv_cache_config rc_cfg = x->cc;
         rc_cfg.max_len = x->model->cfg.max_len;
-        s = kv_demo_run_create(&ref, "none", x->model, &rc_cfg, x->B, x->P, x->max_pos, 0);
+        s = nc == NULL ? KV_ERR_INVALID
+                       : kv_demo_run_create(&ref, nc->name, NULL, x->model, &rc_cfg, x->B, x->P,
+                                            x->max_pos, 0);
     }
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: demo: cannot set up strategy %s: %s\n", name, kv_status_str(s));
@@ -675,14 +674,16 @@ static int walk(struct session *x, const char *name)
 /* ------------------------------------------------------------------------ */
 /* Compare two strategies                                                   */
 
-static int compare(struct session *x, const char *na, const char *nb)
+static int compare(struct session *x, const char *na, const void *pa, const char *nb,
+                   const void *pb)
 {
     struct demo_opts *o = x->o;
     struct kv_demo_run A, B;
     memset(&B, 0, sizeof B);
-    enum kv_status s = kv_demo_run_create(&A, na, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
+    enum kv_status s = kv_demo_run_create(&A, na, pa, x->model, &x->cc, x->B, x->P,
+                                          x->max_pos, 1);
     if (s == KV_OK)
-        s = kv_demo_run_create(&B, nb, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
+        s = kv_demo_run_create(&B, nb, pb, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: demo: cannot set up %s and %s: %s\n", na, nb, kv_status_str(s));
         kv_demo_run_destroy(&A);
@@ -821,9 +822,10 @@ int kv_cmd_demo(int argc, char **argv)
                                          .n_heads = 2, .n_kv_heads = 2, .vocab_size = 256,
                                          .max_len = 128, .mlp = 1, .shared_classifier = 0};
     o.c.cache.max_len = 128;
-    o.c.cache.window = 6;
-    o.c.cache.group = 8;
-    o.c.cache.residual = 2;
+    /* the tiny model's own defaults for the parameters that size a cache */
+    kv_cli_flag_default(&o.c, "--window", 6);
+    kv_cli_flag_default(&o.c, "--group", 8);
+    kv_cli_flag_default(&o.c, "--residual", 2);
     o.c.threads = 1;
     o.steps = 6;
     o.color = -1;
@@ -856,7 +858,8 @@ int kv_cmd_demo(int argc, char **argv)
         memcpy(name_b, comma + 1, strlen(comma + 1) + 1); /* fits: checked above */
         for (int k = 0; k < 2; k++) {
             const char *nm = k ? name_b : name_a;
-            if (kv_strategy_find(nm) == NULL) {
+            const struct kv_strategy_ops *ops;
+            if (kv_strategy_lookup(nm, &ops, NULL, 0) != KV_OK) {
                 fprintf(stderr, "kvlab: unknown strategy '%s' in --compare "
                                 "(see 'kvlab strategies')\n", nm);
                 return 2;
@@ -885,7 +888,11 @@ int kv_cmd_demo(int argc, char **argv)
                                  : (isatty(STDOUT_FILENO) &&
                                     (no_color == NULL || no_color[0] == '\0'));
     x.S = style_make(use_color);
-    const char *strategy = o.c.strategy != NULL ? o.c.strategy : "dynamic";
+    /* default: the exact growing cache (keeps history, lossless, evicts
+     * nothing, grows as it goes) */
+    const struct kv_strategy_ops *dflt =
+        kv_strategy_with(KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+    const char *strategy = o.c.strategy != NULL ? o.c.strategy : dflt != NULL ? dflt->name : "";
     if (o.c.model_path != NULL) {
         enum kv_status s = kv_checkpoint_load(o.c.model_path, &x.model);
         if (s != KV_OK) {
@@ -898,14 +905,15 @@ int kv_cmd_demo(int argc, char **argv)
         /* a tokenizer without a model: keep the synthetic model's vocab */
     }
     struct kv_cli_common chk = o.c;
-    chk.strategy = o.compare ? "dynamic" : strategy;
-    if (kv_cli_check_common(&chk) != 0) {
+    struct kv_cli_strategy sa, sb;
+    chk.strategy = o.compare ? name_a : strategy;
+    if (kv_cli_check_common(&chk) != 0 || kv_cli_strategy(&chk, chk.strategy, &sa) != 0) {
         session_free(&x);
         return 2;
     }
-    if (o.compare && (strcmp(name_a, "quantized") == 0 || strcmp(name_b, "quantized") == 0)) {
-        chk.strategy = "quantized";
-        if (kv_cli_check_common(&chk) != 0) {
+    if (o.compare) {
+        chk.strategy = name_b;
+        if (kv_cli_check_common(&chk) != 0 || kv_cli_strategy(&chk, name_b, &sb) != 0) {
             session_free(&x);
             return 2;
         }
@@ -973,7 +981,8 @@ int kv_cmd_demo(int argc, char **argv)
     x.cc.head_dim = x.model->cfg.dim / x.model->cfg.n_heads;
     x.cc.max_len = o.slots > 0 ? o.slots : x.model->cfg.max_len;
 
-    int rc = o.compare ? compare(&x, name_a, name_b) : walk(&x, strategy);
+    int rc = o.compare ? compare(&x, name_a, sa.params, name_b, sb.params)
+                       : walk(&x, strategy, sa.params);
     session_free(&x);
     return rc;
 }

@@ -101,7 +101,7 @@ int kv_cmd_export(int argc, char **argv)
         return 2;
     }
     c.model.shared_classifier = tied;
-    c.strategy = "dynamic"; /* no cache is built: skip the quantizer's checks */
+    c.no_cache = 1; /* no cache is built: skip the strategies' checks */
     if (kv_cli_check_common(&c) != 0)
         return 2;
     size_t file_bytes;

@@ -23,20 +23,68 @@
 /* ------------------------------------------------------------------------ */
 /* kvlab strategies                                                         */
 
+/* The capability flags, for --verbose. */
+static const struct {
+    uint32_t cap;
+    const char *name;
+} cap_names[] = {
+    {KV_CAP_KEEPS_HISTORY, "keeps-history"}, {KV_CAP_LOSSY, "lossy"},
+    {KV_CAP_EVICTS, "evicts"},               {KV_CAP_PREALLOCATES, "preallocates"},
+    {KV_CAP_CHUNKED_APPEND, "chunked-append"}, {KV_CAP_CROP, "crop"},
+    {KV_CAP_FORK, "fork"},                   {KV_CAP_REORDER, "reorder"},
+    {KV_CAP_SHARES_STORAGE, "shares-storage"}, {KV_CAP_BOUNDED, "bounded"},
+};
+
+/* One line per strategy: name, description, then its parameters' flags
+ * with their defaults and its presets in brackets; --verbose adds the
+ * capability flags and a line per parameter (help, range, memory). */
 int kv_cmd_strategies(int argc, char **argv)
 {
-    if (argc > 1) {
-        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-            printf("usage: kvlab strategies\n  lists the registered cache strategies, one "
-                   "per line with a description\n");
+    int verbose = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: kvlab strategies [--verbose]\n  lists the registered cache "
+                   "strategies, one per line with a description, their parameters\n"
+                   "  (CLI flag and default) and presets; --verbose adds capabilities and "
+                   "one line per parameter\n");
             return 0;
         }
-        fprintf(stderr, "kvlab: strategies: unexpected argument '%s'\n", argv[1]);
+        if (strcmp(argv[i], "--verbose") == 0) {
+            verbose = 1;
+            continue;
+        }
+        fprintf(stderr, "kvlab: strategies: unexpected argument '%s'\n", argv[i]);
         return 2;
     }
     for (int32_t i = 0; i < kv_strategy_count(); i++) {
         const struct kv_strategy_ops *ops = kv_strategy_at(i);
-        printf("%-16s %s\n", ops->name, ops->description);
+        printf("%-16s %s", ops->name, ops->description);
+        if (ops->n_params > 0 || ops->n_presets > 0) {
+            printf("  [");
+            for (int32_t k = 0; k < ops->n_params; k++)
+                printf("%s%s %d", k ? " " : "", ops->params[k].flag, ops->params[k].def);
+            for (int32_t k = 0; k < ops->n_presets; k++)
+                printf("%s%s", k ? " " : ops->n_params ? "; presets " : "presets ",
+                       ops->presets[k].name);
+            printf("]");
+        }
+        printf("\n");
+        if (!verbose)
+            continue;
+        printf("%-16s capabilities:", "");
+        for (size_t c = 0; c < sizeof cap_names / sizeof cap_names[0]; c++)
+            if (ops->caps & cap_names[c].cap)
+                printf(" %s", cap_names[c].name);
+        printf("\n");
+        for (int32_t k = 0; k < ops->n_params; k++) {
+            const struct kv_param *p = &ops->params[k];
+            char range[128];
+            kv_param_range_str(p, range, sizeof range);
+            printf("%-16s %s N  %s; %s, default %d%s\n", "", p->flag, p->help, range, p->def,
+                   p->scales_memory ? "; sizes the cache" : "");
+        }
+        for (int32_t k = 0; k < ops->n_presets; k++)
+            printf("%-16s preset %s = %s\n", "", ops->presets[k].name, ops->presets[k].params);
     }
     return 0;
 }
@@ -56,11 +104,13 @@ static void generate_usage(FILE *f)
             "  --batch B --seed S --threads T\n"
             "  model:  --layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
             "          --mlp on|off   (default: DESIGN.md's synthetic model)\n"
-            "  cache:  --window (sliding) --bits 8|4 --group --residual (quantized)\n"
+            "  cache:  the strategy's parameters (kvlab strategies; listed below)\n"
             "  --model FILE.bin   a llama2.c checkpoint instead of the synthetic model\n"
             "                     (its header sets the model options)\n"
             "  --tokenizer FILE   a llama2.c tokenizer.bin for --prompt and `text:` lines\n"
-            "  --prompt-tokens L  the prompt as comma-separated token ids (no tokenizer needed)\n");
+            "  --prompt-tokens L  the prompt as comma-separated token ids (no tokenizer needed)\n"
+            "Strategy parameters (each strategy takes those of its own table):\n");
+    kv_cli_print_param_help(f);
 }
 
 /* Per-step measurements, filled by the on_step callback. */
@@ -195,7 +245,10 @@ int kv_cmd_generate(int argc, char **argv)
                         "which set the length themselves\n");
         return 2;
     }
-    const struct kv_strategy_ops *ops = kv_strategy_find(c.strategy);
+    struct kv_cli_strategy strat;
+    if (kv_cli_strategy(&c, c.strategy, &strat) != 0)
+        return 2;
+    const struct kv_strategy_ops *ops = strat.ops;
 
     /* The model: a checkpoint's header, or the synthetic configuration. */
     struct kv_model *m = NULL;
@@ -287,14 +340,17 @@ int kv_cmd_generate(int argc, char **argv)
                 (int64_t)prompt_len + new_tokens, mc->max_len);
         goto out;
     }
-    int32_t call_tokens = ops->keeps_history ? prompt_len : prompt_len + new_tokens - 1;
+    const int keeps = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
+    int32_t call_tokens = keeps ? prompt_len : prompt_len + new_tokens - 1;
     if ((int64_t)c.batch * call_tokens > INT32_MAX) {
         fprintf(stderr, "kvlab: --batch x tokens per forward (%" PRId64 ") exceeds %d\n",
                 (int64_t)c.batch * call_tokens, INT32_MAX);
         goto out;
     }
-    int32_t cache_tokens = strcmp(ops->name, "static") == 0 ? mc->max_len
-                                                             : prompt_len + new_tokens;
+    /* a cache that preallocates and never evicts holds max_len from the start */
+    int32_t cache_tokens = (ops->caps & (KV_CAP_PREALLOCATES | KV_CAP_EVICTS)) == KV_CAP_PREALLOCATES
+                               ? mc->max_len
+                               : prompt_len + new_tokens;
     if (kv_cli_check_memory("this run", estimate_bytes(mc, c.batch, call_tokens,
                                                        cache_tokens)) != 0)
         goto out;
@@ -315,7 +371,7 @@ int kv_cmd_generate(int argc, char **argv)
             goto out;
         }
     }
-    s = kv_cache_create(&cache, ops, &c.cache);
+    s = kv_cache_create(&cache, ops, &c.cache, strat.params);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: strategy '%s' rejects this configuration: %s\n", ops->name,
                 kv_status_str(s));

@@ -295,13 +295,18 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
     for (size_t i = 0; i < nqf; i++)
         q[i] = 2.0f * kernel_rand();
 
-    struct kv_span span = {.dtype = dt, .k = k, .v = v, .k_qp = kqp, .v_qp = vqp,
-                           .n_tokens = T, .pos0 = 0, .row_stride = rb,
-                           .head_stride = rb * T, .seq_stride = rb * rows,
-                           .qp_row_stride = qpb, .qp_head_stride = qpb * T,
-                           .qp_seq_stride = qpb * rows};
+    const struct kv_tensor side = {.dtype = dt, .row_stride = rb, .head_stride = rb * T,
+                                   .seq_stride = rb * rows, .axis = KV_QAXIS_TOKEN,
+                                   .group = o->group, .qp_row_stride = qpb,
+                                   .qp_head_stride = qpb * T, .qp_seq_stride = qpb * rows};
+    struct kv_span span = {.k = side, .v = side, .n_tokens = T, .pos0 = 0};
+    span.k.data = k;
+    span.k.qp = kqp;
+    span.v.data = v;
+    span.v.qp = vqp;
+    const struct kv_view view = {.spans = &span, .n_spans = 1};
     struct kv_attn_params p = {.batch = 1, .n_q = nq, .n_heads = o->heads, .n_kv_heads = hkv,
-                               .head_dim = d, .group = o->group, .q_pos0 = T - nq,
+                               .head_dim = d, .q_pos0 = T - nq,
                                .scale = 1.0f / sqrtf((float)d), .n_threads = o->threads};
     size_t wsb = kv_attn_workspace_bytes(&p);
     ws = kv_alloc(wsb);
@@ -309,18 +314,18 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         fprintf(stderr, "kvlab: kernel: out of memory for the workspace\n");
         goto done;
     }
-    enum kv_status st = kv_attn(out, q, &p, &span, 1, ws, wsb);
+    enum kv_status st = kv_attn(out, q, &p, &view, ws, wsb);
     if (st != KV_OK) {
         fprintf(stderr, "kvlab: kernel: %s\n", kv_status_str(st));
         goto done;
     }
-    size_t bytes = kv_attn_span_bytes(&p, &span, 1);
-    double flops = 4.0 * d * o->heads * (double)kv_attn_visible_pairs(&p, &span, 1);
+    size_t bytes = kv_attn_span_bytes(&p, &view);
+    double flops = 4.0 * d * o->heads * (double)kv_attn_visible_pairs(&p, &view);
 
     /* repetitions: enough to fill ~0.3 s, bounded */
     int64_t t0 = kv_now_ns();
     for (int w = 0; w < 2; w++)
-        kv_attn(out, q, &p, &span, 1, ws, wsb);
+        kv_attn(out, q, &p, &view, ws, wsb);
     double one = (double)(kv_now_ns() - t0) / 2.0;
     int reps = o->reps > 0 ? o->reps : (int)(3e8 / (one + 1.0));
     reps = reps < 5 ? 5 : reps > 1000 ? 1000 : reps;
@@ -335,7 +340,7 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         int64_t wall0 = kv_now_ns(), cpu0 = kv_cpu_now_ns(), busy0 = machine_busy_ns();
         for (int i = 0; i < reps; i++) {
             int64_t a = kv_now_ns();
-            kv_attn(out, q, &p, &span, 1, ws, wsb);
+            kv_attn(out, q, &p, &view, ws, wsb);
             times[i] = (double)(kv_now_ns() - a) / 1e3;
         }
         int64_t wall = kv_now_ns() - wall0, busy1 = machine_busy_ns();
@@ -363,7 +368,7 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         double best = INFINITY;
         for (int i = 0; i < ref_reps; i++) {
             int64_t a = kv_now_ns();
-            st = kv_attn_ref(ref, q, &p, &span, 1);
+            st = kv_attn_ref(ref, q, &p, &view);
             double us = (double)(kv_now_ns() - a) / 1e3;
             best = us < best ? us : best;
             if (st != KV_OK) {

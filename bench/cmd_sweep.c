@@ -46,8 +46,6 @@ static const char *const sweep_columns[] = {
     KV_SWEEP_COL_ATTN_BYTES};
 #define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))
 
-#define DEFAULT_STRATEGIES \
-    "none,dynamic,dynamic-concat,static,sliding,quantized-int8,quantized-int4"
 #define DEFAULT_MAX_SEQ 8192
 #define DEFAULT_NONE_MAX 4096
 #define DEFAULT_WARMUP 2
@@ -205,13 +203,19 @@ static void make_parent_dir(const char *path)
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 
+static int default_strategies(char *buf, size_t n);
+
 static void sweep_usage(FILE *f)
 {
+    char dflt[1024];
+    if (default_strategies(dflt, sizeof dflt) != 0)
+        snprintf(dflt, sizeof dflt, "every registered strategy");
     fprintf(f,
         "usage: kvlab sweep [options]\n"
-        "  --strategies LIST  comma list (default " DEFAULT_STRATEGIES ");\n"
-        "                     quantized uses --bits; quantized-int8/-int4 (or quantized:8/:4)\n"
-        "                     fix the width. --strategy NAME measures one strategy.\n"
+        "  --strategies LIST  comma list of strategy or preset names (default %s);\n"
+        "                     a preset fixes the parameters it names (kvlab strategies\n"
+        "                     lists them), the rest take the parameter options below.\n"
+        "                     --strategy NAME measures one strategy.\n"
         "  --seq-lens LIST    sequence lengths T, ascending (default: --max-seq)\n"
         "  --max-seq N        T = 64, 128, ... powers of two up to N (default %d)\n"
         "  --none-max N       measure `none` only for T <= N (default %d; 0 = all)\n"
@@ -233,51 +237,77 @@ static void sweep_usage(FILE *f)
         "                     cache-copy GB/s, whole numbers (default %d,%d,%d); every\n"
         "                     shard of one sweep must be given the same\n"
         "  model/strategy options as in generate: --layers --dim --heads --kv-heads\n"
-        "  --hidden --vocab --max-len --window --bits --group --residual --batch\n"
+        "  --hidden --vocab --max-len --batch\n"
         "  --threads --seed --mlp on|off --model FILE\n"
         "  The synthetic model's --max-len is raised to what the sweep needs (largest\n"
         "  T + warmup + reps); a --model checkpoint's seq_len must already cover it.\n"
         "Timed steps are centred on T: the cache is prefilled (untimed) to\n"
         "T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends over exactly T.\n",
-        DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP,
+        dflt, DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP,
         100.0 * KV_SWEEP_MIN_CPU_UTIL, DEFAULT_RETRIES, KV_PLAN_GFLOPS_DEFAULT,
         KV_PLAN_GBPS_DEFAULT, KV_PLAN_COPY_GBPS_DEFAULT);
+    fprintf(f, "Strategy parameters (each strategy takes those of its own table):\n");
+    kv_cli_print_param_help(f);
 }
 
-/* Parses one strategy name of the list into st; -1 after printing. */
+/* The strategies a sweep measures by default: every registered one, and for
+ * one with presets each distinct preset instead (quantized -> its int8 and
+ * int4 presets), in registry order. */
+static int default_strategies(char *buf, size_t n)
+{
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(i);
+        if (ops->n_presets == 0) {
+            w += (size_t)snprintf(buf + w, n - w, "%s%s", w ? "," : "", ops->name);
+            continue;
+        }
+        for (int32_t k = 0; k < ops->n_presets && w < n; k++) {
+            _Alignas(16) unsigned char pk[KV_SWEEP_PARAMS_BYTES], pj[KV_SWEEP_PARAMS_BYTES];
+            const struct kv_strategy_ops *o;
+            int dup = 0;
+            if (ops->params_size > sizeof pk ||
+                kv_strategy_lookup(ops->presets[k].name, &o, pk, sizeof pk) != KV_OK)
+                return -1;
+            for (int32_t j = 0; j < k && !dup; j++)
+                dup = kv_strategy_lookup(ops->presets[j].name, &o, pj, sizeof pj) == KV_OK &&
+                      memcmp(pj, pk, ops->params_size) == 0;
+            if (!dup)
+                w += (size_t)snprintf(buf + w, n - w, "%s%s", w ? "," : "", ops->presets[k].name);
+        }
+    }
+    return w < n ? 0 : -1;
+}
+
+/* Parses one strategy (or preset) name of the list into st; -1 after
+ * printing. */
 static int parse_strategy(struct kv_sweep_strategy *st, const char *name,
-                          int32_t default_bits)
+                          const struct kv_cli_common *c)
 {
     memset(st, 0, sizeof(*st));
-    int32_t bits = 0;
-    char base[64];
-    snprintf(base, sizeof(base), "%s", name);
-    if (strcmp(name, "quantized-int8") == 0 || strcmp(name, "quantized:8") == 0)
-        bits = 8;
-    else if (strcmp(name, "quantized-int4") == 0 || strcmp(name, "quantized:4") == 0)
-        bits = 4;
-    if (bits != 0)
-        snprintf(base, sizeof(base), "quantized");
-    st->ops = kv_strategy_find(base);
-    if (st->ops == NULL || strlen(name) >= sizeof(base)) {
-        fprintf(stderr, "kvlab sweep: unknown strategy '%s' (registered:", name);
-        for (int32_t i = 0; i < kv_strategy_count(); i++)
-            fprintf(stderr, " %s", kv_strategy_at(i)->name);
-        fprintf(stderr, "; and quantized-int8, quantized-int4)\n");
+    const struct kv_strategy_ops *ops;
+    if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK) {
+        char all[1024];
+        fprintf(stderr, "kvlab sweep: unknown strategy '%s' (registered, with presets: %s)\n",
+                name, default_strategies(all, sizeof all) == 0 ? all : "see kvlab strategies");
         return -1;
     }
-    if (st->ops == &kv_strategy_quantized) {
-        st->bits = bits ? bits : default_bits;
-        snprintf(st->label, sizeof(st->label), "quantized-int%d", st->bits);
-    } else {
-        st->bits = 32;
-        snprintf(st->label, sizeof(st->label), "%s", st->ops->name);
+    struct kv_cli_strategy cs;
+    if (kv_cli_strategy(c, name, &cs) != 0)
+        return -1;
+    if (cs.ops->params_size > sizeof st->params) {
+        fprintf(stderr, "kvlab sweep: strategy '%s' has too many parameters\n", name);
+        return -1;
     }
+    st->ops = cs.ops;
+    memcpy(st->params, cs.params, cs.ops->params_size);
+    kv_strategy_label(st->ops, st->params, st->label, sizeof st->label);
     return 0;
 }
 
 static int parse_strategies(struct kv_sweep_config *cfg, const char *list,
-                            int32_t default_bits)
+                            const struct kv_cli_common *c)
 {
     char buf[1024];
     if (strlen(list) >= sizeof(buf) || list[0] == '\0') {
@@ -292,7 +322,7 @@ static int parse_strategies(struct kv_sweep_config *cfg, const char *list,
             fprintf(stderr, "kvlab sweep: at most %d strategies\n", KV_SWEEP_MAX_STRATEGIES);
             return -1;
         }
-        if (parse_strategy(&cfg->strategies[cfg->n_strategies], tok, default_bits) != 0)
+        if (parse_strategy(&cfg->strategies[cfg->n_strategies], tok, c) != 0)
             return -1;
         cfg->n_strategies++;
     }
@@ -486,9 +516,13 @@ static int build_config(struct kv_sweep_config *cfg, const struct sweep_opts *o)
 {
     memset(cfg, 0, sizeof(*cfg));
     const struct kv_cli_common *c = &o->common;
-    const char *list = o->strategies ? o->strategies
-                                     : (c->strategy ? c->strategy : DEFAULT_STRATEGIES);
-    if (parse_strategies(cfg, list, c->cache.bits) != 0)
+    char dflt[1024];
+    if (default_strategies(dflt, sizeof dflt) != 0) {
+        fprintf(stderr, "kvlab sweep: too many registered strategies for the default list\n");
+        return -1;
+    }
+    const char *list = o->strategies ? o->strategies : (c->strategy ? c->strategy : dflt);
+    if (parse_strategies(cfg, list, c) != 0)
         return -1;
     if (o->seq_lens != NULL) {
         int n = kv_cli_int_list("--seq-lens", o->seq_lens, 2, 1 << 20, cfg->seq_lens,
@@ -531,7 +565,7 @@ static int sweep_bytes(size_t *bytes, const struct kv_model_config *mc,
                      (mc->mlp ? 2 * (size_t)mc->hidden_dim : 0) + (size_t)mc->vocab_size;
     size_t slots = 1; /* the reference */
     for (int32_t i = 0; i < cfg->n_strategies; i++)
-        slots += cfg->strategies[i].ops->keeps_history != 0;
+        slots += (cfg->strategies[i].ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
     size_t T = (size_t)cfg->seq_lens[cfg->n_lens - 1];
     const size_t fc[] = {slots, (size_t)mc->n_layers, (size_t)cfg->batch, kvd,
                          (size_t)kv_sweep_capacity(cfg), 2 * sizeof(float), 2};

@@ -8,19 +8,27 @@
 #include <math.h>
 #include <string.h>
 
+#include "../kernels/kv_attention_impl.h"
 #include "../kernels/kv_ops.h"
-#include "../kernels/kv_quant.h"
 
 /* ------------------------------------------------------------------------ */
 /* Probe                                                                    */
 
 static int32_t head_dim_of(const struct kv_model *m) { return m->cfg.dim / m->cfg.n_heads; }
 
+/* x (head_dim) <- row t of one side of span s for (sequence b, kv head h),
+ * whatever its dtype, axis or paging */
+static void read_row(float *x, const struct kv_span *s, const struct kv_tensor *td, int32_t b,
+                     int32_t h, int32_t t, int32_t hd)
+{
+    kv_tensor_row_float(x, td, s->page_tokens, kv_tensor_off(td, b, h),
+                        kv_tensor_qp_off(td, b, h), t, hd);
+}
+
 /* Naive attention weights of the newest query of each sequence, mean over
  * heads: softmax(q k^T * scale) over the visible keys, dequantizing codes. */
 static void capture_weights(struct kv_demo_run *R, struct kv_demo_layer *lc, const float *q,
-                            const struct kv_attn_params *p, const struct kv_span *sp,
-                            int32_t ns)
+                            const struct kv_attn_params *p, const struct kv_view *v)
 {
     const int32_t hd = p->head_dim, H = p->n_heads, grp = H / p->n_kv_heads;
     for (int32_t b = 0; b < p->batch; b++) {
@@ -31,21 +39,15 @@ static void capture_weights(struct kv_demo_run *R, struct kv_demo_layer *lc, con
         for (int32_t h = 0; h < H; h++) {
             const int32_t kvh = h / grp;
             int32_t nk = 0;
-            for (int32_t si = 0; si < ns; si++) {
-                for (int32_t t = 0; t < sp[si].n_tokens && nk < R->max_pos; t++) {
-                    int32_t s = sp[si].pos0 + t;
-                    int vis = kv_attn_key_visible(p, b, qp, s);
+            for (int32_t si = 0; si < v->n_spans; si++) {
+                const struct kv_span *sp = &v->spans[si];
+                for (int32_t t = 0; t < sp->n_tokens && nk < R->max_pos; t++) {
+                    int32_t s = sp->pos0 + t;
+                    int vis = kv_attn_key_visible(&v->mask, b, qp, s);
                     if (!vis || s >= R->max_pos)
                         continue;
-                    size_t off = (size_t)b * sp[si].seq_stride +
-                                 (size_t)kvh * sp[si].head_stride + (size_t)t * sp[si].row_stride;
-                    R->kptr[nk] = (const char *)sp[si].k + off;
-                    R->kdt[nk] = sp[si].dtype;
-                    R->kqp[nk] = sp[si].dtype == KV_DTYPE_F32 ? NULL
-                        : (const struct kv_qparams *)((const char *)sp[si].k_qp +
-                              (size_t)b * sp[si].qp_seq_stride +
-                              (size_t)kvh * sp[si].qp_head_stride +
-                              (size_t)t * sp[si].qp_row_stride);
+                    R->kspan[nk] = si;
+                    R->ktok[nk] = t;
                     R->kpos[nk++] = s;
                 }
             }
@@ -54,14 +56,11 @@ static void capture_weights(struct kv_demo_run *R, struct kv_demo_layer *lc, con
             const float *qv = q + (((size_t)b * p->n_q + (size_t)i) * H + (size_t)h) * hd;
             double mx = -INFINITY;
             for (int32_t k = 0; k < nk; k++) {
-                const float *kr = R->kptr[k];
-                if (R->kdt[k] != KV_DTYPE_F32) {
-                    kv_dequantize_row(R->row, R->kptr[k], R->kqp[k], R->kdt[k], hd, p->group);
-                    kr = R->row;
-                }
+                const struct kv_span *sp = &v->spans[R->kspan[k]];
+                read_row(R->row, sp, &sp->k, b, kvh, R->ktok[k], hd);
                 double d = 0.0;
                 for (int32_t e = 0; e < hd; e++)
-                    d += (double)qv[e] * kr[e];
+                    d += (double)qv[e] * R->row[e];
                 R->scores[k] = (float)(d * p->scale);
                 if (R->scores[k] > mx)
                     mx = R->scores[k];
@@ -78,8 +77,22 @@ static void capture_weights(struct kv_demo_run *R, struct kv_demo_layer *lc, con
     }
 }
 
+/* Largest half step scale/2 of the qparams of row t of a quantized side. */
+static float half_step_of(const struct kv_span *s, const struct kv_tensor *td, int32_t h,
+                          int32_t t, int32_t hd)
+{
+    const struct kv_qparams *qp = (const struct kv_qparams *)kv_tensor_qp_at(
+        td, s->page_tokens, kv_tensor_qp_off(td, 0, h), t);
+    const int32_t n = td->axis == KV_QAXIS_TOKEN ? hd / td->group : hd;
+    float m = 0.0f;
+    for (int32_t g = 0; g < n; g++)
+        if (qp[g].scale / 2 > m)
+            m = qp[g].scale / 2;
+    return m;
+}
+
 static void probe(void *user, int32_t layer, const float *q, const struct kv_attn_params *p,
-                  const struct kv_span *sp, int32_t ns)
+                  const struct kv_view *v)
 {
     struct kv_demo_run *R = user;
     if (!R->capture)
@@ -87,20 +100,26 @@ static void probe(void *user, int32_t layer, const float *q, const struct kv_att
     struct kv_demo_layer *lc = &R->lc[layer];
     const int32_t hd = p->head_dim, kvd = p->n_kv_heads * hd, M = R->max_pos;
     lc->ap = *p;
-    lc->n_spans = ns;
+    lc->mask = v->mask;
+    lc->n_spans = v->n_spans;
     memset(lc->held, 0, (size_t)M);
     memset(lc->held_q, 0, (size_t)M);
     float *hist = R->hist + (size_t)layer * M * 2 * kvd;
     unsigned char *seen = R->seen + (size_t)layer * M;
     lc->q_pos = lc->q_newest = -1;
-    for (int32_t si = 0; si < ns; si++) {
-        const struct kv_span *s = &sp[si];
+    lc->q_dtype = KV_DTYPE_F32;
+    for (int32_t si = 0; si < v->n_spans; si++) {
+        const struct kv_span *s = &v->spans[si];
+        const int lossy = kv_type_traits[s->k.dtype].has_qparams ||
+                          kv_type_traits[s->v.dtype].has_qparams;
+        if (lossy)
+            lc->q_dtype = kv_type_traits[s->k.dtype].has_qparams ? s->k.dtype : s->v.dtype;
         for (int32_t t = 0; t < s->n_tokens; t++) {
             int32_t pos = s->pos0 + t;
             if (pos < 0 || pos >= M)
                 continue;
             lc->held[pos] = 1;
-            if (s->dtype != KV_DTYPE_F32) {
+            if (lossy) {
                 lc->held_q[pos] = 1;
                 if (pos > lc->q_newest)
                     lc->q_newest = pos;
@@ -111,31 +130,26 @@ static void probe(void *user, int32_t layer, const float *q, const struct kv_att
             if (seen[pos])
                 continue;
             for (int32_t h = 0; h < p->n_kv_heads; h++) {
-                size_t off = (size_t)h * s->head_stride + (size_t)t * s->row_stride;
-                memcpy(hist + ((size_t)pos * 2) * kvd + (size_t)h * hd,
-                       (const char *)s->k + off, (size_t)hd * sizeof(float));
-                memcpy(hist + ((size_t)pos * 2 + 1) * kvd + (size_t)h * hd,
-                       (const char *)s->v + off, (size_t)hd * sizeof(float));
+                read_row(hist + ((size_t)pos * 2) * kvd + (size_t)h * hd, s, &s->k, 0, h, t, hd);
+                read_row(hist + ((size_t)pos * 2 + 1) * kvd + (size_t)h * hd, s, &s->v, 0, h, t,
+                         hd);
             }
             seen[pos] = 1;
         }
     }
     /* Round-trip error of the newest quantized row we hold an f32 copy of. */
     lc->q_err = lc->q_half_step = 0.0f;
-    for (int32_t si = 0; si < ns && lc->q_pos >= 0; si++) {
-        const struct kv_span *s = &sp[si];
+    for (int32_t si = 0; si < v->n_spans && lc->q_pos >= 0; si++) {
+        const struct kv_span *s = &v->spans[si];
         int32_t t = lc->q_pos - s->pos0;
-        if (s->dtype == KV_DTYPE_F32 || t < 0 || t >= s->n_tokens)
+        if (t < 0 || t >= s->n_tokens)
             continue;
         for (int kv = 0; kv < 2; kv++) {
-            const char *codes = kv ? s->v : s->k;
-            const char *qps = (const char *)(kv ? s->v_qp : s->k_qp);
+            const struct kv_tensor *td = kv ? &s->v : &s->k;
+            if (!kv_type_traits[td->dtype].has_qparams)
+                continue;
             for (int32_t h = 0; h < p->n_kv_heads; h++) {
-                const struct kv_qparams *qp = (const struct kv_qparams *)(
-                    qps + (size_t)h * s->qp_head_stride + (size_t)t * s->qp_row_stride);
-                kv_dequantize_row(R->row, codes + (size_t)h * s->head_stride +
-                                              (size_t)t * s->row_stride,
-                                  qp, s->dtype, hd, p->group);
+                read_row(R->row, s, td, 0, h, t, hd);
                 const float *x = hist + ((size_t)lc->q_pos * 2 + (size_t)kv) * kvd +
                                  (size_t)h * hd;
                 for (int32_t e = 0; e < hd; e++) {
@@ -143,14 +157,13 @@ static void probe(void *user, int32_t layer, const float *q, const struct kv_att
                     if (d > lc->q_err)
                         lc->q_err = d;
                 }
-                for (int32_t g = 0; g < hd / p->group; g++) {
-                    if (qp[g].scale / 2 > lc->q_half_step)
-                        lc->q_half_step = qp[g].scale / 2;
-                }
+                float hs = half_step_of(s, td, h, t, hd);
+                if (hs > lc->q_half_step)
+                    lc->q_half_step = hs;
             }
         }
     }
-    capture_weights(R, lc, q, p, sp, ns);
+    capture_weights(R, lc, q, p, v);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -171,9 +184,8 @@ void kv_demo_run_destroy(struct kv_demo_run *R)
     kv_free(R->seen);
     kv_free(R->row);
     kv_free(R->scores);
-    kv_free(R->kptr);
-    kv_free(R->kqp);
-    kv_free(R->kdt);
+    kv_free(R->kspan);
+    kv_free(R->ktok);
     kv_free(R->kpos);
     kv_free(R->gone);
     kv_free(R->fed);
@@ -184,22 +196,30 @@ void kv_demo_run_destroy(struct kv_demo_run *R)
     memset(R, 0, sizeof *R);
 }
 
-enum kv_status kv_demo_run_create(struct kv_demo_run *R, const char *name,
+enum kv_status kv_demo_run_create(struct kv_demo_run *R, const char *name, const void *params,
                                   const struct kv_model *m, const struct kv_cache_config *cc,
                                   int32_t B, int32_t P, int32_t max_pos, int capture)
 {
     memset(R, 0, sizeof *R);
     R->name = name;
-    R->ops = kv_strategy_find(name);
     R->m = m;
     R->B = B;
     R->P = P;
     R->max_pos = max_pos;
     R->capture = capture;
-    if (R->ops == NULL)
+    if (kv_strategy_lookup(name, &R->ops, NULL, 0) != KV_OK)
         return KV_ERR_INVALID;
-    R->keeps = R->ops->keeps_history != 0;
-    enum kv_status s = kv_cache_create(&R->cache, R->ops, cc);
+    void *own = NULL; /* the preset's parameters when none are given */
+    if (params == NULL && R->ops->params_size > 0) {
+        own = kv_alloc(R->ops->params_size);
+        if (own == NULL)
+            return KV_ERR_NOMEM;
+        kv_strategy_lookup(name, &R->ops, own, R->ops->params_size);
+        params = own;
+    }
+    R->keeps = (R->ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
+    enum kv_status s = kv_cache_create(&R->cache, R->ops, cc, params);
+    kv_free(own);
     if (s != KV_OK)
         return s;
     s = kv_runner_create(&R->r, m, B, R->keeps ? P : max_pos, 1);
@@ -216,14 +236,12 @@ enum kv_status kv_demo_run_create(struct kv_demo_run *R, const char *name,
     R->seen = kv_alloc(L * M);
     R->row = kv_alloc((size_t)head_dim_of(m) * sizeof *R->row);
     R->scores = kv_alloc(M * sizeof *R->scores);
-    R->kptr = kv_alloc(M * sizeof *R->kptr);
-    /* kqp holds pointers; clang-tidy takes sizeof *kqp for a mistake */
-    R->kqp = kv_alloc(M * sizeof *R->kqp); // NOLINT(bugprone-sizeof-expression)
-    R->kdt = kv_alloc(M * sizeof *R->kdt);
+    R->kspan = kv_alloc(M * sizeof *R->kspan);
+    R->ktok = kv_alloc(M * sizeof *R->ktok);
     R->kpos = kv_alloc(M * sizeof *R->kpos);
     R->gone = kv_alloc(M);
     if (!R->fed || !R->logits || !R->next || !R->lc || !R->hist || !R->seen || !R->row ||
-        !R->scores || !R->kptr || !R->kqp || !R->kdt || !R->kpos || !R->gone)
+        !R->scores || !R->kspan || !R->ktok || !R->kpos || !R->gone)
         return KV_ERR_NOMEM;
     for (size_t l = 0; l < L; l++) {
         R->lc[l].held = kv_alloc(M);

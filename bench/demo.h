@@ -18,7 +18,8 @@
 #include "kv_model.h"
 
 struct kv_demo_layer {
-    struct kv_attn_params ap;  /* mask parameters of this step */
+    struct kv_attn_params ap;  /* shape of this step's call */
+    struct kv_mask mask;       /* the mask the kernel applied */
     int32_t n_spans;           /* spans the kernel received */
     unsigned char *held;       /* (max_pos) 1: position in the spans (any dtype) */
     unsigned char *held_q;     /* (max_pos) 1: held quantized */
@@ -26,6 +27,7 @@ struct kv_demo_layer {
     float *w;                  /* (batch, max_pos) weight of the newest query, -1 masked */
     int32_t q_pos;             /* newest quantized position with an f32 copy, or -1 */
     int32_t q_newest;          /* newest quantized position, or -1 */
+    enum kv_dtype q_dtype;     /* the dtype of the lossy spans (f32 when none) */
     float q_err, q_half_step;  /* max |x - x'| over its K,V rows; max scale/2 */
 };
 
@@ -51,20 +53,21 @@ struct kv_demo_run {
     unsigned char *seen;     /* (n_layers, max_pos) hist row recorded */
     float *row;              /* (head_dim) scratch */
     float *scores;           /* (max_pos) scratch */
-    const void **kptr;       /* (max_pos) scratch: key rows of one head */
-    const struct kv_qparams **kqp; /* (max_pos) */
-    enum kv_dtype *kdt;      /* (max_pos) */
-    int32_t *kpos;           /* (max_pos) */
+    int32_t *kspan;          /* (max_pos) scratch: span of each visible key */
+    int32_t *ktok;           /* (max_pos) its token in the span */
+    int32_t *kpos;           /* (max_pos) its position */
     unsigned char *gone;     /* (max_pos) scratch: evicted positions */
 };
 
 /*
- * Sets up a run of strategy `name` (cache, runner with the probe, capture
- * buffers for positions 0..max_pos-1). capture = 0 skips the probe's work
- * (a reference run that only needs logits and FLOPs). On failure the run
- * may be half built: call kv_demo_run_destroy either way.
+ * Sets up a run of strategy `name` (or a preset's name) with its parameters
+ * `params` (NULL: the preset's, else the table's defaults): cache, runner
+ * with the probe, capture buffers for positions 0..max_pos-1. capture = 0
+ * skips the probe's work (a reference run that only needs logits and
+ * FLOPs). On failure the run may be half built: call kv_demo_run_destroy
+ * either way.
  */
-enum kv_status kv_demo_run_create(struct kv_demo_run *R, const char *name,
+enum kv_status kv_demo_run_create(struct kv_demo_run *R, const char *name, const void *params,
                                   const struct kv_model *m, const struct kv_cache_config *cc,
                                   int32_t B, int32_t P, int32_t max_pos, int capture);
 void kv_demo_run_destroy(struct kv_demo_run *R);

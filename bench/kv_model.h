@@ -114,8 +114,7 @@ void kv_runner_set_window(struct kv_runner *r, int32_t window);
  * demo uses it to show attention weights and slot maps. NULL turns it off.
  */
 typedef void (*kv_attn_probe_fn)(void *user, int32_t layer, const float *q,
-                                 const struct kv_attn_params *p,
-                                 const struct kv_span *spans, int32_t n_spans);
+                                 const struct kv_attn_params *p, const struct kv_view *v);
 void kv_runner_set_probe(struct kv_runner *r, kv_attn_probe_fn fn, void *user);
 
 /*

@@ -290,28 +290,19 @@ static struct kv_attn_params attn_params_for(const struct kv_model_config *c,
         .n_heads = c->n_heads,
         .n_kv_heads = c->n_kv_heads,
         .head_dim = c->dim / c->n_heads,
-        .group = 0,
         .q_pos0 = 0,
-        .window = 0,
-        .pad = NULL,
         .scale = 1.0f / sqrtf((float)(c->dim / c->n_heads)),
         .n_threads = n_threads,
     };
 }
 
-/* Attention workspace for calls of n_q queries, whatever group the cache
- * uses: group 0 (one qparams group per row) and group 1 (the most groups). */
+/* Attention workspace for calls of n_q queries (it does not depend on the
+ * cache's dtypes or groups). */
 static size_t ws_bytes_for(const struct kv_model_config *c, int32_t batch, int32_t n_q,
                            int32_t n_threads)
 {
-    size_t ws = 0;
-    for (int32_t g = 0; g < 2; g++) {
-        struct kv_attn_params ap = attn_params_for(c, batch, n_q, n_threads);
-        ap.group = g;
-        size_t b = kv_attn_workspace_bytes(&ap);
-        ws = b > ws ? b : ws;
-    }
-    return ws;
+    struct kv_attn_params ap = attn_params_for(c, batch, n_q, n_threads);
+    return kv_attn_workspace_bytes(&ap);
 }
 
 enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m,
@@ -461,10 +452,7 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
                 return KV_ERR_INVALID; /* the last token must be a real one */
 
     struct kv_attn_params ap = attn_params_for(c, B, n, r->n_threads);
-    ap.group = cache->cfg.group;
     ap.q_pos0 = pos0;
-    ap.window = combine_window(kv_cache_mask_window(cache), r->window);
-    ap.pad = pad;
     if (kv_attn_workspace_bytes(&ap) > r->ws_bytes)
         return KV_ERR_INVALID; /* cannot happen for n <= max_tokens */
 
@@ -493,24 +481,30 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
         kv_rope(r->q, c->n_heads, r->k, c->n_kv_heads, T, HS, r->pos);
         fl->norm += KV_FLOPS_ROPE_PAIR * T * (c->n_heads + c->n_kv_heads) * (HS / 2);
 
-        /* The cache decides what it keeps, then exposes spans. */
+        /* The cache decides what it keeps, then exposes spans and the mask
+         * its storage needs; the runner adds its own window and the batch's
+         * padding. */
         enum kv_status s = kv_cache_update(cache, l, r->k, r->v, n, pos0);
         if (s != KV_OK)
             return s;
-        struct kv_span spans[KV_MAX_SPANS];
-        int32_t ns = kv_cache_view(cache, l, spans);
+        struct kv_view view;
+        s = kv_cache_view(cache, l, &view);
+        if (s != KV_OK)
+            return s;
+        view.mask.window = combine_window(view.mask.window, r->window);
+        view.mask.pad = pad;
 
         int64_t t0 = kv_now_ns();
-        s = kv_attn(r->att, r->q, &ap, spans, ns, r->ws, r->ws_bytes);
+        s = kv_attn(r->att, r->q, &ap, &view, r->ws, r->ws_bytes);
         local.attn_ns += kv_now_ns() - t0;
         if (s != KV_OK)
             return s;
         if (r->probe != NULL)
-            r->probe(r->probe_user, l, r->q, &ap, spans, ns);
-        int64_t pairs = kv_attn_visible_pairs(&ap, spans, ns);
+            r->probe(r->probe_user, l, r->q, &ap, &view);
+        int64_t pairs = kv_attn_visible_pairs(&ap, &view);
         fl->attn += 4 * (int64_t)HS * c->n_heads * pairs;
         fl->softmax += KV_FLOPS_SOFTMAX_ELEM * (int64_t)c->n_heads * pairs;
-        local.attn_bytes += kv_attn_span_bytes(&ap, spans, ns);
+        local.attn_bytes += kv_attn_span_bytes(&ap, &view);
 
         /* x += att Wo^T (residual fused into the GEMM's beta = 1). */
         kv_gemm(r->x, r->att, w->wo + l * wqo, T, D, D, 1.0f, &fl->gemm);
@@ -582,7 +576,7 @@ enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
     const int32_t V = m->cfg.vocab_size;
     if (N - 1 > m->cfg.max_len - P)
         return KV_ERR_INVALID; /* positions beyond the model's max_len */
-    const int keeps = cache->ops->keeps_history != 0;
+    const int keeps = kv_cache_has(cache, KV_CAP_KEEPS_HISTORY);
     const int32_t max_tokens = keeps ? P : P + N - 1;
 
     struct kv_runner *r = NULL;

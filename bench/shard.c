@@ -169,12 +169,14 @@ static enum kv_status probe_update(struct probe *pr, int32_t pos0, int32_t n, in
     enum kv_status st = kv_cache_update(pr->cache, 0, pr->zeros, pr->zeros, n, pos0);
     if (st != KV_OK)
         return st;
-    struct kv_span spans[KV_MAX_SPANS];
-    int32_t ns = kv_cache_view(pr->cache, 0, spans);
+    struct kv_view view;
+    st = kv_cache_view(pr->cache, 0, &view);
+    if (st != KV_OK)
+        return st;
     pr->ap.n_q = n;
     pr->ap.q_pos0 = pos0;
-    *pairs = kv_attn_visible_pairs(&pr->ap, spans, ns);
-    *bytes = sat_mul((int64_t)kv_attn_span_bytes(&pr->ap, spans, ns), pr->scale);
+    *pairs = kv_attn_visible_pairs(&pr->ap, &view);
+    *bytes = sat_mul((int64_t)kv_attn_span_bytes(&pr->ap, &view), pr->scale);
     *copied = sat_mul((int64_t)(kv_cache_copied_bytes(pr->cache) - c0), pr->scale);
     return KV_OK;
 }
@@ -240,15 +242,13 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
     cc.n_kv_heads = 1;
     struct probe pr = {.zeros = zeros,
                        .scale = (int64_t)mc->n_layers * cfg->batch * mc->n_kv_heads};
-    enum kv_status s = kv_cache_create(&pr.cache, st->ops, &cc);
+    enum kv_status s = kv_cache_create(&pr.cache, st->ops, &cc, st->params);
     if (s != KV_OK)
         return s;
     pr.ap = (struct kv_attn_params){.batch = 1, .n_q = 1, .n_heads = 1, .n_kv_heads = 1,
-                                    .head_dim = cc.head_dim, .group = cc.group,
-                                    .window = kv_cache_mask_window(pr.cache),
-                                    .scale = 1.0f, .n_threads = 1};
+                                    .head_dim = cc.head_dim, .scale = 1.0f, .n_threads = 1};
     p->slot_whole[k] = kv_sweep_whole_prefill(pr.cache);
-    p->slot_window[k] = pr.ap.window;
+    p->slot_window[k] = kv_cache_mask_window(pr.cache);
     const int32_t W = cfg->warmup;
     for (int32_t ti = 0; ti < cfg->n_lens && s == KV_OK; ti++) {
         const int32_t T = cfg->seq_lens[ti];
@@ -465,18 +465,19 @@ static uint64_t plan_id(const struct kv_plan *p, const struct kv_sweep_config *c
 {
     char buf[256];
     uint64_t h = 0xcbf29ce484222325ull;
-    snprintf(buf, sizeof buf, "v1 %d %d %d %d %d %d %d %d | %d %d %d %d | %d %d %d %d %llu | "
+    snprintf(buf, sizeof buf, "v2 %d %d %d %d %d %d %d %d | %d %d %d %d %llu | "
              "%lld %lld %lld | %d\n",
              mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads, mc->hidden_dim,
-             mc->vocab_size, mc->mlp, mc->max_len, cfg->cache.window, cfg->cache.bits,
-             cfg->cache.group, cfg->cache.residual, cfg->batch, cfg->threads, cfg->warmup,
+             mc->vocab_size, mc->mlp, mc->max_len, cfg->batch, cfg->threads, cfg->warmup,
              cfg->reps, (unsigned long long)cfg->seed, (long long)p->rates.gflops,
              (long long)p->rates.gbps, (long long)p->rates.copy_gbps, p->n_shards);
     h = fnv(h, buf);
     for (int32_t r = 0; r < p->n_rows; r++) {
         const struct kv_plan_row *row = &p->rows[r];
-        snprintf(buf, sizeof buf, "%s %d %d\n", cfg->strategies[row->strategy].label,
-                 row->seq_len, row->shard);
+        const struct kv_sweep_strategy *st = &cfg->strategies[row->strategy];
+        char params[192];
+        kv_params_format(st->ops, st->params, params, sizeof params);
+        snprintf(buf, sizeof buf, "%s %s %d %d\n", st->label, params, row->seq_len, row->shard);
         h = fnv(h, buf);
     }
     return h;
@@ -542,7 +543,7 @@ enum kv_status kv_plan_create(struct kv_plan **out, const struct kv_sweep_config
             p->slot_index[p->n_slots++] = i;
     for (int32_t k = 0; k < p->n_slots; k++)
         p->slot_none[k] = p->slot_index[k] >= 0 &&
-                          cfg->strategies[p->slot_index[k]].ops->keeps_history == 0;
+                          (cfg->strategies[p->slot_index[k]].ops->caps & KV_CAP_KEEPS_HISTORY) == 0;
 
     /* probe every slot along the whole schedule */
     int32_t max_tokens = cfg->seq_lens[cfg->n_lens - 1];

@@ -23,6 +23,7 @@
 #include "sweep.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,12 +38,12 @@
 struct slot {
     int32_t index;            /* into cfg->strategies; -1: hidden reference */
     const struct kv_strategy_ops *ops;
-    int32_t bits;
+    const void *params;       /* ops->params_size bytes */
     const char *label;
     struct kv_cache *cache;
     int32_t len;              /* tokens the cache holds */
     int32_t is_none;          /* keeps no history: full re-run per step */
-    int32_t whole_prefill;    /* a sliding window (kv_cache_mask_window > 0): the
+    int32_t whole_prefill;    /* no KV_CAP_CHUNKED_APPEND (a ring buffer): the
                                  cache cannot be extended by a multi-token chunk,
                                  so prefill refills it from empty in one forward */
     int32_t prev_T;           /* none: previous measured T (auto reps) */
@@ -54,7 +55,7 @@ struct sweep {
     const struct kv_model *m;
     struct kv_runner *runner;
     struct slot slots[KV_SWEEP_MAX_STRATEGIES + 1];
-    int32_t n_slots;          /* slots[0] is the reference (dynamic) */
+    int32_t n_slots;          /* slots[0] is the reference (kv_sweep_reference_strategy) */
     int32_t capacity;         /* positions per sequence */
     int32_t max_call;         /* most tokens per sequence in one forward */
     int32_t vocab;
@@ -80,9 +81,14 @@ static int stopped(const struct kv_sweep_config *cfg)
     return cfg->stop != NULL && *cfg->stop;
 }
 
-static int is_quantized(const struct kv_strategy_ops *ops)
+
+/* The value of the parameter called name, or 0 when the strategy has none
+ * (the schema-v1 columns group and residual). */
+static int32_t param_or_zero(const struct kv_strategy_ops *ops, const void *params,
+                             const char *name)
 {
-    return ops == &kv_strategy_quantized;
+    int32_t i = kv_param_find(ops, name);
+    return i < 0 ? 0 : kv_params_get(ops, params, i);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -171,7 +177,8 @@ static int none_runs_at(const struct kv_sweep_config *cfg, int32_t T)
 
 int kv_sweep_row_planned(const struct kv_sweep_config *cfg, int32_t i, int32_t ti)
 {
-    return cfg->strategies[i].ops->keeps_history != 0 || none_runs_at(cfg, cfg->seq_lens[ti]);
+    return (cfg->strategies[i].ops->caps & KV_CAP_KEEPS_HISTORY) != 0 ||
+           none_runs_at(cfg, cfg->seq_lens[ti]);
 }
 
 /* Row (i, ti) is measured and reported: planned, and in cfg->only. */
@@ -183,16 +190,29 @@ static int row_selected(const struct kv_sweep_config *cfg, int32_t i, int32_t ti
 
 int32_t kv_sweep_reference(const struct kv_sweep_config *cfg)
 {
-    for (int32_t i = 0; i < cfg->n_strategies; i++)
-        if (cfg->strategies[i].ops == kv_sweep_reference_strategy()->ops)
+    const struct kv_sweep_strategy *r = kv_sweep_reference_strategy();
+    for (int32_t i = 0; r != NULL && i < cfg->n_strategies; i++)
+        if (cfg->strategies[i].ops == r->ops)
             return i;
     return -1;
 }
 
+/* The exact reference every row's logits are compared with: the first
+ * registered strategy that keeps history, reads back exactly, evicts
+ * nothing and grows (a dynamic cache), with its default parameters. Made
+ * once (the registry is fixed before a sweep starts). */
 const struct kv_sweep_strategy *kv_sweep_reference_strategy(void)
 {
-    static const struct kv_sweep_strategy hidden = {
-        .ops = &kv_strategy_dynamic, .bits = 32, .label = "reference"};
+    static struct kv_sweep_strategy hidden;
+    if (hidden.ops == NULL) {
+        const struct kv_strategy_ops *ops = kv_strategy_with(
+            KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+        if (ops == NULL || ops->params_size > sizeof hidden.params)
+            return NULL;
+        kv_params_defaults(ops, hidden.params);
+        snprintf(hidden.label, sizeof hidden.label, "reference");
+        hidden.ops = ops;
+    }
     return &hidden;
 }
 
@@ -200,19 +220,20 @@ void kv_sweep_cache_config(struct kv_cache_config *cc, const struct kv_sweep_con
                            const struct kv_model_config *mc,
                            const struct kv_sweep_strategy *st)
 {
+    (void)st; /* its parameters travel in st->params */
     *cc = cfg->cache;
     cc->n_layers = mc->n_layers;
     cc->batch = cfg->batch;
     cc->n_kv_heads = mc->n_kv_heads;
     cc->head_dim = mc->dim / mc->n_heads;
     cc->max_len = kv_sweep_capacity(cfg);
-    if (is_quantized(st->ops))
-        cc->bits = st->bits;
 }
 
+/* A cache that cannot take a multi-token chunk once it holds tokens (a
+ * ring buffer) is refilled from empty in one forward instead. */
 int kv_sweep_whole_prefill(const struct kv_cache *c)
 {
-    return kv_cache_mask_window(c) > 0;
+    return !kv_cache_has(c, KV_CAP_CHUNKED_APPEND);
 }
 
 int32_t kv_sweep_reps_cached(const struct kv_sweep_config *cfg, int32_t T)
@@ -262,7 +283,8 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
         }
         for (int32_t j = 0; j < i; j++) {
             if (cfg->strategies[j].ops == cfg->strategies[i].ops &&
-                cfg->strategies[j].bits == cfg->strategies[i].bits) {
+                memcmp(cfg->strategies[j].params, cfg->strategies[i].params,
+                       cfg->strategies[i].ops->params_size) == 0) {
                 *why = "a strategy is listed twice";
                 return KV_ERR_INVALID;
             }
@@ -316,9 +338,9 @@ static void slot_init(struct slot *sl, const struct kv_sweep_strategy *st, int32
     memset(sl, 0, sizeof(*sl));
     sl->index = index;
     sl->ops = st->ops;
-    sl->bits = st->bits;
+    sl->params = st->params;
     sl->label = st->label;
-    sl->is_none = st->ops->keeps_history == 0;
+    sl->is_none = (st->ops->caps & KV_CAP_KEEPS_HISTORY) == 0;
 }
 
 static enum kv_status sweep_setup(struct sweep *s)
@@ -329,7 +351,9 @@ static enum kv_status sweep_setup(struct sweep *s)
     s->vocab = mc->vocab_size;
     s->max_reps = max_reps(cfg);
 
-    /* Slots: the reference (dynamic, listed or hidden) first, then the list. */
+    /* Slots: the reference (listed or hidden) first, then the list. */
+    if (kv_sweep_reference_strategy() == NULL)
+        return KV_ERR_INVALID;
     int32_t ref = kv_sweep_reference(cfg);
     if (ref >= 0)
         slot_init(&s->slots[s->n_slots++], &cfg->strategies[ref], ref);
@@ -349,10 +373,11 @@ static enum kv_status sweep_setup(struct sweep *s)
         return st;
     for (int32_t i = 0; i < s->n_slots; i++) {
         struct kv_cache_config cc;
-        kv_sweep_cache_config(&cc, cfg, mc,
-                              s->slots[i].index >= 0 ? &cfg->strategies[s->slots[i].index]
-                                                     : kv_sweep_reference_strategy());
-        st = kv_cache_create(&s->slots[i].cache, s->slots[i].ops, &cc);
+        const struct kv_sweep_strategy *st_i = s->slots[i].index >= 0
+                                                   ? &cfg->strategies[s->slots[i].index]
+                                                   : kv_sweep_reference_strategy();
+        kv_sweep_cache_config(&cc, cfg, mc, st_i);
+        st = kv_cache_create(&s->slots[i].cache, s->slots[i].ops, &cc, st_i->params);
         if (st != KV_OK)
             return st;
         s->slots[i].whole_prefill = kv_sweep_whole_prefill(s->slots[i].cache);
@@ -509,9 +534,9 @@ static void row_config(const struct sweep *s, const struct slot *sl, int32_t ti,
     row->strategy = sl->index;
     row->len_index = ti;
     row->window = kv_cache_mask_window(sl->cache);
-    row->bits = is_quantized(sl->ops) ? sl->bits : 32;
-    row->group = is_quantized(sl->ops) ? s->cfg->cache.group : 0;
-    row->residual = is_quantized(sl->ops) ? s->cfg->cache.residual : 0;
+    row->bits = kv_type_traits[kv_cache_dtype(sl->cache)].bits;
+    row->group = param_or_zero(sl->ops, sl->params, "group");
+    row->residual = param_or_zero(sl->ops, sl->params, "residual");
     row->seq_len = s->cfg->seq_lens[ti];
     row->warmup = s->cfg->warmup;
 }

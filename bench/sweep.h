@@ -54,9 +54,13 @@
 #define KV_SWEEP_MIN_CPU_UTIL 0.6
 #define KV_SWEEP_RETRY_BUDGET 16
 
+#define KV_SWEEP_PARAMS_BYTES 256
+
+/* One measured strategy: its table, its parameters (ops->params_size bytes)
+ * and the label its rows are filed under (kv_strategy_label). */
 struct kv_sweep_strategy {
     const struct kv_strategy_ops *ops;
-    int32_t bits;                   /* quantized: 8 or 4; others 32 (f32) */
+    _Alignas(16) unsigned char params[KV_SWEEP_PARAMS_BYTES];
     char label[KV_SWEEP_LABEL_LEN]; /* "dynamic", "quantized-int4", ... */
 };
 
@@ -65,8 +69,8 @@ struct kv_sweep_row {
     int32_t strategy;        /* index into cfg->strategies */
     int32_t len_index;       /* index into cfg->seq_lens */
     int32_t window;          /* sliding-window mask in effect (0 = none) */
-    int32_t bits;            /* bits per cached element (32 for f32 caches) */
-    int32_t group, residual; /* quantized only, else 0 */
+    int32_t bits;            /* bits per element of the cache's dtype (32: f32) */
+    int32_t group, residual; /* the parameters of those names, else 0 (schema v1) */
     int32_t seq_len;         /* tokens the step at the median position attends over */
     int32_t seq_len_lo, seq_len_hi; /* range over the timed steps */
     int32_t reps, warmup;
@@ -103,7 +107,7 @@ struct kv_sweep_progress {
 };
 
 struct kv_sweep_config {
-    struct kv_cache_config cache; /* window, group, residual (bits per strategy) */
+    struct kv_cache_config cache; /* unused fields are taken from the model */
     struct kv_sweep_strategy strategies[KV_SWEEP_MAX_STRATEGIES];
     int32_t n_strategies;
     int32_t seq_lens[KV_SWEEP_MAX_LENS]; /* strictly ascending, >= 2 */

@@ -1,6 +1,6 @@
 /*
- * kv_attention.c - the fast attention kernel over KV spans (kv_attention.h):
- * workspace, decode driver, prefill, entry point.
+ * kv_attention.c - the fast attention kernel over a view of KV spans
+ * (kv_attention.h): workspace, decode driver, prefill, entry point.
  *
  * Two shapes of the same contract:
  *  - decode (n_q == 1) is memory-bound: every K and V row is streamed once
@@ -9,22 +9,25 @@
  *    (sequence, kv head) are cut into split-K chunks so both cores are busy
  *    even with one kv head, and the chunks' partial softmaxes are merged with
  *    a log-sum-exp rescale. The per-block row kernels (scores, weighted
- *    values; f32, int8, int4; AVX-512, AVX2, scalar) are in
- *    kv_attention_rows.c: quantized rows are dequantized in registers,
- *    never into a cache-sized buffer.
+ *    values; AVX-512, AVX2, scalar) are in one file per dtype
+ *    (rows_f32.c, rows_q8.c, rows_q4.c), bound once per (span, sequence,
+ *    kv head) through rows_bind[] (kv_rows.h): quantized rows are
+ *    dequantized in registers, never into a cache-sized buffer. A 64-row
+ *    block of a paged span is cut into page runs for the row kernels but
+ *    keeps one online-softmax step, so small pages do not shrink it.
  *  - prefill (n_q > 1) is GEMM-bound: a tile of queries (times the heads of a
  *    GQA group) against key tiles, S = Q K^T and O += P V through
  *    cblas_sgemm, online softmax between them, so no n_q x n_keys matrix
  *    exists; key tiles nobody sees are never visited, tiles on the diagonal
- *    are masked. Quantized key tiles are dequantized into a tile buffer
- *    first (GEMM-bound, the conversion is small next to the GEMM). The
+ *    are masked. Quantized (and paged) key tiles are dequantized into a
+ *    tile buffer first (GEMM-bound, the conversion is small next to the
+ *    GEMM). The
  *    tile GEMMs run in the calling OpenMP thread: callers keep OpenBLAS at
  *    one thread (openblas_set_num_threads(1)) so the two do not fight.
  * Masking is interval arithmetic on positions (kv_attention_impl.h).
  * kv_attn never allocates: all scratch comes from the caller's workspace.
  */
-#include "kv_attention_impl.h"
-#include "kv_quant.h"
+#include "kv_rows.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -38,7 +41,6 @@
 /* ------------------------------------------------------------------------ */
 /* Tiling constants                                                         */
 
-#define DEC_KB KV_ATTN_DEC_KB
 /* Prefill tiles. Measured (512 queries, T 2048, 2 threads): 256 x 512 ran
  * 10-20% faster than 128 x 256 (half as many GEMM calls, each with more
  * work per call), while S (256 x 512 floats, 512 KiB) still fits in L2.
@@ -104,13 +106,6 @@ static inline __m512 exp16_neg(__m512 x)
 }
 #endif
 
-static inline float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 #endif
 
 /* x[j] <- exp(x[j] - m) for j < n (x[j] <= m), returns the sum; -inf
@@ -136,7 +131,7 @@ static float exp_sub_row(float *x, int32_t n, float m)
         _mm256_storeu_ps(x + j, e);
         vs = _mm256_add_ps(vs, e);
     }
-    sum = hsum8(vs);
+    sum = kv_hsum8(vs);
 #endif
     for (; j < n; j++) {
         x[j] = expf(x[j] - m);
@@ -164,13 +159,13 @@ static float row_max(const float *x, int32_t n)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Decode: one split-K chunk of one (sequence, kv head)                     */
+/* Layout of the workspace                                                  */
 
 /* Sizes shared by workspace sizing and the kernel. */
 struct attn_layout {
-    int32_t g, ng, splits;
+    int32_t g, splits;
     size_t slot;        /* floats per partial state: acc (d), m, l */
-    size_t qs, qsum;    /* floats of the scaled queries and their group sums */
+    size_t qs;          /* floats of the scaled queries (decode) */
     size_t parts;       /* floats of all partial states (decode) */
     size_t per_thread;  /* floats of scratch per thread */
     int32_t qt, m_rows, kt; /* prefill: queries, rows and keys per tile */
@@ -181,25 +176,26 @@ static void attn_layout_of(struct attn_layout *L, const struct kv_attn_params *p
     const size_t A = WS_ALIGN_FLOATS;
     const int32_t d = p->head_dim;
     L->g = p->n_heads / p->n_kv_heads;
-    L->ng = (p->group > 0 && d % p->group == 0) ? d / p->group : 1;
     int64_t items = (int64_t)p->batch * p->n_kv_heads;
     L->splits = items >= 2 * (int64_t)p->n_threads
                     ? 1
                     : (int32_t)((2 * (int64_t)p->n_threads + items - 1) / items);
     L->slot = round_up((size_t)d + 2, A);
     L->qs = round_up((size_t)p->batch * p->n_q * p->n_heads * d, A);
-    L->qsum = round_up((size_t)p->batch * p->n_q * p->n_heads * L->ng, A);
     L->qt = PRE_QROWS / L->g > 0 ? PRE_QROWS / L->g : 1;
     if (L->qt > p->n_q)
         L->qt = p->n_q;
     L->m_rows = L->qt * L->g;
     L->kt = PRE_KT;
     if (p->n_q == 1) {
+        /* sc (g, DEC_KB), w (DEC_KB, ng), msum and qsum (g, ng), the K and V
+         * tiles (DEC_KB, d); ng <= d whatever the views' groups are */
         L->parts = (size_t)items * L->splits * L->g * L->slot;
-        L->per_thread = round_up((size_t)L->g * DEC_KB, A) + round_up((size_t)DEC_KB * L->ng, A) +
-                        round_up((size_t)L->g * L->ng, A) + 2 * round_up((size_t)DEC_KB * d, A);
+        L->per_thread = round_up((size_t)L->g * DEC_KB, A) + round_up((size_t)DEC_KB * d, A) +
+                        2 * round_up((size_t)L->g * d, A) + 2 * round_up((size_t)DEC_KB * d, A);
     } else {
         size_t m = (size_t)L->m_rows;
+        L->qs = 0;
         L->parts = 0;
         L->per_thread = 2 * round_up(m * d, A) + round_up(m * L->kt, A) + 2 * round_up(m, A) +
                         2 * round_up((size_t)L->kt * d, A);
@@ -220,9 +216,92 @@ size_t kv_attn_workspace_bytes(const struct kv_attn_params *p)
     if (big * sizeof(float) > (double)(SIZE_MAX / 4))
         return SIZE_MAX;
     attn_layout_of(&L, p);
-    return ((size_t)L.qs + L.qsum + L.parts + L.per_thread * (size_t)p->n_threads) *
-           sizeof(float);
+    return ((size_t)L.qs + L.parts + L.per_thread * (size_t)p->n_threads) * sizeof(float);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Decode: binding a span's row kernels                                     */
+
+/* The row files, by dtype; NULL: the generic tile path (kv_rows.h). */
+static const kv_rows_bind_fn rows_bind[KV_DTYPE_COUNT] = {
+    [KV_DTYPE_F32] = kv_rows_bind_f32,
+    [KV_DTYPE_Q8] = kv_rows_bind_q8,
+    [KV_DTYPE_Q4] = kv_rows_bind_q4,
+};
+static_assert(KV_DTYPE_COUNT == 3, "a new dtype needs a rows_<type>.c line in rows_bind[]");
+
+/* One span of one (sequence, kv head), as the decode blocks read it. */
+struct dec_span {
+    const struct kv_span *s;
+    struct kv_dec_job J;
+    size_t koff, voff, kqoff, vqoff; /* (b, h) offsets in K/V rows and qparams */
+    int k_generic, v_generic;        /* read through kv_tensor_row_float into a tile */
+    int k_qp, v_qp;                  /* the side's kernels read qparams */
+    size_t row_bytes;                /* the longer of a K and a V row (prefetch) */
+};
+
+static void side_of(struct kv_rows_side *r, const struct kv_tensor *t, int32_t d)
+{
+    r->dt = t->dtype;
+    r->group = kv_type_traits[t->dtype].has_qparams ? t->group : 0;
+    r->ng = r->group > 0 ? d / r->group : 1;
+    r->stride = t->row_stride;
+    r->qp_stride = t->qp_row_stride;
+}
+
+/*
+ * Binds the kernels of span s for (b, h): each side by its dtype's bind
+ * function, or the generic tile path for a per-channel side or a dtype
+ * without row kernels; a tiled side gets the f32 kernels over the tile.
+ * qsum (g, d) scratch receives the group sums of the queries when the keys
+ * are read directly as codes.
+ */
+static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int32_t h,
+                     int32_t g, int32_t d, const float *qs, float *qsum)
+{
+    struct kv_dec_job *J = &D->J;
+    memset(D, 0, sizeof *D);
+    D->s = s;
+    D->koff = kv_tensor_off(&s->k, b, h);
+    D->voff = kv_tensor_off(&s->v, b, h);
+    D->kqoff = kv_tensor_qp_off(&s->k, b, h);
+    D->vqoff = kv_tensor_qp_off(&s->v, b, h);
+    const size_t krow = kv_dtype_row_bytes(s->k.dtype, d), vrow = kv_dtype_row_bytes(s->v.dtype, d);
+    D->row_bytes = krow > vrow ? krow : vrow;
+    J->g = g;
+    J->d = d;
+    J->qs = qs;
+    J->qsum = qsum;
+    side_of(&J->k, &s->k, d);
+    side_of(&J->v, &s->v, d);
+    J->tile = (struct kv_rows_side){.dt = KV_DTYPE_F32, .ng = 1,
+                                    .stride = (size_t)d * sizeof(float)};
+    D->k_generic = s->k.axis != KV_QAXIS_TOKEN || rows_bind[s->k.dtype] == NULL;
+    D->v_generic = s->v.axis != KV_QAXIS_TOKEN || rows_bind[s->v.dtype] == NULL;
+    if (!D->k_generic)
+        rows_bind[s->k.dtype](J, 0);
+    if (!D->v_generic)
+        rows_bind[s->v.dtype](J, 1);
+    if (D->k_generic || J->k_tile != NULL)
+        kv_rows_bind_f32(J, 0);
+    if (D->v_generic || J->v_tile != NULL)
+        kv_rows_bind_f32(J, 1);
+    D->k_qp = kv_type_traits[s->k.dtype].has_qparams && !D->k_generic && J->k_tile == NULL;
+    D->v_qp = kv_type_traits[s->v.dtype].has_qparams && !D->v_generic && J->v_tile == NULL;
+    if (D->k_qp) { /* sums of the scaled queries per key group */
+        const int32_t ng = J->k.ng, gs = d / ng;
+        for (int32_t i = 0; i < g; i++)
+            for (int32_t gi = 0; gi < ng; gi++) {
+                float sm = 0.0f;
+                for (int32_t e = gi * gs; e < (gi + 1) * gs; e++)
+                    sm += qs[(size_t)i * d + e];
+                qsum[(size_t)i * ng + gi] = sm;
+            }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decode: one block of rows                                                */
 
 /*
  * Asks for the K and V rows of the next block while this one computes. Only
@@ -231,13 +310,25 @@ size_t kv_attn_workspace_bytes(const struct kv_attn_params *p)
  * (GQA 32/8: 32.7 -> 26.6 ms), but from L3 the extra load slots cost more
  * than the latency they hide (T = 8192: 599 -> 797 us).
  */
-static void prefetch_block(const struct kv_attn_job *J, int32_t t, int32_t nb)
+static void prefetch_block(const struct dec_span *D, int32_t t, int32_t nb)
 {
-    const size_t row = J->dt == KV_DTYPE_F32 ? (size_t)J->d * sizeof(float)
-                                             : kv_dtype_row_bytes(J->dt, J->d);
+    const struct kv_span *s = D->s;
+    const size_t row = D->row_bytes;
+    if (s->page_tokens == 0) {
+        const char *k0 = (const char *)s->k.data + D->koff, *v0 = (const char *)s->v.data + D->voff;
+        for (int32_t j = 0; j < nb; j++) {
+            const char *k = k0 + (size_t)(t + j) * s->k.row_stride;
+            const char *v = v0 + (size_t)(t + j) * s->v.row_stride;
+            for (size_t o = 0; o < row; o += 64) {
+                __builtin_prefetch(k + o, 0, 3);
+                __builtin_prefetch(v + o, 0, 3);
+            }
+        }
+        return;
+    }
     for (int32_t j = 0; j < nb; j++) {
-        const char *k = J->k + (size_t)(t + j) * J->stride;
-        const char *v = J->v + (size_t)(t + j) * J->stride;
+        const char *k = kv_tensor_row_at(&s->k, s->page_tokens, D->koff, t + j);
+        const char *v = kv_tensor_row_at(&s->v, s->page_tokens, D->voff, t + j);
         for (size_t o = 0; o < row; o += 64) {
             __builtin_prefetch(k + o, 0, 3);
             __builtin_prefetch(v + o, 0, 3);
@@ -245,100 +336,200 @@ static void prefetch_block(const struct kv_attn_job *J, int32_t t, int32_t nb)
     }
 }
 
+/* dst (nb, d) <- rows t .. t+nb-1 of one side as f32: its dtype's tile
+ * function page run by page run, or the generic reader row by row */
+static void dec_tile(float *dst, const struct dec_span *D, int is_v, int32_t d, int32_t t,
+                     int32_t nb)
+{
+    const struct kv_span *s = D->s;
+    const struct kv_tensor *x = is_v ? &s->v : &s->k;
+    const size_t off = is_v ? D->voff : D->koff, qoff = is_v ? D->vqoff : D->kqoff;
+    const kv_rows_dequant_fn fn = is_v ? D->J.v_tile : D->J.k_tile;
+    if ((is_v ? D->v_generic : D->k_generic) || fn == NULL) {
+        for (int32_t j = 0; j < nb; j++)
+            kv_tensor_row_float(dst + (size_t)j * d, x, s->page_tokens, off, qoff, t + j, d);
+        return;
+    }
+    for (int32_t j = 0; j < nb;) {
+        const int32_t run = kv_span_run(s, t + j, nb - j);
+        fn(dst + (size_t)j * d, is_v ? &D->J.v : &D->J.k, d,
+           kv_tensor_row_at(x, s->page_tokens, off, t + j),
+           kv_tensor_qp_at(x, s->page_tokens, qoff, t + j), run);
+        j += run;
+    }
+}
+
+/* Scratch of one decode chunk (per thread). */
+struct dec_scratch {
+    float *sc;           /* (g, DEC_KB) scores, then probabilities */
+    float *w;            /* (DEC_KB, ng) weights of quantized value rows */
+    float *msum;         /* (g, ng) pending min terms of quantized values */
+    float *qsum;         /* (g, ng) group sums of the scaled queries */
+    float *ktile, *vtile; /* (DEC_KB, d) */
+};
+
+/* Rows t .. t+nb-1 (nb <= DEC_KB) of a bound span into the running softmax
+ * states part (g, slot) of one chunk; msum_ng: min terms pending per head
+ * (rescaled with the states), 0 for none. */
+static void dec_block(float *part, const struct attn_layout *L, const struct dec_scratch *X,
+                      const struct dec_span *D, int32_t d, int32_t t, int32_t nb,
+                      int32_t msum_ng)
+{
+    const struct kv_dec_job *J = &D->J;
+    const struct kv_span *s = D->s;
+    const int32_t g = L->g, page = s->page_tokens;
+    float *sc = X->sc;
+
+    /* scores (g, nb) */
+    if (D->k_generic || J->k_tile != NULL) {
+        dec_tile(X->ktile, D, 0, d, t, nb);
+        J->scores(sc, J, &J->tile, (const char *)X->ktile, NULL, nb);
+    } else if (page == 0) {
+        const char *k = (const char *)s->k.data + D->koff + (size_t)t * J->k.stride;
+        const char *kq = D->k_qp ? (const char *)s->k.qp + D->kqoff + (size_t)t * J->k.qp_stride
+                                 : NULL;
+        J->scores(sc, J, &J->k, k, kq, nb);
+    } else {
+        for (int32_t j = 0; j < nb;) {
+            const int32_t run = kv_span_run(s, t + j, nb - j);
+            J->scores(sc + j, J, &J->k, kv_tensor_row_at(&s->k, page, D->koff, t + j),
+                      D->k_qp ? kv_tensor_qp_at(&s->k, page, D->kqoff, t + j) : NULL, run);
+            j += run;
+        }
+    }
+
+    /* online softmax: the running max and sum per head */
+    for (int32_t i = 0; i < g; i++) {
+        float *st = part + (size_t)i * L->slot, *si_ = sc + (size_t)i * DEC_KB;
+        for (int32_t j = nb; j < DEC_KB; j++)
+            si_[j] = -INFINITY;
+        float bm = row_max(si_, nb);
+        if (bm > st[d]) {
+            float corr = expf(st[d] - bm); /* 0 for the first block */
+            st[d] = bm;
+            st[d + 1] *= corr;
+            for (int32_t e2 = 0; e2 < d; e2++)
+                st[e2] *= corr;
+            for (int32_t gi = 0; gi < msum_ng; gi++)
+                X->msum[(size_t)i * msum_ng + gi] *= corr;
+        }
+        st[d + 1] += exp_sub_row(si_, nb, st[d]);
+    }
+
+    /* weighted values */
+    if (D->v_generic || J->v_tile != NULL) {
+        dec_tile(X->vtile, D, 1, d, t, nb);
+        J->pv(part, L->slot, X->msum, X->w, sc, J, &J->tile, (const char *)X->vtile, NULL, nb);
+    } else if (page == 0) {
+        const char *v = (const char *)s->v.data + D->voff + (size_t)t * J->v.stride;
+        const char *vq = D->v_qp ? (const char *)s->v.qp + D->vqoff + (size_t)t * J->v.qp_stride
+                                 : NULL;
+        J->pv(part, L->slot, X->msum, X->w, sc, J, &J->v, v, vq, nb);
+    } else {
+        for (int32_t j = 0; j < nb;) {
+            const int32_t run = kv_span_run(s, t + j, nb - j);
+            J->pv(part, L->slot, X->msum, X->w, sc + j, J, &J->v,
+                  kv_tensor_row_at(&s->v, page, D->voff, t + j),
+                  D->v_qp ? kv_tensor_qp_at(&s->v, page, D->vqoff, t + j) : NULL, run);
+            j += run;
+        }
+    }
+}
+
+/* part_i (d) += msum_i (ng) spread over each group's elements, msum <- 0 */
+static void fold_msum(float *part, const struct attn_layout *L, float *msum, int32_t d,
+                      int32_t group)
+{
+    const int32_t ng = d / group;
+    for (int32_t i = 0; i < L->g; i++) {
+        for (int32_t e2 = 0; e2 < d; e2++)
+            part[(size_t)i * L->slot + e2] += msum[(size_t)i * ng + e2 / group];
+        memset(msum + (size_t)i * ng, 0, (size_t)ng * sizeof(float));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decode: one split-K chunk of one (sequence, kv head)                     */
+
 /*
  * Runs the online softmax of one split-K chunk: the visible keys of
- * (sequence b, kv head h) with indices [v0, v1) in span order. part
- * (g, slot): per head acc (d), then m and l.
+ * (sequence b, kv head h) with indices [v0, v1) in span order (each span's
+ * sinks, then its window). part (g, slot): per head acc (d), then m and l.
  */
 static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
-                      const struct kv_attn_params *p, const struct kv_span *spans,
-                      int32_t n_spans, int32_t b, int32_t h, int64_t v0, int64_t v1,
-                      const float *qs, const float *qsum, int prefetch)
+                      const struct kv_attn_params *p, const struct kv_view *view, int32_t b,
+                      int32_t h, int64_t v0, int64_t v1, const float *qs, int prefetch)
 {
-    const int32_t g = L->g, d = p->head_dim, ng = L->ng;
-    float *sc = scratch;
-    float *w = sc + round_up((size_t)g * DEC_KB, WS_ALIGN_FLOATS);
-    float *msum = w + round_up((size_t)DEC_KB * ng, WS_ALIGN_FLOATS);
-    float *ktile = msum + round_up((size_t)g * ng, WS_ALIGN_FLOATS); /* (DEC_KB, d) */
-    float *vtile = ktile + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
+    const int32_t g = L->g, d = p->head_dim;
+    struct dec_scratch X;
+    X.sc = scratch;
+    X.w = X.sc + round_up((size_t)g * DEC_KB, WS_ALIGN_FLOATS);
+    X.msum = X.w + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
+    X.qsum = X.msum + round_up((size_t)g * d, WS_ALIGN_FLOATS);
+    X.ktile = X.qsum + round_up((size_t)g * d, WS_ALIGN_FLOATS);
+    X.vtile = X.ktile + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
     for (int32_t i = 0; i < g; i++) {
         float *st = part + (size_t)i * L->slot;
         memset(st, 0, (size_t)d * sizeof(float));
         st[d] = -INFINITY;
         st[d + 1] = 0.0f;
     }
-    memset(msum, 0, (size_t)g * ng * sizeof(float));
-    int have_quant = 0;
+    memset(X.msum, 0, (size_t)g * d * sizeof(float));
+    int32_t msum_group = 0, msum_ng = 0; /* group and count per head of the
+                                            pending min terms, 0: none */
 
-    int64_t lo, hi, seen = 0;
-    kv_attn_visible_range(p, b, p->q_pos0, &lo, &hi);
-    for (int32_t si = 0; si < n_spans && seen < v1; si++) {
-        int32_t t0, t1;
-        kv_span_token_range(&spans[si], lo, hi, &t0, &t1);
-        int64_t n = t1 - t0;
-        /* intersect [seen, seen + n) with [v0, v1) */
-        int64_t a = v0 > seen ? v0 - seen : 0, e = v1 - seen < n ? v1 - seen : n;
-        seen += n;
-        if (a >= e)
-            continue;
-        struct kv_attn_job J;
-        kv_attn_job_init(&J, p, &spans[si], b, h, g, ng, qs, qsum);
-        have_quant |= spans[si].dtype != KV_DTYPE_F32;
-        for (int32_t t = t0 + (int32_t)a; t < t0 + e; t += DEC_KB) {
-            int32_t nb = (int32_t)(t0 + e - t < DEC_KB ? t0 + e - t : DEC_KB);
-            if (prefetch && t + DEC_KB < t0 + e)
-                prefetch_block(&J, t + DEC_KB, t0 + e - t - DEC_KB < DEC_KB
-                                                   ? (int32_t)(t0 + e - t - DEC_KB)
-                                                   : DEC_KB);
-            struct kv_attn_job F = J; /* the block as f32 rows (GQA tile path) */
-            int32_t tf = t;
-            if (J.tile && !J.fuse) {
-                kv_attn_rows_dequant(ktile, &J, t, nb, 0);
-                kv_attn_rows_dequant(vtile, &J, t, nb, 1);
-                F.dt = KV_DTYPE_F32;
-                F.k = (const char *)ktile;
-                F.v = (const char *)vtile;
-                F.stride = (size_t)d * sizeof(float);
-                F.wide = F.tile = F.fuse = 0;
-                tf = 0;
-            }
-            kv_attn_rows_scores(sc, &F, tf, nb);
-            for (int32_t i = 0; i < g; i++) {
-                float *st = part + (size_t)i * L->slot, *si_ = sc + (size_t)i * DEC_KB;
-                for (int32_t j = nb; j < DEC_KB; j++)
-                    si_[j] = -INFINITY;
-                float bm = row_max(si_, nb);
-                if (bm > st[d]) {
-                    float corr = expf(st[d] - bm); /* 0 for the first block */
-                    st[d] = bm;
-                    st[d + 1] *= corr;
-                    for (int32_t e2 = 0; e2 < d; e2++)
-                        st[e2] *= corr;
-                    for (int32_t gi = 0; gi < ng; gi++)
-                        msum[(size_t)i * ng + gi] *= corr;
+    int64_t lo[2], hi[2], seen = 0;
+    const int nr = kv_mask_ranges(&view->mask, b, p->q_pos0, lo, hi);
+    struct dec_span D;
+    for (int32_t si = 0; si < view->n_spans && seen < v1; si++) {
+        const struct kv_span *s = &view->spans[si];
+        int bound = 0;
+        for (int r = 0; r < nr; r++) {
+            int32_t t0, t1;
+            kv_span_token_range(s, lo[r], hi[r], &t0, &t1);
+            int64_t n = t1 - t0;
+            /* intersect [seen, seen + n) with [v0, v1) */
+            int64_t a = v0 > seen ? v0 - seen : 0, e = v1 - seen < n ? v1 - seen : n;
+            seen += n;
+            if (a >= e)
+                continue;
+            if (!bound) {
+                dec_bind(&D, s, b, h, g, d, qs, X.qsum);
+                bound = 1;
+                if (D.v_qp && msum_group != 0 && msum_group != D.J.v.group) {
+                    fold_msum(part, L, X.msum, d, msum_group);
+                    msum_group = msum_ng = 0;
                 }
-                st[d + 1] += exp_sub_row(si_, nb, st[d]);
+                if (D.v_qp) {
+                    msum_group = D.J.v.group;
+                    msum_ng = D.J.v.ng;
+                }
             }
-            kv_attn_rows_pv(part, L->slot, msum, w, sc, &F, tf, nb);
+            const int32_t end = t0 + (int32_t)e;
+            for (int32_t t = t0 + (int32_t)a; t < end; t += DEC_KB) {
+                int32_t nb = end - t < DEC_KB ? end - t : DEC_KB;
+                if (prefetch && t + DEC_KB < end)
+                    prefetch_block(&D, t + DEC_KB,
+                                   end - t - DEC_KB < DEC_KB ? end - t - DEC_KB : DEC_KB);
+                dec_block(part, L, &X, &D, d, t, nb, msum_ng);
+            }
         }
     }
-    if (have_quant) { /* fold the min terms into the values */
-        for (int32_t i = 0; i < g; i++)
-            for (int32_t e2 = 0; e2 < d; e2++)
-                part[(size_t)i * L->slot + e2] += msum[(size_t)i * ng + e2 / p->group];
-    }
+    if (msum_group != 0) /* fold the min terms into the values */
+        fold_msum(part, L, X.msum, d, msum_group);
 }
 
 /* Number of visible keys of sequence b for the decode query. */
-static int64_t dec_visible(const struct kv_attn_params *p, const struct kv_span *spans,
-                           int32_t n_spans, int32_t b)
+static int64_t dec_visible(const struct kv_attn_params *p, const struct kv_view *v, int32_t b)
 {
-    int64_t lo, hi, n = 0;
-    kv_attn_visible_range(p, b, p->q_pos0, &lo, &hi);
-    for (int32_t s = 0; s < n_spans; s++) {
-        int32_t t0, t1;
-        kv_span_token_range(&spans[s], lo, hi, &t0, &t1);
-        n += t1 - t0;
+    int64_t lo[2], hi[2], n = 0;
+    const int nr = kv_mask_ranges(&v->mask, b, p->q_pos0, lo, hi);
+    for (int32_t s = 0; s < v->n_spans; s++) {
+        for (int r = 0; r < nr; r++) {
+            int32_t t0, t1;
+            kv_span_token_range(&v->spans[s], lo[r], hi[r], &t0, &t1);
+            n += t1 - t0;
+        }
     }
     return n;
 }
@@ -349,45 +540,29 @@ static int64_t dec_visible(const struct kv_attn_params *p, const struct kv_span 
  * 2-core VM with a 260 MiB L3, 33 MB of f32 rows ran from L3 at 53 GB/s, 67
  * MB at 28-50 GB/s, 134 MB at the DRAM rate; 168 MB of int8 rows ran
  * 10.6 ms without prefetching, 8.6 ms with it). */
-static int dec_from_dram(const struct kv_attn_params *p, const struct kv_span *spans,
-                         int32_t n_spans)
+static int dec_from_dram(const struct kv_attn_params *p, const struct kv_view *v)
 {
-    double bytes = 0.0;
-    for (int32_t s = 0; s < n_spans; s++) {
-        double row = (double)kv_dtype_row_bytes(spans[s].dtype, p->head_dim);
-        if (spans[s].dtype != KV_DTYPE_F32 && p->group > 0)
-            row += (double)(p->head_dim / p->group) * sizeof(struct kv_qparams);
-        bytes += 2.0 * row * spans[s].n_tokens;
-    }
-    return bytes * p->batch * p->n_kv_heads > 0.5 * (double)kv_l3_bytes();
+    return (double)kv_attn_span_bytes(p, v) > 0.5 * (double)kv_l3_bytes();
 }
 
 static void attn_decode(float *out, const float *q, const struct kv_attn_params *p,
-                        const struct kv_span *spans, int32_t n_spans, float *ws,
-                        const struct attn_layout *L)
+                        const struct kv_view *view, float *ws, const struct attn_layout *L)
 {
-    const int32_t d = p->head_dim, g = L->g, ng = L->ng, S = L->splits;
+    const int32_t d = p->head_dim, g = L->g, S = L->splits;
     const int32_t H = p->n_heads;
     const int64_t items = (int64_t)p->batch * p->n_kv_heads, rows = (int64_t)p->batch * H;
-    float *qs = ws, *qsum = qs + L->qs, *parts = qsum + L->qsum;
+    float *qs = ws, *parts = qs + L->qs;
     float *scratch = parts + L->parts;
-    const int prefetch = dec_from_dram(p, spans, n_spans);
+    const int prefetch = dec_from_dram(p, view);
 
 #pragma omp parallel num_threads(p->n_threads)
     {
         float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
-        /* scaled queries and their per-group sums */
+        /* scaled queries */
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             for (int32_t e = 0; e < d; e++)
                 qs[(size_t)r * d + e] = q[(size_t)r * d + e] * p->scale;
-            for (int32_t gi = 0; gi < ng; gi++) {
-                float sm = 0.0f;
-                int32_t gs = d / ng;
-                for (int32_t e = gi * gs; e < (gi + 1) * gs; e++)
-                    sm += qs[(size_t)r * d + e];
-                qsum[(size_t)r * ng + gi] = sm;
-            }
         }
         /* split-K chunks, each (sequence, kv head, split) independent */
 #pragma omp for schedule(static)
@@ -395,14 +570,14 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
             int64_t bh = it / S;
             int32_t s = (int32_t)(it % S), b = (int32_t)(bh / p->n_kv_heads),
                     h = (int32_t)(bh % p->n_kv_heads);
-            int64_t nv = dec_visible(p, spans, n_spans, b);
+            int64_t nv = dec_visible(p, view, b);
             int64_t chunk = (nv + S - 1) / S;
             chunk = (chunk + DEC_KB - 1) / DEC_KB * DEC_KB;
             int64_t v0 = s * chunk < nv ? s * chunk : nv;
             int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
             size_t r0 = (size_t)b * H + (size_t)h * g;
-            dec_chunk(parts + (size_t)it * g * L->slot, my, L, p, spans, n_spans, b, h, v0, v1,
-                      qs + r0 * d, qsum + r0 * ng, prefetch);
+            dec_chunk(parts + (size_t)it * g * L->slot, my, L, p, view, b, h, v0, v1,
+                      qs + r0 * d, prefetch);
         }
         /* merge the splits of each (sequence, query head) */
 #pragma omp for schedule(static)
@@ -440,28 +615,42 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
 /* ------------------------------------------------------------------------ */
 /* Prefill                                                                  */
 
-/* rows (n, d) <- rows t0..t0+n of a quantized span (keys or values) */
-static void pre_dequant(float *dst, const struct kv_span *s, const struct kv_attn_params *p,
-                        int32_t b, int32_t h, int32_t t0, int32_t n, int is_v)
+/* rows (n, d) <- rows t0..t0+n of one side of a span as f32 (any dtype,
+ * axis or paging) */
+static void pre_gather(float *dst, const struct kv_span *s, const struct kv_tensor *x,
+                       int32_t d, int32_t b, int32_t h, int32_t t0, int32_t n)
 {
-    for (int32_t j = 0; j < n; j++) {
-        const char *row = is_v ? kv_span_v_row(s, b, h, t0 + j) : kv_span_k_row(s, b, h, t0 + j);
-        const struct kv_qparams *qp = kv_span_qp(is_v ? s->v_qp : s->k_qp, s, b, h, t0 + j);
-        kv_dequantize_row(dst + (size_t)j * p->head_dim, row, qp, s->dtype, p->head_dim,
-                          p->group);
+    const size_t off = kv_tensor_off(x, b, h), qoff = kv_tensor_qp_off(x, b, h);
+    for (int32_t j = 0; j < n; j++)
+        kv_tensor_row_float(dst + (size_t)j * d, x, s->page_tokens, off, qoff, t0 + j, d);
+}
+
+/* The f32 rows [t, t + nk) of one side for a tile GEMM: the span's own rows
+ * when they are f32 and consecutive (*ld their stride in floats), else a
+ * copy in buf (*ld = d). */
+static const float *pre_rows(float *buf, int *ld, const struct kv_span *s,
+                             const struct kv_tensor *x, int32_t d, int32_t b, int32_t h,
+                             int32_t t, int32_t nk)
+{
+    if (x->dtype == KV_DTYPE_F32 && kv_span_run(s, t, nk) == nk) {
+        *ld = nk == 1 ? d : (int)(x->row_stride / sizeof(float));
+        return (const float *)kv_tensor_row_at(x, s->page_tokens, kv_tensor_off(x, b, h), t);
     }
+    pre_gather(buf, s, x, d, b, h, t, nk);
+    *ld = d;
+    return buf;
 }
 
 /* One tile of queries [i0, i0+nq) of (sequence b, kv head h) against every
  * key it sees; writes its rows of out. */
 static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
-                     const struct kv_span *spans, int32_t n_spans,
-                     const struct attn_layout *L, float *my, int32_t b, int32_t h,
-                     int32_t i0, int32_t nq)
+                     const struct kv_view *view, const struct attn_layout *L, float *my,
+                     int32_t b, int32_t h, int32_t i0, int32_t nq)
 {
     const int32_t d = p->head_dim, g = L->g, H = p->n_heads, kt = L->kt;
     const int32_t m = nq * g; /* rows: r = i*g + j  <->  query i0+i, head h*g+j */
     const size_t A = WS_ALIGN_FLOATS;
+    const struct kv_mask *mask = &view->mask;
     float *Q = my;                                            /* (m, d) */
     float *O = Q + round_up((size_t)L->m_rows * d, A);        /* (m, d) */
     float *S = O + round_up((size_t)L->m_rows * d, A);        /* (m, kt) */
@@ -483,67 +672,61 @@ static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
         ls[r] = 0.0f;
     }
     const int64_t pfirst = (int64_t)p->q_pos0 + i0, plast = pfirst + nq - 1;
-    int64_t lo_first, lo_last, hi_tmp;
-    kv_attn_visible_range(p, b, pfirst, &lo_first, &hi_tmp);
-    kv_attn_visible_range(p, b, plast, &lo_last, &hi_tmp);
+    int64_t ulo[2], uhi[2]; /* the keys any row of the tile sees */
+    const int nu = kv_mask_ranges_of(mask, b, pfirst, plast, ulo, uhi);
 
-    for (int32_t si = 0; si < n_spans; si++) {
-        const struct kv_span *s = &spans[si];
-        int32_t t0, t1;
-        kv_span_token_range(s, lo_first, plast, &t0, &t1); /* union of the rows' ranges */
-        for (int32_t t = t0; t < t1; t += kt) {
-            int32_t nk = t1 - t < kt ? t1 - t : kt;
-            int64_t s_lo = (int64_t)s->pos0 + t, s_hi = s_lo + nk - 1;
-            const float *K, *V;
-            int ldk;
-            if (s->dtype == KV_DTYPE_F32) {
-                K = (const float *)kv_span_k_row(s, b, h, t);
-                V = (const float *)kv_span_v_row(s, b, h, t);
-                ldk = (int)(s->row_stride / sizeof(float));
-                if (nk == 1)
-                    ldk = d;
-            } else {
-                pre_dequant(Kt, s, p, b, h, t, nk, 0);
-                pre_dequant(Vt, s, p, b, h, t, nk, 1);
-                K = Kt;
-                V = Vt;
-                ldk = d;
+    for (int32_t si = 0; si < view->n_spans; si++) {
+        const struct kv_span *s = &view->spans[si];
+        for (int u = 0; u < nu; u++) {
+            int32_t t0, t1;
+            kv_span_token_range(s, ulo[u], uhi[u], &t0, &t1);
+            for (int32_t t = t0; t < t1; t += kt) {
+                int32_t nk = t1 - t < kt ? t1 - t : kt;
+                int64_t s_lo = (int64_t)s->pos0 + t, s_hi = s_lo + nk - 1;
+                int ldk, ldv;
+                const float *K = pre_rows(Kt, &ldk, s, &s->k, d, b, h, t, nk);
+                const float *V = pre_rows(Vt, &ldv, s, &s->v, d, b, h, t, nk);
+                /* S (m, nk) = Q K^T */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, d, 1.0f, Q, d, K,
+                            ldk, 0.0f, S, kt);
+                const int full = kv_mask_block_full(mask, b, pfirst, plast, s_lo, s_hi);
+                for (int32_t r = 0; r < m; r++) {
+                    float *sr = S + (size_t)r * kt;
+                    if (!full) { /* keys outside the row's intervals get -inf */
+                        int64_t lo[2], hi[2];
+                        const int nr = kv_mask_ranges(mask, b, pfirst + r / g, lo, hi);
+                        int64_t j = 0;
+                        for (int k = 0; k < nr; k++) {
+                            /* visible j in [jlo, jhi) */
+                            int64_t jlo = lo[k] - s_lo, jhi = hi[k] - s_lo + 1;
+                            jlo = jlo < j ? j : jlo > nk ? nk : jlo;
+                            jhi = jhi < jlo ? jlo : jhi > nk ? nk : jhi;
+                            for (; j < jlo; j++)
+                                sr[j] = -INFINITY;
+                            j = jhi;
+                        }
+                        for (; j < nk; j++)
+                            sr[j] = -INFINITY;
+                    }
+                    float bm = row_max(sr, nk);
+                    if (bm == -INFINITY) { /* this row sees nothing here */
+                        memset(sr, 0, (size_t)nk * sizeof(float));
+                        continue;
+                    }
+                    if (bm > mx[r]) {
+                        float corr = expf(mx[r] - bm);
+                        mx[r] = bm;
+                        ls[r] *= corr;
+                        float *orow = O + (size_t)r * d;
+                        for (int32_t e = 0; e < d; e++)
+                            orow[e] *= corr;
+                    }
+                    ls[r] += exp_sub_row(sr, nk, mx[r]);
+                }
+                /* O (m, d) += P (m, nk) V (nk, d) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, nk, 1.0f, S, kt, V,
+                            ldv, 1.0f, O, d);
             }
-            /* S (m, nk) = Q K^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, d, 1.0f, Q, d, K, ldk,
-                        0.0f, S, kt);
-            int full = s_hi <= pfirst && s_lo >= lo_last;
-            for (int32_t r = 0; r < m; r++) {
-                float *sr = S + (size_t)r * kt;
-                if (!full) { /* keys outside the row's [lo, hi] get -inf */
-                    int64_t lo, hi;
-                    kv_attn_visible_range(p, b, pfirst + r / g, &lo, &hi);
-                    int64_t jlo = lo - s_lo, jhi = hi - s_lo + 1; /* visible j in [jlo, jhi) */
-                    jlo = jlo < 0 ? 0 : jlo > nk ? nk : jlo;
-                    jhi = jhi < jlo ? jlo : jhi > nk ? nk : jhi;
-                    for (int64_t j = 0; j < jlo; j++)
-                        sr[j] = -INFINITY;
-                    for (int64_t j = jhi; j < nk; j++)
-                        sr[j] = -INFINITY;
-                }
-                float bm = row_max(sr, nk);
-                if (bm == -INFINITY) { /* this row sees nothing here */
-                    memset(sr, 0, (size_t)nk * sizeof(float));
-                    continue;
-                }
-                if (bm > mx[r]) {
-                    float corr = expf(mx[r] - bm);
-                    mx[r] = bm;
-                    ls[r] *= corr;
-                    float *orow = O + (size_t)r * d;
-                    for (int32_t e = 0; e < d; e++)
-                        orow[e] *= corr;
-                }
-                ls[r] += exp_sub_row(sr, nk, mx[r]);
-            }
-            /* O (m, d) += P (m, nk) V (nk, d) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, nk, 1.0f, S, kt, V,
-                        ldk, 1.0f, O, d);
         }
     }
     for (int32_t i = 0; i < nq; i++)
@@ -557,10 +740,9 @@ static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
 }
 
 static void attn_prefill(float *out, const float *q, const struct kv_attn_params *p,
-                         const struct kv_span *spans, int32_t n_spans, float *ws,
-                         const struct attn_layout *L)
+                         const struct kv_view *view, float *ws, const struct attn_layout *L)
 {
-    float *scratch = ws + L->qs + L->qsum;
+    float *scratch = ws + L->qs;
     const int32_t n_tiles = (p->n_q + L->qt - 1) / L->qt;
     const int64_t bh_n = (int64_t)p->batch * p->n_kv_heads, items = bh_n * n_tiles;
     /* later query tiles see more keys: hand them out first, one at a time */
@@ -573,7 +755,7 @@ static void attn_prefill(float *out, const float *q, const struct kv_attn_params
             int64_t bh = it % bh_n;
             int32_t i0 = tile * L->qt;
             int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
-            pre_tile(out, q, p, spans, n_spans, L, my, (int32_t)(bh / p->n_kv_heads),
+            pre_tile(out, q, p, view, L, my, (int32_t)(bh / p->n_kv_heads),
                      (int32_t)(bh % p->n_kv_heads), i0, nq);
         }
     }
@@ -583,9 +765,9 @@ static void attn_prefill(float *out, const float *q, const struct kv_attn_params
 /* Entry point                                                              */
 
 enum kv_status kv_attn(float *out, const float *q, const struct kv_attn_params *p,
-                       const struct kv_span *spans, int32_t n_spans, void *ws, size_t ws_bytes)
+                       const struct kv_view *v, void *ws, size_t ws_bytes)
 {
-    enum kv_status st = kv_attn_check(p, spans, n_spans);
+    enum kv_status st = kv_attn_check(p, v);
     if (st != KV_OK)
         return st;
     if (out == NULL || q == NULL || ws == NULL || ws_bytes < kv_attn_workspace_bytes(p) ||
@@ -594,8 +776,8 @@ enum kv_status kv_attn(float *out, const float *q, const struct kv_attn_params *
     struct attn_layout L;
     attn_layout_of(&L, p);
     if (p->n_q == 1)
-        attn_decode(out, q, p, spans, n_spans, ws, &L);
+        attn_decode(out, q, p, v, ws, &L);
     else
-        attn_prefill(out, q, p, spans, n_spans, ws, &L);
+        attn_prefill(out, q, p, v, ws, &L);
     return KV_OK;
 }

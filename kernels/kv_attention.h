@@ -1,29 +1,42 @@
 /*
- * kv_attention.h - the one attention kernel, over a list of KV spans.
+ * kv_attention.h - the one attention kernel, over a view of KV spans.
  *
  * The kernel never knows which cache strategy it serves: a strategy exposes
- * its storage as spans (one for a dynamic cache, two for a ring buffer, a
- * quantized block plus a full-precision residual for the quantized cache),
- * and the kernel masks by absolute position. Decode (one query per
- * sequence) and prefill (many queries) are the same call.
+ * its storage as a kv_view, a list of spans (one for a dynamic cache, two for
+ * a ring buffer, a quantized block plus a full-precision residual for the
+ * quantized cache, one per page or one paged span for a paged cache) and a
+ * description of the mask, and the kernel masks by absolute position. Decode
+ * (one query per sequence) and prefill (many queries) are the same call.
  *
  * Layouts (all row-major):
  *   q, out : (batch, n_q, n_heads, head_dim) floats
- *   a span : for sequence b, kv head h, token t of the span, the key row is at
- *            (const char *)k + b*seq_stride + h*head_stride + t*row_stride,
- *            and is head_dim elements of the span's dtype; the same strides
- *            locate value rows in v. For quantized spans the qparams of row
- *            (b, h, t), head_dim/group of them, start at
- *            (const char *)k_qp + b*qp_seq_stride + h*qp_head_stride
- *                               + t*qp_row_stride   (same for v_qp).
- *   Token t of a span has absolute position pos0 + t.
+ *   a span : tokens 0 .. n_tokens-1 at absolute positions pos0 + t, with a K
+ *            and a V descriptor (kv_tensor) each: its own dtype and, for
+ *            quantized dtypes, its own group, axis and qparams. For sequence
+ *            b, kv head h, token t, the row of a descriptor is head_dim
+ *            elements at
+ *              contiguous (page_tokens == 0):
+ *                (const char *)data + b*seq_stride + h*head_stride + t*row_stride
+ *              paged (page_tokens == P > 0): token t lives in page t / P,
+ *                (const char *)pages[t / P] + b*seq_stride + h*head_stride
+ *                                           + (t % P)*row_stride
+ *            and its qparams (qp / qp_pages and the qp_*_stride fields, same
+ *            rule) hold, per token (KV_QAXIS_TOKEN), head_dim/group pairs for
+ *            row t at qp_row index t, or per channel (KV_QAXIS_CHANNEL),
+ *            head_dim pairs for the block of tokens t / group at qp_row index
+ *            t / group (paged: (t % P) / group in page t / P, and group
+ *            divides P). Codes are laid out as kv_quant.h says.
  *
  * Masking, for the query of sequence b at absolute position p (query i of
- * the call has position q_pos0 + i) and a key at absolute position s:
- *   visible  <=>  s <= p                      (causal)
- *             &&  (window == 0 || s > p - window)   (sliding window)
- *             &&  s >= pad[b]                 (left padding of sequence b)
- * A query that sees no key at all (a padded query) gets an all-zero output.
+ * the call has position q_pos0 + i) and a key at absolute position s. The
+ * mask is always causal; a kv_mask adds the rest (all 0 / NULL: causal only):
+ *   visible  <=>  s <= p                                    (causal)
+ *             &&  s >= pad[b]                               (left padding)
+ *             &&  (window == 0 || s > p - window || s < n_sink)
+ *                                          (sliding window, attention sinks)
+ * So the visible positions are at most two intervals, the sinks
+ * [pad, n_sink) and the window (p - window, p]. A query that sees no key at
+ * all (a padded query) gets an all-zero output.
  *
  * Grouped-query attention: query head h reads kv head h / (n_heads/n_kv_heads).
  */
@@ -32,20 +45,44 @@
 
 #include "kv_common.h"
 
-struct kv_span {
+/* One side (keys or values) of a span; see the header comment. */
+struct kv_tensor {
     enum kv_dtype dtype;
-    const void *k;
-    const void *v;
-    const struct kv_qparams *k_qp; /* NULL for f32 */
-    const struct kv_qparams *v_qp; /* NULL for f32 */
-    int32_t n_tokens;
-    int32_t pos0;           /* absolute position of token 0 of the span */
-    size_t row_stride;      /* bytes between consecutive tokens          */
-    size_t head_stride;     /* bytes between kv heads                    */
-    size_t seq_stride;      /* bytes between batch sequences             */
-    size_t qp_row_stride;   /* bytes, quantized spans only               */
+    const void *data;             /* contiguous spans: row 0 of (b 0, h 0) */
+    const void *const *pages;     /* paged spans: (pages) base of each page */
+    size_t row_stride;            /* bytes between consecutive tokens */
+    size_t head_stride;           /* bytes between kv heads */
+    size_t seq_stride;            /* bytes between batch sequences */
+    /* quantized dtypes (kv_type_traits[dtype].has_qparams) only */
+    enum kv_qaxis axis;
+    int32_t group;                /* TOKEN: elements per pair; CHANNEL: tokens */
+    const struct kv_qparams *qp;  /* contiguous spans */
+    const void *const *qp_pages;  /* paged spans */
+    size_t qp_row_stride;         /* bytes between consecutive qparams rows */
     size_t qp_head_stride;
     size_t qp_seq_stride;
+};
+
+struct kv_span {
+    struct kv_tensor k, v;
+    int32_t n_tokens;
+    int32_t pos0;        /* absolute position of token 0 of the span */
+    int32_t page_tokens; /* 0: contiguous; > 0: tokens per page (paged) */
+};
+
+/* Which keys each query sees, besides causality (header comment). */
+struct kv_mask {
+    int32_t window;      /* 0 = no sliding window */
+    int32_t n_sink;      /* positions < n_sink stay visible past the window */
+    const int32_t *pad;  /* (batch) left-padding length per sequence, or NULL */
+};
+
+/* What a cache exposes for one layer: spans in position order, and the
+ * mask its storage needs (kv_cache_view fills it). */
+struct kv_view {
+    const struct kv_span *spans; /* (n_spans) */
+    int32_t n_spans;
+    struct kv_mask mask;
 };
 
 struct kv_attn_params {
@@ -54,10 +91,7 @@ struct kv_attn_params {
     int32_t n_heads;
     int32_t n_kv_heads; /* divides n_heads */
     int32_t head_dim;
-    int32_t group;      /* quantization group along head_dim (quantized spans) */
     int32_t q_pos0;     /* absolute position of query 0 (same for every sequence) */
-    int32_t window;     /* 0 = no sliding window */
-    const int32_t *pad; /* (batch) left-padding length per sequence, or NULL */
     float scale;        /* usually 1/sqrt(head_dim) */
     int32_t n_threads;  /* OpenMP threads to use (>= 1) */
 };
@@ -65,57 +99,62 @@ struct kv_attn_params {
 /*
  * The mask of the header comment as a predicate: 1 if the query of sequence
  * b at absolute position qpos sees the key at absolute position kpos. The
- * kernel applies the same rule as an interval of positions
- * (kv_attention_impl.h, kv_attn_visible_range); callers that show or check
- * masks (the demo) use this one so they cannot drift from it.
+ * kernel applies the same rule as intervals of positions
+ * (kv_attention_impl.h, kv_mask_ranges); the scalar reference and callers
+ * that show or check masks (the demo) use this one.
  */
-static inline int kv_attn_key_visible(const struct kv_attn_params *p, int32_t b, int64_t qpos,
+static inline int kv_attn_key_visible(const struct kv_mask *m, int32_t b, int64_t qpos,
                                       int64_t kpos)
 {
-    return kpos <= qpos && (p->window <= 0 || kpos > qpos - p->window) &&
-           (p->pad == NULL || kpos >= p->pad[b]);
+    return kpos <= qpos && (m->pad == NULL || kpos >= m->pad[b]) &&
+           (m->window <= 0 || kpos > qpos - m->window || kpos < m->n_sink);
 }
 
-/* Checks the params and spans against each other (shapes, dtypes, group). */
-enum kv_status kv_attn_check(const struct kv_attn_params *p,
-                             const struct kv_span *spans, int32_t n_spans);
+/*
+ * Checks the params and the view against each other (shapes, dtypes, groups,
+ * strides, alignment, the mask) (kv_attn_check.c). KV_ERR_INVALID for a bad
+ * argument.
+ */
+enum kv_status kv_attn_check(const struct kv_attn_params *p, const struct kv_view *v);
 
 /*
  * Bytes of scratch the kernel needs for calls with these params; depends on
- * batch, n_q, heads, head_dim and threads, never on the number of keys, so
- * a caller sizes it once up front and the decode loop never allocates.
+ * batch, n_q, heads, head_dim and threads, never on the number of keys or on
+ * the view's dtypes and groups, so a caller sizes it once up front and the
+ * decode loop never allocates.
  */
 size_t kv_attn_workspace_bytes(const struct kv_attn_params *p);
 
 /*
  * out (batch, n_q, n_heads, head_dim) = softmax(q K^T * scale + mask) V
- * over all keys of all spans. ws must hold kv_attn_workspace_bytes(p) bytes
- * (64-byte aligned). Prefill tiles over keys with an online softmax, so no
- * (n_q x n_keys) matrix is ever stored; decode streams each K/V row once for
- * the whole group of query heads that shares it.
+ * over all keys of all spans of v. ws must hold kv_attn_workspace_bytes(p)
+ * bytes (64-byte aligned). Prefill tiles over keys with an online softmax, so
+ * no (n_q x n_keys) matrix is ever stored; decode streams each K/V row once
+ * for the whole group of query heads that shares it.
  */
 enum kv_status kv_attn(float *out, const float *q, const struct kv_attn_params *p,
-                       const struct kv_span *spans, int32_t n_spans,
-                       void *ws, size_t ws_bytes);
+                       const struct kv_view *v, void *ws, size_t ws_bytes);
 
 /*
  * Scalar reference twin: the same contract, obviously right and slow
- * (double accumulation, full softmax per query, one key at a time). Needs no
- * workspace. Used by tests and by `kvlab kernel` for comparison.
+ * (double accumulation, full softmax per query, one key at a time through
+ * kv_attn_key_visible and the dtype's to_float_row). Needs no workspace.
+ * Used by tests and by `kvlab kernel` for comparison.
  */
 enum kv_status kv_attn_ref(float *out, const float *q, const struct kv_attn_params *p,
-                           const struct kv_span *spans, int32_t n_spans);
+                           const struct kv_view *v);
+
+/* ------------------------------------------------------------------------ */
+/* Accounting (kv_attn_check.c)                                             */
 
 /*
  * Number of visible (query, key) pairs summed over the batch, computed in
  * closed form from the positions (no pass over the data). The attention
  * FLOPs of a call are 4 * head_dim * n_heads * pairs (2 for QK^T, 2 for PV).
  */
-int64_t kv_attn_visible_pairs(const struct kv_attn_params *p,
-                              const struct kv_span *spans, int32_t n_spans);
+int64_t kv_attn_visible_pairs(const struct kv_attn_params *p, const struct kv_view *v);
 
 /* K+V bytes (codes + qparams) that the spans hold, all sequences and heads. */
-size_t kv_attn_span_bytes(const struct kv_attn_params *p,
-                          const struct kv_span *spans, int32_t n_spans);
+size_t kv_attn_span_bytes(const struct kv_attn_params *p, const struct kv_view *v);
 
 #endif /* KV_ATTENTION_H */

@@ -1,56 +1,139 @@
 /*
- * kv_attention_impl.h - private helpers shared by the attention kernel and
- * its scalar reference twin: where a row lives and which keys a query sees.
+ * kv_attention_impl.h - private helpers shared by the attention kernel, its
+ * argument checks and its scalar reference twin: where a row lives and which
+ * keys a query sees.
  *
  * The one idea: span positions are contiguous (token t is at pos0 + t), and
- * a query's visible keys are one position interval [lo, hi], so the keys of
- * a span that a query sees are one token interval. Masking is interval
- * arithmetic, never a per-key test.
+ * a query's visible keys are at most two position intervals (the sinks and
+ * the window, kv_mask_ranges), so the keys of a span that a query sees are at
+ * most two token intervals. Masking is interval arithmetic, never a per-key
+ * test (the reference alone tests key by key, kv_attn_key_visible).
  */
 #ifndef KV_ATTENTION_IMPL_H
 #define KV_ATTENTION_IMPL_H
 
 #include "kv_attention.h"
+#include "kv_quant.h"
 
 /* ------------------------------------------------------------------------ */
 /* Addresses                                                                */
 
-static inline const char *kv_span_k_row(const struct kv_span *s, int32_t b, int32_t h,
-                                        int32_t t)
+/* Byte offsets of (sequence b, kv head h) within a descriptor's rows and
+ * within its qparams. */
+static inline size_t kv_tensor_off(const struct kv_tensor *x, int32_t b, int32_t h)
 {
-    return (const char *)s->k + (size_t)b * s->seq_stride + (size_t)h * s->head_stride +
-           (size_t)t * s->row_stride;
+    return (size_t)b * x->seq_stride + (size_t)h * x->head_stride;
 }
 
-static inline const char *kv_span_v_row(const struct kv_span *s, int32_t b, int32_t h,
-                                        int32_t t)
+static inline size_t kv_tensor_qp_off(const struct kv_tensor *x, int32_t b, int32_t h)
 {
-    return (const char *)s->v + (size_t)b * s->seq_stride + (size_t)h * s->head_stride +
-           (size_t)t * s->row_stride;
+    return (size_t)b * x->qp_seq_stride + (size_t)h * x->qp_head_stride;
 }
 
-static inline const struct kv_qparams *kv_span_qp(const struct kv_qparams *base,
-                                                  const struct kv_span *s, int32_t b,
-                                                  int32_t h, int32_t t)
+/* Row t of descriptor x in a span of `page` tokens per page (0: contiguous),
+ * off = kv_tensor_off(x, b, h). */
+static inline const char *kv_tensor_row_at(const struct kv_tensor *x, int32_t page, size_t off,
+                                           int32_t t)
 {
-    return (const struct kv_qparams *)((const char *)base + (size_t)b * s->qp_seq_stride +
-                                       (size_t)h * s->qp_head_stride +
-                                       (size_t)t * s->qp_row_stride);
+    if (page == 0)
+        return (const char *)x->data + off + (size_t)t * x->row_stride;
+    return (const char *)x->pages[t / page] + off + (size_t)(t % page) * x->row_stride;
+}
+
+/* The qparams of row t (per token: its head_dim/group pairs; per channel:
+ * the head_dim pairs of its block of `group` tokens), qoff =
+ * kv_tensor_qp_off(x, b, h). */
+static inline const char *kv_tensor_qp_at(const struct kv_tensor *x, int32_t page, size_t qoff,
+                                          int32_t t)
+{
+    int32_t i = page == 0 ? t : t % page;
+    if (x->axis == KV_QAXIS_CHANNEL)
+        i /= x->group;
+    const char *base = page == 0 ? (const char *)x->qp : (const char *)x->qp_pages[t / page];
+    return base + qoff + (size_t)i * x->qp_row_stride;
+}
+
+/* Rows t .. t+run-1 with run <= n that lie in one page (consecutive in
+ * memory, row_stride apart): all n for a contiguous span. */
+static inline int32_t kv_span_run(const struct kv_span *s, int32_t t, int32_t n)
+{
+    if (s->page_tokens == 0)
+        return n;
+    int32_t left = s->page_tokens - t % s->page_tokens;
+    return left < n ? left : n;
+}
+
+/* dst (d) <- row t of x as floats, either quantization axis, through the
+ * dtype's traits (the generic reader: reference, prefill tiles, and decode
+ * sides without row kernels of their own). */
+static inline void kv_tensor_row_float(float *dst, const struct kv_tensor *x, int32_t page,
+                                       size_t off, size_t qoff, int32_t t, int32_t d)
+{
+    const struct kv_type_traits *tr = &kv_type_traits[x->dtype];
+    const char *row = kv_tensor_row_at(x, page, off, t);
+    if (!tr->has_qparams) {
+        tr->to_float_row(dst, row, NULL, d, 1);
+        return;
+    }
+    const struct kv_qparams *qp = (const struct kv_qparams *)kv_tensor_qp_at(x, page, qoff, t);
+    if (x->axis == KV_QAXIS_TOKEN)
+        tr->to_float_row(dst, row, qp, d, x->group);
+    else
+        kv_dequantize_row_channel(dst, row, qp, x->dtype, d);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Visibility                                                               */
 
-/* Visible key positions [*lo, *hi] of a query at position pos in sequence b
- * (empty when *lo > *hi). */
-static inline void kv_attn_visible_range(const struct kv_attn_params *p, int32_t b,
-                                         int64_t pos, int64_t *lo, int64_t *hi)
+/*
+ * Visible key positions of queries at positions p0 .. p1 (p0 <= p1) of
+ * sequence b, united: at most two disjoint intervals [lo[i], hi[i]], in
+ * ascending order; returns how many (0, 1 or 2). With p0 == p1 that is
+ * exactly one query's visible set (the mask of kv_attention.h): the sinks
+ * [pad, n_sink) below the window (pad, p0 - window], ..., p1].
+ */
+static inline int kv_mask_ranges_of(const struct kv_mask *m, int32_t b, int64_t p0, int64_t p1,
+                                    int64_t lo[2], int64_t hi[2])
 {
-    int64_t l = p->pad != NULL ? p->pad[b] : 0;
-    if (p->window > 0 && pos - p->window + 1 > l)
-        l = pos - p->window + 1;
-    *lo = l;
-    *hi = pos;
+    const int64_t pad = m->pad != NULL ? m->pad[b] : 0;
+    int64_t wlo = pad;
+    if (m->window > 0 && p0 - m->window + 1 > wlo)
+        wlo = p0 - m->window + 1;
+    int n = 0;
+    if (wlo > pad && m->n_sink > 0) {
+        int64_t shi = m->n_sink - 1 < p1 ? m->n_sink - 1 : p1; /* last sink */
+        if (shi >= pad) {
+            if (shi + 1 >= wlo) { /* the sinks reach the window: one interval */
+                wlo = pad;
+            } else {
+                lo[0] = pad;
+                hi[0] = shi;
+                n = 1;
+            }
+        }
+    }
+    if (wlo <= p1) {
+        lo[n] = wlo;
+        hi[n] = p1;
+        n++;
+    }
+    return n;
+}
+
+static inline int kv_mask_ranges(const struct kv_mask *m, int32_t b, int64_t pos, int64_t lo[2],
+                                 int64_t hi[2])
+{
+    return kv_mask_ranges_of(m, b, pos, pos, lo, hi);
+}
+
+/* 1 when every key of positions [s_lo, s_hi] is visible to every query at
+ * positions p0 .. p1 of sequence b (a prefill tile that needs no masking). */
+static inline int kv_mask_block_full(const struct kv_mask *m, int32_t b, int64_t p0, int64_t p1,
+                                     int64_t s_lo, int64_t s_hi)
+{
+    const int64_t pad = m->pad != NULL ? m->pad[b] : 0;
+    return s_hi <= p0 && s_lo >= pad &&
+           (m->window <= 0 || s_lo > p1 - m->window || s_hi < m->n_sink);
 }
 
 /* Tokens [*t0, *t1) of span s whose positions lie in [lo, hi]. */
@@ -67,48 +150,5 @@ static inline void kv_span_token_range(const struct kv_span *s, int64_t lo, int6
     *t0 = (int32_t)a;
     *t1 = (int32_t)e;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Decode row kernels (kv_attention_rows.c)                                 */
-
-#define KV_ATTN_DEC_KB 64 /* decode: key rows per online-softmax block */
-
-/* Everything a decode block needs about one (sequence, kv head, span). */
-struct kv_attn_job {
-    enum kv_dtype dt;
-    int32_t g, d, group, ng;
-    int fast;               /* the SIMD path applies to this dtype and shape */
-    int wide;               /* and the AVX-512 one (quantized spans) */
-    int tile;               /* GQA: dequantize each block once into L1 */
-    int fuse;               /* GQA: dequantize in registers for all g heads */
-    const char *k, *v;      /* token 0 of the span for this (b, h) */
-    const char *kqp, *vqp;  /* its qparams (quantized spans) */
-    size_t stride, qp_stride;
-    const float *qs;        /* (g, d) scaled queries of the group */
-    const float *qsum;      /* (g, ng) per-group sums of qs */
-};
-
-/* Fills J for span s, sequence b, kv head h (g heads per kv head, ng groups
- * per row; qs and qsum of the group). */
-void kv_attn_job_init(struct kv_attn_job *J, const struct kv_attn_params *p,
-                      const struct kv_span *s, int32_t b, int32_t h, int32_t g, int32_t ng,
-                      const float *qs, const float *qsum);
-
-/* sc (g, KV_ATTN_DEC_KB) <- qs . k_row(t0 + j) for j < nb (scores, scaled q) */
-void kv_attn_rows_scores(float *sc, const struct kv_attn_job *J, int32_t t0, int32_t nb);
-
-/*
- * acc_i (d) += sum_j pr[i][j] * v_row(t0 + j) for each head i of the group
- * (acc_i at acc + i*acc_stride). Quantized rows may instead add pr*scale_g *
- * codes to acc_i and pr*min_g to msum (g, ng), which the caller folds in at
- * the end; w (KV_ATTN_DEC_KB * ng floats) is scratch.
- */
-void kv_attn_rows_pv(float *acc, size_t acc_stride, float *msum, float *w, const float *pr,
-                     const struct kv_attn_job *J, int32_t t0, int32_t nb);
-
-/* dst (nb, d) <- dequantized K (is_v = 0) or V rows t .. t+nb-1 of a
- * quantized job (the GQA tile path: formed once, read by g heads). */
-void kv_attn_rows_dequant(float *dst, const struct kv_attn_job *J, int32_t t, int32_t nb,
-                          int is_v);
 
 #endif /* KV_ATTENTION_IMPL_H */

@@ -1,5 +1,5 @@
 /*
- * kv_common.c - status strings, type traits, checked size arithmetic, the
+ * kv_common.c - status strings, row sizes, checked size arithmetic, the
  * allocator with its failure-injection hook, and the clock.
  *
  * The allocator zero-fills what it returns: that touches every page once at
@@ -25,6 +25,7 @@ static const char *const status_text[KV_STATUS_COUNT] = {
     [KV_ERR_FULL] = "cache is full",
     [KV_ERR_IO] = "input/output error",
     [KV_ERR_FORMAT] = "malformed file",
+    [KV_ERR_UNSUPPORTED] = "operation not supported by this cache strategy",
 };
 
 const char *kv_status_str(enum kv_status s)
@@ -36,12 +37,6 @@ const char *kv_status_str(enum kv_status s)
 
 /* ------------------------------------------------------------------------ */
 /* Element types                                                            */
-
-const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT] = {
-    [KV_DTYPE_F32] = {.name = "f32", .bits = 32},
-    [KV_DTYPE_Q8] = {.name = "int8", .bits = 8},
-    [KV_DTYPE_Q4] = {.name = "int4", .bits = 4},
-};
 
 size_t kv_dtype_row_bytes(enum kv_dtype t, int32_t n)
 {

@@ -26,6 +26,7 @@ enum kv_status {
     KV_ERR_FULL,     /* the cache cannot take more tokens (static) */
     KV_ERR_IO,       /* a file could not be opened, read or written */
     KV_ERR_FORMAT,   /* a file's contents are malformed */
+    KV_ERR_UNSUPPORTED, /* an optional operation this strategy's storage cannot do */
     KV_STATUS_COUNT
 };
 
@@ -57,12 +58,53 @@ struct kv_qparams {
 };
 static_assert(sizeof(struct kv_qparams) == 8, "kv_qparams must pack to 8 bytes");
 
-struct kv_type_traits {
-    const char *name;
-    int32_t bits;        /* bits per element of the code (32 for f32) */
+/* Where a quantized tensor's {scale, min} pairs apply. */
+enum kv_qaxis {
+    KV_QAXIS_TOKEN = 0, /* per token: groups of `group` elements along head_dim */
+    KV_QAXIS_CHANNEL,   /* per channel: one pair per element over `group`
+                           consecutive tokens (KIVI-style keys) */
+    KV_QAXIS_COUNT
 };
-/* Indexed by enum kv_dtype. */
+
+/*
+ * The element-type table (ggml's type_traits): everything a module needs to
+ * know about a dtype, so that adding one (f16, bf16, int2) is a traits row,
+ * its conversions and its row kernels (kernels/rows_<type>.c), not a new
+ * branch in every loop.
+ *
+ * Row conversions take a row of n elements; for types with qparams, row
+ * element i uses qp[i / group] (group divides n; see kv_quant.h for the code
+ * layouts). unpack_row gives the raw codes as floats (0 .. levels), for
+ * readers that apply qparams themselves (the per-channel axis); for f32 it
+ * is a copy. After from_float_row then to_float_row, every element is within
+ *     err_rel * |x| + err_step * (max - min of its group)
+ * of the original (plus float rounding of that bound).
+ */
+struct kv_type_traits {
+    const char *name;   /* "f32", "int8", "int4": CLI and CSV spelling */
+    int32_t bits;       /* bits per element of the code (32 for f32) */
+    int32_t block;      /* elements packed together: a row length is a multiple */
+    int32_t has_qparams; /* 1: values read back through kv_qparams */
+    int32_t levels;     /* largest code, 2^bits - 1 (0 without qparams) */
+    int32_t min_group;  /* a group must be a multiple of this (int4: 2) */
+    void (*to_float_row)(float *x, const void *codes, const struct kv_qparams *qp, int32_t n,
+                         int32_t group);
+    void (*from_float_row)(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
+                           int32_t group);
+    void (*unpack_row)(float *c, const void *codes, int32_t n, int32_t group);
+    double err_rel, err_step; /* round-trip error bound, see above */
+};
+/* Indexed by enum kv_dtype (kv_quant.c). */
 extern const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT];
+
+/* The traits of t, or NULL for a value outside the enum. */
+static inline const struct kv_type_traits *kv_dtype_traits(enum kv_dtype t)
+{
+    return (unsigned)t < KV_DTYPE_COUNT ? &kv_type_traits[t] : NULL;
+}
+
+/* The dtype called `name` ("f32", "int8", ...), or -1. */
+int kv_dtype_from_name(const char *name);
 
 /* Bytes that one row of `n` elements occupies (codes only, no qparams). */
 size_t kv_dtype_row_bytes(enum kv_dtype t, int32_t n);

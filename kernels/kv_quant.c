@@ -1,5 +1,6 @@
 /*
- * kv_quant.c - asymmetric group quantization of rows (int8, int4), scalar.
+ * kv_quant.c - asymmetric group quantization of rows (int8, int4), scalar,
+ * and the element-type table (kv_type_traits) built on it.
  *
  * This is the obviously-right definition that the cache strategies store
  * with and that the attention kernel's fused dequantize-in-register paths
@@ -28,13 +29,12 @@
 
 enum kv_status kv_quant_check(enum kv_dtype t, int32_t n, int32_t group)
 {
-    if ((unsigned)t >= KV_DTYPE_COUNT || n < 1)
+    const struct kv_type_traits *tr = kv_dtype_traits(t);
+    if (tr == NULL || n < 1 || n % tr->block != 0)
         return KV_ERR_INVALID;
-    if (t == KV_DTYPE_F32)
+    if (!tr->has_qparams)
         return KV_OK; /* group is not used by f32 rows */
-    if (group < 1 || n % group != 0)
-        return KV_ERR_INVALID;
-    if (t == KV_DTYPE_Q4 && group % 2 != 0)
+    if (group < 1 || n % group != 0 || group % tr->min_group != 0)
         return KV_ERR_INVALID;
     return KV_OK;
 }
@@ -42,24 +42,19 @@ enum kv_status kv_quant_check(enum kv_dtype t, int32_t n, int32_t group)
 /* ------------------------------------------------------------------------ */
 /* One group                                                                */
 
-/* Largest code of a dtype: 255 for Q8, 15 for Q4. */
-static int32_t quant_levels(enum kv_dtype t)
-{
-    return t == KV_DTYPE_Q8 ? 255 : 15;
-}
-
-/* qp <- {scale, min} of the group x[0..g) */
-static void quant_params(struct kv_qparams *qp, const float *x, int32_t g,
+/* qp <- {scale, min} of the group x[0], x[stride], ..., x[(g-1)*stride] */
+static void quant_params(struct kv_qparams *qp, const float *x, int32_t g, size_t stride,
                          int32_t levels)
 {
     double lo = INFINITY, hi = -INFINITY;
     for (int32_t i = 0; i < g; i++) {
-        if (!isfinite(x[i]))
+        const float v = x[(size_t)i * stride];
+        if (!isfinite(v))
             continue;
-        if (x[i] < lo)
-            lo = x[i];
-        if (x[i] > hi)
-            hi = x[i];
+        if (v < lo)
+            lo = v;
+        if (v > hi)
+            hi = v;
     }
     if (lo > hi) { /* no finite value at all */
         qp->scale = 0.0f;
@@ -90,6 +85,134 @@ static int32_t quant_code(float x, const struct kv_qparams *qp, int32_t levels)
     return (int32_t)c;
 }
 
+static float dequant_value(const struct kv_qparams *qp, int32_t code)
+{
+    return (float)((double)qp->min + (double)qp->scale * code);
+}
+
+/* ------------------------------------------------------------------------ */
+/* f32: rows are copies                                                     */
+
+static void f32_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
+                           int32_t group)
+{
+    (void)qp;
+    (void)group;
+    memcpy(codes, x, (size_t)n * sizeof(float));
+}
+
+static void f32_to_float(float *x, const void *codes, const struct kv_qparams *qp, int32_t n,
+                         int32_t group)
+{
+    (void)qp;
+    (void)group;
+    memcpy(x, codes, (size_t)n * sizeof(float));
+}
+
+static void f32_unpack(float *c, const void *codes, int32_t n, int32_t group)
+{
+    (void)group;
+    memcpy(c, codes, (size_t)n * sizeof(float));
+}
+
+/* ------------------------------------------------------------------------ */
+/* int8: code of element i in byte i                                        */
+
+static void q8_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
+                          int32_t group)
+{
+    uint8_t *out = codes;
+    for (int32_t g0 = 0; g0 < n; g0 += group) {
+        struct kv_qparams *gqp = &qp[g0 / group];
+        quant_params(gqp, x + g0, group, 1, 255);
+        for (int32_t i = 0; i < group; i++)
+            out[g0 + i] = (uint8_t)quant_code(x[g0 + i], gqp, 255);
+    }
+}
+
+static void q8_unpack(float *c, const void *codes, int32_t n, int32_t group)
+{
+    (void)group;
+    const uint8_t *in = codes;
+    for (int32_t i = 0; i < n; i++)
+        c[i] = (float)in[i];
+}
+
+static void q8_to_float(float *x, const void *codes, const struct kv_qparams *qp, int32_t n,
+                        int32_t group)
+{
+    const uint8_t *in = codes;
+    for (int32_t i = 0; i < n; i++)
+        x[i] = dequant_value(&qp[i / group], in[i]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* int4: byte j of a group holds elements j (low) and j + group/2 (high)    */
+
+static int32_t q4_code_at(const uint8_t *in, int32_t i, int32_t group)
+{
+    const int32_t g0 = i - i % group, j = i % group, half = group / 2;
+    uint8_t b = in[g0 / 2 + (j < half ? j : j - half)];
+    return j < half ? (b & 0x0F) : (b >> 4);
+}
+
+static void q4_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
+                          int32_t group)
+{
+    uint8_t *out = codes;
+    const int32_t half = group / 2;
+    for (int32_t g0 = 0; g0 < n; g0 += group) {
+        struct kv_qparams *gqp = &qp[g0 / group];
+        quant_params(gqp, x + g0, group, 1, 15);
+        for (int32_t j = 0; j < half; j++) {
+            int32_t lo = quant_code(x[g0 + j], gqp, 15);
+            int32_t hi = quant_code(x[g0 + j + half], gqp, 15);
+            out[g0 / 2 + j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+static void q4_unpack(float *c, const void *codes, int32_t n, int32_t group)
+{
+    for (int32_t i = 0; i < n; i++)
+        c[i] = (float)q4_code_at(codes, i, group);
+}
+
+static void q4_to_float(float *x, const void *codes, const struct kv_qparams *qp, int32_t n,
+                        int32_t group)
+{
+    for (int32_t i = 0; i < n; i++)
+        x[i] = dequant_value(&qp[i / group], q4_code_at(codes, i, group));
+}
+
+/* ------------------------------------------------------------------------ */
+/* The table                                                                */
+
+const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT] = {
+    [KV_DTYPE_F32] = {.name = "f32", .bits = 32, .block = 1, .has_qparams = 0, .levels = 0,
+                      .min_group = 1, .to_float_row = f32_to_float,
+                      .from_float_row = f32_from_float, .unpack_row = f32_unpack,
+                      .err_rel = 0.0, .err_step = 0.0},
+    /* half a step of (max - min) / 255 */
+    [KV_DTYPE_Q8] = {.name = "int8", .bits = 8, .block = 1, .has_qparams = 1, .levels = 255,
+                     .min_group = 1, .to_float_row = q8_to_float,
+                     .from_float_row = q8_from_float, .unpack_row = q8_unpack,
+                     .err_rel = 0.0, .err_step = 0.5 / 255.0},
+    /* two codes a byte, so rows and groups have an even length */
+    [KV_DTYPE_Q4] = {.name = "int4", .bits = 4, .block = 2, .has_qparams = 1, .levels = 15,
+                     .min_group = 2, .to_float_row = q4_to_float,
+                     .from_float_row = q4_from_float, .unpack_row = q4_unpack,
+                     .err_rel = 0.0, .err_step = 0.5 / 15.0},
+};
+
+int kv_dtype_from_name(const char *name)
+{
+    for (int t = 0; name != NULL && t < KV_DTYPE_COUNT; t++)
+        if (strcmp(name, kv_type_traits[t].name) == 0)
+            return t;
+    return -1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Rows                                                                     */
 
@@ -97,51 +220,45 @@ void kv_quantize_row(void *codes, struct kv_qparams *qp, const float *x,
                      enum kv_dtype t, int32_t n, int32_t group)
 {
     KV_ASSERT(kv_quant_check(t, n, group) == KV_OK);
-    if (t == KV_DTYPE_F32) {
-        memcpy(codes, x, (size_t)n * sizeof(float));
-        return;
-    }
-    uint8_t *out = codes;
-    int32_t levels = quant_levels(t);
-    int32_t half = group / 2;
-    for (int32_t g0 = 0; g0 < n; g0 += group) {
-        struct kv_qparams *gqp = &qp[g0 / group];
-        quant_params(gqp, x + g0, group, levels);
-        if (t == KV_DTYPE_Q8) {
-            for (int32_t i = 0; i < group; i++)
-                out[g0 + i] = (uint8_t)quant_code(x[g0 + i], gqp, levels);
-        } else {
-            /* byte j of the group: element j low nibble, j + g/2 high */
-            for (int32_t j = 0; j < half; j++) {
-                int32_t lo = quant_code(x[g0 + j], gqp, levels);
-                int32_t hi = quant_code(x[g0 + j + half], gqp, levels);
-                out[g0 / 2 + j] = (uint8_t)(lo | (hi << 4));
-            }
-        }
-    }
+    kv_type_traits[t].from_float_row(codes, qp, x, n, group);
 }
 
 void kv_dequantize_row(float *x, const void *codes, const struct kv_qparams *qp,
                        enum kv_dtype t, int32_t n, int32_t group)
 {
     KV_ASSERT(kv_quant_check(t, n, group) == KV_OK);
-    if (t == KV_DTYPE_F32) {
-        memcpy(x, codes, (size_t)n * sizeof(float));
-        return;
-    }
-    const uint8_t *in = codes;
-    for (int32_t g0 = 0; g0 < n; g0 += group) {
-        const struct kv_qparams *gqp = &qp[g0 / group];
-        int32_t half = group / 2;
-        for (int32_t i = 0; i < group; i++) {
-            int32_t code;
-            if (t == KV_DTYPE_Q8) {
-                code = in[g0 + i];
-            } else {
-                uint8_t b = in[g0 / 2 + (i < half ? i : i - half)];
-                code = i < half ? (b & 0x0F) : (b >> 4);
-            }
-            x[g0 + i] = (float)((double)gqp->min + (double)gqp->scale * code);
+    kv_type_traits[t].to_float_row(x, codes, qp, n, group);
+}
+
+void kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams *qp,
+                              const float *x, size_t x_stride, int32_t n_tok,
+                              enum kv_dtype t, int32_t n)
+{
+    const struct kv_type_traits *tr = kv_dtype_traits(t);
+    KV_ASSERT(tr != NULL && tr->has_qparams && n_tok >= 1 && kv_quant_check(t, n, n) == KV_OK);
+    for (int32_t c = 0; c < n; c++)
+        quant_params(&qp[c], x + c, n_tok, x_stride, tr->levels);
+    for (int32_t r = 0; r < n_tok; r++) {
+        uint8_t *out = (uint8_t *)codes + (size_t)r * code_stride;
+        const float *xr = x + (size_t)r * x_stride;
+        if (t == KV_DTYPE_Q8) {
+            for (int32_t c = 0; c < n; c++)
+                out[c] = (uint8_t)quant_code(xr[c], &qp[c], 255);
+        } else { /* int4, one group spanning the row */
+            const int32_t half = n / 2;
+            for (int32_t j = 0; j < half; j++)
+                out[j] = (uint8_t)(quant_code(xr[j], &qp[j], 15) |
+                                   (quant_code(xr[j + half], &qp[j + half], 15) << 4));
         }
     }
+}
+
+void kv_dequantize_row_channel(float *x, const void *codes, const struct kv_qparams *qp,
+                               enum kv_dtype t, int32_t n)
+{
+    const struct kv_type_traits *tr = kv_dtype_traits(t);
+    KV_ASSERT(tr != NULL && tr->has_qparams && kv_quant_check(t, n, n) == KV_OK);
+    tr->unpack_row(x, codes, n, n);
+    for (int32_t c = 0; c < n; c++)
+        x[c] = dequant_value(&qp[c], (int32_t)x[c]);
 }

@@ -1,5 +1,6 @@
 /*
- * kv_quant.h - asymmetric group quantization of rows of floats.
+ * kv_quant.h - asymmetric group quantization of rows of floats, and the
+ * element-type table's conversions (kv_type_traits in kv_common.h).
  *
  * A row of n values is cut into n/group groups along head_dim; each group
  * gets its own kv_qparams {scale, min} with scale = (max - min) / (2^bits - 1)
@@ -14,21 +15,43 @@
  *                (So a SIMD unpack of the low nibbles yields the first half
  *                of the group and the high nibbles the second half.)
  * A group whose values are all equal gets scale 0 and codes 0: exact.
+ *
+ * Per-channel rows (KV_QAXIS_CHANNEL, kv_quantize_rows_channel): a block of
+ * `group` consecutive tokens shares one {scale, min} per channel (element
+ * index), computed over those tokens; each token's row of codes uses the
+ * layout above with ONE group spanning the whole row (int4: byte j holds
+ * elements j and j + n/2).
  */
 #ifndef KV_QUANT_H
 #define KV_QUANT_H
 
 #include "kv_common.h"
 
-/* Checks that (dtype, n, group) is a supported combination. */
+/* Checks that (dtype, n, group) is a supported combination: n a multiple of
+ * the dtype's block; for types with qparams 1 <= group, group divides n and
+ * is a multiple of the type's min_group. */
 enum kv_status kv_quant_check(enum kv_dtype t, int32_t n, int32_t group);
 
-/* codes <- quantize(x[0..n)), qp <- n/group params. */
+/* codes <- quantize(x[0..n)), qp <- n/group params (kv_type_traits[t].from_float_row). */
 void kv_quantize_row(void *codes, struct kv_qparams *qp, const float *x,
                      enum kv_dtype t, int32_t n, int32_t group);
 
-/* x[0..n) <- dequantize(codes, qp). */
+/* x[0..n) <- dequantize(codes, qp) (kv_type_traits[t].to_float_row). */
 void kv_dequantize_row(float *x, const void *codes, const struct kv_qparams *qp,
                        enum kv_dtype t, int32_t n, int32_t group);
+
+/*
+ * Per channel: qp (n) <- {scale, min} of each channel c over the n_tok rows
+ * x[t * x_stride + c], and row t's codes (at codes + t * code_stride bytes)
+ * <- those rows quantized with them, in the per-channel layout above.
+ * t must have qparams.
+ */
+void kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams *qp,
+                              const float *x, size_t x_stride, int32_t n_tok,
+                              enum kv_dtype t, int32_t n);
+
+/* x (n) <- row of per-channel codes read back with the block's qp (n). */
+void kv_dequantize_row_channel(float *x, const void *codes, const struct kv_qparams *qp,
+                               enum kv_dtype t, int32_t n);
 
 #endif /* KV_QUANT_H */

@@ -1,19 +1,25 @@
 /*
- * cache.c - the cache object: a strategy's ops table plus its state.
+ * cache.c - the cache object: a strategy's ops table, its parameters and
+ * its state.
  *
  * The core owns lifecycle and memory, the strategy owns behaviour (the
  * SQLite-VFS pattern). The design decision: every argument a strategy could
- * get wrong is checked here once, before the strategy sees it. Config fields
- * common to all strategies (positive sizes, a token's byte count fitting in
- * size_t) are validated before anything is allocated, and update arguments
- * (layer in range, n_new >= 1, pos0 >= 0, pos0 + n_new fitting in int32)
- * before the strategy's update runs, so each strategy only checks the fields
- * it reads itself (window, bits, group, residual, max_len, pos0 == length).
- * Optional methods that are NULL get defaults here: mask_window 0, reset
- * = free + init, and 0 for seq_len/resident/copied, no spans for view.
+ * get wrong is checked here once, before the strategy sees it. The shape
+ * (positive sizes, a token's byte count fitting in size_t) and the
+ * parameters (the table's ranges, then the strategy's own check against the
+ * shape) are validated before anything is allocated; update arguments
+ * (layer in range, n_new >= 1, pos0 >= 0, pos0 + n_new fitting in int32),
+ * crop lengths and reorder permutations before the strategy runs, so each
+ * strategy only checks what depends on its state (pos0 == length, room).
+ * Optional methods that are NULL get defaults here: max_spans 1, reset =
+ * free + init, 0 for seq_len/resident/copied, no spans for view, the name
+ * for label and describe, f32 for dtype, KV_ERR_UNSUPPORTED for crop, fork
+ * and reorder. The core also owns the span storage of the views: max_spans
+ * per layer, allocated at creation.
  */
 #include "strategy.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -21,9 +27,9 @@
 
 /*
  * Fields every strategy reads. max_len may be 0 (no limit) for strategies
- * other than static, which checks its own. The byte count of one token in
- * all layers (K and V, f32) must fit in size_t, so no strategy's per-token
- * arithmetic can overflow.
+ * that do not preallocate. The byte count of one token in all layers (K and
+ * V, f32) must fit in size_t, so no strategy's per-token arithmetic can
+ * overflow.
  */
 static enum kv_status kv_cache_check_config(const struct kv_cache_config *cfg)
 {
@@ -41,8 +47,65 @@ static enum kv_status kv_cache_check_config(const struct kv_cache_config *cfg)
 /* ------------------------------------------------------------------------ */
 /* Lifecycle                                                                */
 
+/* A cache object with zeroed state and the parameters copied (params NULL:
+ * defaults), checked; spans allocated. Everything but ops->init. */
+static enum kv_status cache_alloc(struct kv_cache **out, const struct kv_strategy_ops *ops,
+                                  const struct kv_cache_config *cfg, const void *params)
+{
+    *out = NULL;
+    struct kv_cache *c = kv_alloc(sizeof *c);
+    if (c == NULL)
+        return KV_ERR_NOMEM;
+    c->ops = ops;
+    c->cfg = *cfg;
+    if (ops->params_size > 0) {
+        c->params = kv_alloc(ops->params_size);
+        if (c->params == NULL) {
+            kv_free(c);
+            return KV_ERR_NOMEM;
+        }
+        if (params != NULL)
+            memcpy(c->params, params, ops->params_size);
+        else
+            kv_params_defaults(ops, c->params);
+    }
+    enum kv_status st = kv_params_check(ops, cfg, c->params, NULL, 0);
+    const int32_t max_spans = ops->max_spans != NULL ? ops->max_spans(cfg, c->params) : 1;
+    size_t span_bytes = 0;
+    if (st == KV_OK && max_spans < 1)
+        st = KV_ERR_INVALID;
+    if (st == KV_OK && kv_mul_size(&span_bytes, (size_t)cfg->n_layers * (size_t)max_spans,
+                                   sizeof(struct kv_span)) != KV_OK)
+        st = KV_ERR_OVERFLOW;
+    if (st == KV_OK) {
+        c->max_spans = max_spans;
+        c->state = kv_alloc(ops->state_size); /* zeroed, as init expects */
+        c->spans = kv_alloc(span_bytes);
+        if (c->state == NULL || c->spans == NULL)
+            st = KV_ERR_NOMEM;
+    }
+    if (st != KV_OK) {
+        kv_free(c->state);
+        kv_free(c->spans);
+        kv_free(c->params);
+        kv_free(c);
+        return st;
+    }
+    *out = c;
+    return KV_OK;
+}
+
+/* Frees the object (not what init allocated). */
+static void cache_release(struct kv_cache *c)
+{
+    kv_free(c->state);
+    kv_free(c->spans);
+    kv_free(c->params);
+    kv_free(c);
+}
+
 enum kv_status kv_cache_create(struct kv_cache **out, const struct kv_strategy_ops *ops,
-                               const struct kv_cache_config *cfg)
+                               const struct kv_cache_config *cfg, const void *params)
 {
     if (out == NULL)
         return KV_ERR_INVALID;
@@ -53,22 +116,13 @@ enum kv_status kv_cache_create(struct kv_cache **out, const struct kv_strategy_o
     enum kv_status st = kv_cache_check_config(cfg);
     if (st != KV_OK)
         return st;
-
-    struct kv_cache *c = kv_alloc(sizeof *c);
-    if (c == NULL)
-        return KV_ERR_NOMEM;
-    void *state = kv_alloc(ops->state_size); /* zeroed, as init expects */
-    if (state == NULL) {
-        kv_free(c);
-        return KV_ERR_NOMEM;
-    }
-    c->ops = ops;
-    c->cfg = *cfg;
-    c->state = state;
-    st = ops->init(state, &c->cfg);
+    struct kv_cache *c;
+    st = cache_alloc(&c, ops, cfg, params);
+    if (st != KV_OK)
+        return st;
+    st = ops->init(c->state, &c->cfg, c->params);
     if (st != KV_OK) { /* init freed its own allocations */
-        kv_free(state);
-        kv_free(c);
+        cache_release(c);
         return st;
     }
     *out = c;
@@ -81,8 +135,7 @@ void kv_cache_destroy(struct kv_cache *c)
         return;
     if (c->ops->free != NULL)
         c->ops->free(c->state);
-    kv_free(c->state);
-    kv_free(c);
+    cache_release(c);
 }
 
 /*
@@ -101,7 +154,7 @@ enum kv_status kv_cache_reset(struct kv_cache *c)
     if (c->ops->free != NULL)
         c->ops->free(c->state);
     memset(c->state, 0, c->ops->state_size);
-    return c->ops->init(c->state, &c->cfg);
+    return c->ops->init(c->state, &c->cfg, c->params);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -118,15 +171,21 @@ enum kv_status kv_cache_update(struct kv_cache *c, int32_t layer, const float *k
     return c->ops->update(c->state, layer, k_new, v_new, n_new, pos0);
 }
 
-/* Returns 0 spans for a bad layer (the count cannot carry a status). */
-int32_t kv_cache_view(const struct kv_cache *c, int32_t layer, struct kv_span *spans)
+enum kv_status kv_cache_view(const struct kv_cache *c, int32_t layer, struct kv_view *view)
 {
-    if (c == NULL || spans == NULL || layer < 0 || layer >= c->cfg.n_layers ||
-        c->ops->view == NULL)
-        return 0;
-    int32_t n = c->ops->view(c->state, layer, spans);
-    KV_ASSERT(n >= 0 && n <= KV_MAX_SPANS);
-    return n;
+    if (view == NULL)
+        return KV_ERR_INVALID;
+    *view = (struct kv_view){0};
+    if (c == NULL || layer < 0 || layer >= c->cfg.n_layers)
+        return KV_ERR_INVALID;
+    if (c->ops->view == NULL)
+        return KV_OK;
+    struct kv_span *spans = c->spans + (size_t)layer * (size_t)c->max_spans;
+    int32_t n = c->ops->view(c->state, layer, spans, &view->mask);
+    KV_ASSERT(n >= 0 && n <= c->max_spans);
+    view->spans = spans;
+    view->n_spans = n;
+    return KV_OK;
 }
 
 int32_t kv_cache_seq_len(const struct kv_cache *c, int32_t layer)
@@ -152,7 +211,130 @@ size_t kv_cache_copied_bytes(const struct kv_cache *c)
 
 int32_t kv_cache_mask_window(const struct kv_cache *c)
 {
-    if (c == NULL || c->ops->mask_window == NULL)
+    struct kv_view v;
+    if (kv_cache_view(c, 0, &v) != KV_OK)
         return 0;
-    return c->ops->mask_window(&c->cfg);
+    return v.mask.window;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Self-description                                                         */
+
+int kv_cache_has(const struct kv_cache *c, uint32_t caps)
+{
+    return c != NULL && (c->ops->caps & caps) == caps;
+}
+
+int kv_strategy_describe(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
+                         const void *params, char *buf, size_t n)
+{
+    if (ops->describe != NULL)
+        return ops->describe(cfg, params, buf, n);
+    return snprintf(buf, n, "%s", ops->description);
+}
+
+int kv_strategy_label(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n)
+{
+    if (ops->label != NULL)
+        return ops->label(params, buf, n);
+    return snprintf(buf, n, "%s", ops->name);
+}
+
+enum kv_dtype kv_strategy_dtype(const struct kv_strategy_ops *ops, const void *params)
+{
+    return ops->dtype != NULL ? ops->dtype(params) : KV_DTYPE_F32;
+}
+
+const struct kv_strategy_ops *kv_strategy_with(uint32_t have, uint32_t lack)
+{
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *o = kv_strategy_at(i);
+        if ((o->caps & have) == have && (o->caps & lack) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+int kv_cache_describe(const struct kv_cache *c, char *buf, size_t n)
+{
+    return kv_strategy_describe(c->ops, &c->cfg, c->params, buf, n);
+}
+
+int kv_cache_label(const struct kv_cache *c, char *buf, size_t n)
+{
+    return kv_strategy_label(c->ops, c->params, buf, n);
+}
+
+enum kv_dtype kv_cache_dtype(const struct kv_cache *c)
+{
+    return kv_strategy_dtype(c->ops, c->params);
+}
+
+enum kv_status kv_cache_bytes_for(const struct kv_strategy_ops *ops,
+                                  const struct kv_cache_config *cfg, const void *params,
+                                  int32_t n_tokens, size_t *bytes)
+{
+    if (ops == NULL || cfg == NULL || bytes == NULL || n_tokens < 0 ||
+        (ops->params_size > 0 && params == NULL))
+        return KV_ERR_INVALID;
+    if (ops->bytes_for == NULL)
+        return KV_ERR_UNSUPPORTED;
+    enum kv_status st = kv_cache_check_config(cfg);
+    return st != KV_OK ? st : ops->bytes_for(cfg, params, n_tokens, bytes);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Optional operations                                                      */
+
+enum kv_status kv_cache_crop(struct kv_cache *c, int32_t len)
+{
+    if (c == NULL)
+        return KV_ERR_INVALID;
+    if (c->ops->crop == NULL)
+        return KV_ERR_UNSUPPORTED;
+    if (len < 0)
+        return KV_ERR_INVALID;
+    for (int32_t l = 0; l < c->cfg.n_layers; l++)
+        if (len > kv_cache_seq_len(c, l))
+            return KV_ERR_INVALID;
+    return c->ops->crop(c->state, len);
+}
+
+enum kv_status kv_cache_fork(struct kv_cache **out, const struct kv_cache *c)
+{
+    if (out == NULL)
+        return KV_ERR_INVALID;
+    *out = NULL;
+    if (c == NULL)
+        return KV_ERR_INVALID;
+    if (c->ops->fork == NULL)
+        return KV_ERR_UNSUPPORTED;
+    struct kv_cache *d;
+    enum kv_status st = kv_cache_create(&d, c->ops, &c->cfg, c->params);
+    if (st != KV_OK)
+        return st;
+    st = c->ops->fork(d->state, c->state);
+    if (st != KV_OK) {
+        kv_cache_destroy(d);
+        return st;
+    }
+    *out = d;
+    return KV_OK;
+}
+
+enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *perm)
+{
+    if (c == NULL || perm == NULL)
+        return KV_ERR_INVALID;
+    if (c->ops->reorder == NULL)
+        return KV_ERR_UNSUPPORTED;
+    /* a permutation: every index once (batch is small: a quadratic check) */
+    for (int32_t b = 0; b < c->cfg.batch; b++) {
+        if (perm[b] < 0 || perm[b] >= c->cfg.batch)
+            return KV_ERR_INVALID;
+        for (int32_t a = 0; a < b; a++)
+            if (perm[a] == perm[b])
+                return KV_ERR_INVALID;
+    }
+    return c->ops->reorder(c->state, perm);
 }

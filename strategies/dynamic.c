@@ -36,11 +36,20 @@ static enum kv_status dyn_update(void *state, int32_t layer, const float *k_new,
     return KV_OK;
 }
 
+/* Capacity holding n tokens: next_pow2(max(16, n)), 0 before the first. */
+static enum kv_status dyn_bytes_for(const struct kv_cache_config *cfg, const void *params,
+                                    int32_t n_tokens, size_t *bytes)
+{
+    (void)params;
+    return kv_store_layers_bytes(bytes, cfg, n_tokens > 0 ? (size_t)kv_store_grow_cap(n_tokens) : 0);
+}
+
 const struct kv_strategy_ops kv_strategy_dynamic = {
     .name = "dynamic",
     .description = "grows by doubling capacity (amortised O(1) append)",
-    .keeps_history = 1,
-    .mask_window = NULL,
+    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED | KV_CAP_CROP |
+            KV_CAP_FORK | KV_CAP_REORDER,
+    .bytes_for = dyn_bytes_for,
     .state_size = sizeof(struct kv_grow_state),
     .init = kv_grow_init,
     .free = kv_grow_free,
@@ -50,4 +59,7 @@ const struct kv_strategy_ops kv_strategy_dynamic = {
     .resident_bytes = kv_grow_resident_bytes,
     .copied_bytes = kv_grow_copied_bytes,
     .reset = kv_grow_reset,
+    .crop = kv_grow_crop,
+    .fork = kv_grow_fork,
+    .reorder = kv_grow_reorder,
 };

@@ -11,6 +11,8 @@
  * The bytes copied by an update are (len + n_new) token rows of K and V, so
  * token-by-token generation copies an arithmetic series, O(T^2) in total.
  * The allocation comes first: KV_ERR_NOMEM leaves the cache unchanged.
+ * After a crop the capacity stays above len until the next update, which
+ * moves to exactly len + n_new again.
  */
 #include "kv_store.h"
 
@@ -34,11 +36,20 @@ static enum kv_status cat_update(void *state, int32_t layer, const float *k_new,
     return KV_OK;
 }
 
+/* Exactly n tokens. */
+static enum kv_status cat_bytes_for(const struct kv_cache_config *cfg, const void *params,
+                                    int32_t n_tokens, size_t *bytes)
+{
+    (void)params;
+    return kv_store_layers_bytes(bytes, cfg, (size_t)n_tokens);
+}
+
 const struct kv_strategy_ops kv_strategy_dynamic_concat = {
     .name = "dynamic-concat",
     .description = "reallocates and copies everything every step, like torch.cat",
-    .keeps_history = 1,
-    .mask_window = NULL,
+    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED | KV_CAP_CROP |
+            KV_CAP_FORK | KV_CAP_REORDER,
+    .bytes_for = cat_bytes_for,
     .state_size = sizeof(struct kv_grow_state),
     .init = kv_grow_init,
     .free = kv_grow_free,
@@ -48,4 +59,7 @@ const struct kv_strategy_ops kv_strategy_dynamic_concat = {
     .resident_bytes = kv_grow_resident_bytes,
     .copied_bytes = kv_grow_copied_bytes,
     .reset = kv_grow_reset,
+    .crop = kv_grow_crop,
+    .fork = kv_grow_fork,
+    .reorder = kv_grow_reorder,
 };

@@ -10,7 +10,8 @@
  * tokens as (batch, n_new, n_kv_heads, head_dim), so every write transposes.
  * Growing a store (dynamic, dynamic-concat) is a copy of each (sequence,
  * head) run of rows into a bigger buffer of the same layout; the state and
- * every method of those two strategies except update live here.
+ * every method of those two strategies except update and bytes_for live
+ * here, crop, fork and reorder included.
  *
  * Not part of the public interface: only the strategy files include it.
  */
@@ -56,6 +57,16 @@ static inline size_t kv_store_token_bytes(const struct kv_cache_config *cfg)
 {
     /* cannot overflow: kv_cache_create checked layers*batch*heads*head_dim*8 */
     return 2 * (size_t)cfg->batch * (size_t)cfg->n_kv_heads * kv_store_row_bytes(cfg);
+}
+
+/* *bytes = n_layers * tokens * one token's K+V bytes (bytes_for of the f32
+ * stores), KV_ERR_OVERFLOW past size_t. */
+static inline enum kv_status kv_store_layers_bytes(size_t *bytes,
+                                                   const struct kv_cache_config *cfg,
+                                                   size_t tokens)
+{
+    size_t f[3] = {(size_t)cfg->n_layers, tokens, kv_store_token_bytes(cfg)};
+    return kv_mul_sizes(bytes, 3, f);
 }
 
 /*
@@ -113,6 +124,14 @@ static inline void kv_store_move(void *dst, int32_t dst_cap, int32_t d0, const v
 /* ------------------------------------------------------------------------ */
 /* Spans                                                                    */
 
+/* An f32 descriptor over data with the given strides. */
+static inline struct kv_tensor kv_store_f32(const float *data, size_t row, size_t head,
+                                            size_t seq)
+{
+    return (struct kv_tensor){.dtype = KV_DTYPE_F32, .data = data, .row_stride = row,
+                              .head_stride = head, .seq_stride = seq};
+}
+
 /* A span over rows [t0, t0+n) of f32 stores k, v of capacity cap. */
 static inline struct kv_span kv_store_span(const float *k, const float *v, int32_t cap,
                                            int32_t t0, int32_t n, int32_t pos0,
@@ -120,15 +139,12 @@ static inline struct kv_span kv_store_span(const float *k, const float *v, int32
 {
     const size_t row = kv_store_row_bytes(cfg);
     const size_t off = (size_t)t0 * (size_t)cfg->head_dim;
+    const size_t head = (size_t)cap * row, seq = (size_t)cfg->n_kv_heads * head;
     return (struct kv_span){
-        .dtype = KV_DTYPE_F32,
-        .k = k + off,
-        .v = v + off,
+        .k = kv_store_f32(k + off, row, head, seq),
+        .v = kv_store_f32(v + off, row, head, seq),
         .n_tokens = n,
         .pos0 = pos0,
-        .row_stride = row,
-        .head_stride = (size_t)cap * row,
-        .seq_stride = (size_t)cfg->n_kv_heads * (size_t)cap * row,
     };
 }
 
@@ -140,14 +156,10 @@ static inline struct kv_span kv_store_span_model(const float *k_new, const float
     const size_t head = kv_store_row_bytes(cfg);
     const size_t row = (size_t)cfg->n_kv_heads * head;
     return (struct kv_span){
-        .dtype = KV_DTYPE_F32,
-        .k = k_new,
-        .v = v_new,
+        .k = kv_store_f32(k_new, row, head, (size_t)n_new * row),
+        .v = kv_store_f32(v_new, row, head, (size_t)n_new * row),
         .n_tokens = n_new,
         .pos0 = pos0,
-        .row_stride = row,
-        .head_stride = head,
-        .seq_stride = (size_t)n_new * row,
     };
 }
 
@@ -179,8 +191,10 @@ static inline float *kv_grow_v(const struct kv_grow_state *s, const struct kv_gr
                         (size_t)s->cfg.head_dim;
 }
 
-static inline enum kv_status kv_grow_init(void *state, const struct kv_cache_config *cfg)
+static inline enum kv_status kv_grow_init(void *state, const struct kv_cache_config *cfg,
+                                          const void *params)
 {
+    (void)params; /* neither growing strategy has parameters */
     struct kv_grow_state *s = state;
     s->cfg = *cfg;
     size_t bytes;
@@ -262,8 +276,10 @@ static inline void kv_grow_append(struct kv_grow_state *s, struct kv_grow_layer 
     s->copied += (size_t)n_new * kv_store_token_bytes(&s->cfg);
 }
 
-static inline int32_t kv_grow_view(const void *state, int32_t layer, struct kv_span *spans)
+static inline int32_t kv_grow_view(const void *state, int32_t layer, struct kv_span *spans,
+                                   struct kv_mask *mask)
 {
+    (void)mask;
     const struct kv_grow_state *s = state;
     const struct kv_grow_layer *l = &s->layers[layer];
     if (l->len == 0)
@@ -292,6 +308,85 @@ static inline size_t kv_grow_copied_bytes(const void *state)
 {
     const struct kv_grow_state *s = state;
     return s->copied;
+}
+
+/* Keeps the first len tokens of every layer (the core checked len <= each
+ * length); capacity and copied bytes unchanged. */
+static inline enum kv_status kv_grow_crop(void *state, int32_t len)
+{
+    struct kv_grow_state *s = state;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        s->layers[l].len = len;
+    return KV_OK;
+}
+
+/* dst (fresh, empty) <- src's rows, into buffers of the same capacity (the
+ * growth schedule continues as src's would); the rows copied count as dst's
+ * copied bytes. On failure the core destroys dst. */
+static inline enum kv_status kv_grow_fork(void *dst, const void *src)
+{
+    struct kv_grow_state *d = dst;
+    const struct kv_grow_state *s = src;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        const struct kv_grow_layer *sl = &s->layers[l];
+        if (sl->cap == 0)
+            continue;
+        struct kv_grow_layer *dl = &d->layers[l];
+        enum kv_status st = kv_grow_realloc(d, dl, sl->cap);
+        if (st != KV_OK)
+            return st;
+        const size_t row = kv_store_row_bytes(&s->cfg);
+        kv_store_move(dl->buf, dl->cap, 0, sl->buf, sl->cap, 0, sl->len, row, &s->cfg);
+        kv_store_move(kv_grow_v(d, dl), dl->cap, 0, kv_grow_v(s, sl), sl->cap, 0, sl->len, row,
+                      &s->cfg);
+        dl->len = sl->len;
+        d->copied += (size_t)sl->len * kv_store_token_bytes(&s->cfg);
+    }
+    return KV_OK;
+}
+
+/* Sequence b <- sequence perm[b], every layer: into new buffers, all
+ * allocated before any is written (KV_ERR_NOMEM leaves the cache as it
+ * was); the rows moved count as copied bytes. */
+static inline enum kv_status kv_grow_reorder(void *state, const int32_t *perm)
+{
+    struct kv_grow_state *s = state;
+    const struct kv_cache_config *c = &s->cfg;
+    const size_t row = kv_store_row_bytes(c), nh = (size_t)c->n_kv_heads;
+    float **bufs = kv_alloc((size_t)c->n_layers * sizeof *bufs);
+    if (bufs == NULL)
+        return KV_ERR_NOMEM;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        size_t half;
+        if (s->layers[l].cap == 0)
+            continue;
+        if (kv_store_bytes(&half, c, (size_t)s->layers[l].cap, row) != KV_OK ||
+            (bufs[l] = kv_alloc_uninit(2 * half)) == NULL) {
+            while (l-- > 0)
+                kv_free(bufs[l]);
+            kv_free(bufs);
+            return KV_ERR_NOMEM;
+        }
+    }
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        struct kv_grow_layer *g = &s->layers[l];
+        if (g->cap == 0)
+            continue;
+        const size_t seq = nh * (size_t)g->cap * row; /* bytes of one sequence of K */
+        const size_t half = (size_t)c->batch * seq;
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int kv = 0; kv < 2; kv++)
+                for (size_t h = 0; h < nh; h++)
+                    memcpy((char *)bufs[l] + kv * half + (size_t)b * seq + h * g->cap * row,
+                           (const char *)g->buf + kv * half + (size_t)perm[b] * seq +
+                               h * g->cap * row,
+                           (size_t)g->len * row);
+        kv_free(g->buf);
+        g->buf = bufs[l];
+        s->copied += (size_t)g->len * kv_store_token_bytes(c);
+    }
+    kv_free(bufs);
+    return KV_OK;
 }
 
 #endif /* KV_STORE_H */

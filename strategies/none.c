@@ -6,8 +6,9 @@
  * in that step. The design decision: update copies nothing, it only records
  * where the caller's k_new/v_new are (per layer), and view exposes them in
  * the model's own layout (batch, n_new, n_kv_heads, head_dim). So resident
- * and copied bytes are 0 and seq_len is 0 (keeps_history = 0 tells the model
- * to feed the whole sequence). The caller keeps k_new/v_new alive until it
+ * and copied bytes are 0 and seq_len is 0 (no KV_CAP_KEEPS_HISTORY tells the
+ * model to feed the whole sequence; KV_CAP_SHARES_STORAGE says the view points
+ * at the caller's arrays). The caller keeps k_new/v_new alive until it
  * has run attention (strategy.h, pointer lifetime).
  */
 #include "kv_store.h"
@@ -26,8 +27,10 @@ struct none_state {
     struct none_layer *layers; /* (n_layers) */
 };
 
-static enum kv_status none_init(void *state, const struct kv_cache_config *cfg)
+static enum kv_status none_init(void *state, const struct kv_cache_config *cfg,
+                                const void *params)
 {
+    (void)params;
     struct none_state *s = state;
     s->cfg = *cfg;
     size_t bytes;
@@ -64,8 +67,10 @@ static enum kv_status none_update(void *state, int32_t layer, const float *k_new
     return KV_OK;
 }
 
-static int32_t none_view(const void *state, int32_t layer, struct kv_span *spans)
+static int32_t none_view(const void *state, int32_t layer, struct kv_span *spans,
+                         struct kv_mask *mask)
 {
+    (void)mask;
     const struct none_state *s = state;
     const struct none_layer *l = &s->layers[layer];
     if (l->n == 0)
@@ -90,11 +95,19 @@ static size_t none_zero_bytes(const void *state)
     return 0;
 }
 
+static enum kv_status none_bytes_for(const struct kv_cache_config *cfg, const void *params,
+                                     int32_t n_tokens, size_t *bytes)
+{
+    (void)cfg, (void)params, (void)n_tokens;
+    *bytes = 0;
+    return KV_OK;
+}
+
 const struct kv_strategy_ops kv_strategy_none = {
     .name = "none",
     .description = "no cache: every step re-runs the whole sequence (quadratic)",
-    .keeps_history = 0,
-    .mask_window = NULL,
+    .caps = KV_CAP_CHUNKED_APPEND | KV_CAP_SHARES_STORAGE | KV_CAP_BOUNDED,
+    .bytes_for = none_bytes_for,
     .state_size = sizeof(struct none_state),
     .init = none_init,
     .free = none_free,

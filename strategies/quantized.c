@@ -36,10 +36,85 @@
  *     * 4, times 2 (K, V) * n_kv_heads * batch, summed over layers.
  *   - reset frees the quantized store (it is grown, not preallocated) and
  *     keeps the residual.
+ * Parameters: --bits, --group, --residual; the presets quantized-int8 and
+ * quantized-int4 pick the bits, and results are filed under those names.
  */
+#include <stdio.h>
+
 #include "kv_store.h"
 
 #include "../kernels/kv_quant.h"
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                               */
+
+struct quant_params {
+    int32_t bits;     /* 8 or 4 */
+    int32_t group;    /* values per {scale, min} along head_dim; divides head_dim */
+    int32_t residual; /* recent tokens kept in f32 (>= 1) */
+};
+
+static const int32_t quant_bits_choices[] = {8, 4};
+
+static const struct kv_param quant_param_table[] = {
+    {.name = "bits", .flag = "--bits", .type = KV_PARAM_CHOICE, .choices = quant_bits_choices,
+     .n_choices = 2, .def = 8, .help = "bits per cached value: 8 (int8) or 4 (int4)",
+     .scales_memory = 1, .offset = offsetof(struct quant_params, bits)},
+    {.name = "group", .flag = "--group", .type = KV_PARAM_INT, .lo = 1, .hi = 1 << 16, .def = 32,
+     .help = "values per scale and minimum along head_dim (divides head_dim)",
+     .scales_memory = 1, .offset = offsetof(struct quant_params, group)},
+    {.name = "residual", .flag = "--residual", .type = KV_PARAM_INT, .lo = 1, .hi = INT32_MAX,
+     .def = 32, .help = "newest tokens kept in f32 before they are quantized",
+     .scales_memory = 1, .offset = offsetof(struct quant_params, residual)},
+};
+
+static const struct kv_preset quant_presets[] = {
+    {.name = "quantized-int8", .params = "bits=8"},
+    {.name = "quantized-int4", .params = "bits=4"},
+    {.name = "quantized:8", .params = "bits=8"},
+    {.name = "quantized:4", .params = "bits=4"},
+};
+
+static enum kv_dtype quant_dtype_of(const void *params)
+{
+    const struct quant_params *p = params;
+    return p->bits == 4 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
+}
+
+/* The group must divide head_dim in a way the dtype's layout allows. */
+static enum kv_status quant_check(const struct kv_cache_config *cfg, const void *params,
+                                  char *why, size_t why_len)
+{
+    const struct quant_params *p = params;
+    if (cfg->head_dim % p->group != 0) {
+        if (why != NULL && why_len > 0)
+            snprintf(why, why_len, "--group (%d) must divide head_dim (%d)", p->group,
+                     cfg->head_dim);
+        return KV_ERR_INVALID;
+    }
+    if (kv_quant_check(quant_dtype_of(params), cfg->head_dim, p->group) != KV_OK) {
+        if (why != NULL && why_len > 0)
+            snprintf(why, why_len, "--bits %d with --group %d is not supported for head_dim %d",
+                     p->bits, p->group, cfg->head_dim);
+        return KV_ERR_INVALID;
+    }
+    return KV_OK;
+}
+
+static int quant_label(const void *params, char *buf, size_t n)
+{
+    const struct quant_params *p = params;
+    return snprintf(buf, n, "quantized-int%d", p->bits);
+}
+
+static int quant_describe(const struct kv_cache_config *cfg, const void *params, char *buf,
+                          size_t n)
+{
+    const struct quant_params *p = params;
+    (void)cfg;
+    return snprintf(buf, n, "%s (int%d, group %d, f32 residual %d)",
+                    kv_strategy_quantized.description, p->bits, p->group, p->residual);
+}
 
 /* ------------------------------------------------------------------------ */
 /* State                                                                    */
@@ -56,6 +131,7 @@ struct quant_layer {
 
 struct quant_state {
     struct kv_cache_config cfg;
+    struct quant_params p;
     enum kv_dtype dtype;         /* KV_DTYPE_Q8 or KV_DTYPE_Q4 */
     size_t code_row;             /* bytes of codes of one head row */
     size_t qp_row;               /* bytes of qparams of one head row */
@@ -64,24 +140,23 @@ struct quant_state {
     size_t copied;
 };
 
-static enum kv_status quant_init(void *state, const struct kv_cache_config *cfg)
+static enum kv_status quant_init(void *state, const struct kv_cache_config *cfg,
+                                 const void *params)
 {
     struct quant_state *s = state;
     s->cfg = *cfg;
-    if (cfg->bits == 8)
-        s->dtype = KV_DTYPE_Q8;
-    else if (cfg->bits == 4)
-        s->dtype = KV_DTYPE_Q4;
-    else
+    s->p = *(const struct quant_params *)params;
+    if (s->p.bits != 8 && s->p.bits != 4)
         return KV_ERR_INVALID;
-    if (cfg->group < 1 || cfg->head_dim % cfg->group != 0 || cfg->residual < 1 ||
-        kv_quant_check(s->dtype, cfg->head_dim, cfg->group) != KV_OK)
+    s->dtype = quant_dtype_of(&s->p);
+    if (s->p.group < 1 || cfg->head_dim % s->p.group != 0 || s->p.residual < 1 ||
+        kv_quant_check(s->dtype, cfg->head_dim, s->p.group) != KV_OK)
         return KV_ERR_INVALID;
     s->code_row = kv_dtype_row_bytes(s->dtype, cfg->head_dim);
-    s->qp_row = (size_t)(cfg->head_dim / cfg->group) * sizeof(struct kv_qparams);
+    s->qp_row = (size_t)(cfg->head_dim / s->p.group) * sizeof(struct kv_qparams);
 
     size_t half, total, meta;
-    enum kv_status st = kv_store_bytes(&half, cfg, (size_t)cfg->residual, kv_store_row_bytes(cfg));
+    enum kv_status st = kv_store_bytes(&half, cfg, (size_t)s->p.residual, kv_store_row_bytes(cfg));
     if (st != KV_OK)
         return st;
     if (kv_mul_size(&total, 2 * half, (size_t)cfg->n_layers) != KV_OK ||
@@ -209,17 +284,17 @@ static void quant_put_row(struct quant_state *s, struct quant_layer *q, int32_t 
             const size_t row = bh * (size_t)q->qcap + (size_t)dst;
             const float *xk, *xv;
             if (i < q->nr) {
-                xk = rk + (bh * (size_t)s->cfg.residual + (size_t)i) * hd;
-                xv = rv + (bh * (size_t)s->cfg.residual + (size_t)i) * hd;
+                xk = rk + (bh * (size_t)s->p.residual + (size_t)i) * hd;
+                xv = rv + (bh * (size_t)s->p.residual + (size_t)i) * hd;
             } else {
                 const size_t t = (size_t)(i - q->nr);
                 xk = k_new + ((b * (size_t)n_new + t) * nh + h) * hd;
                 xv = v_new + ((b * (size_t)n_new + t) * nh + h) * hd;
             }
             kv_quantize_row(q->k_codes + row * s->code_row, q->k_qp + row * ng, xk, s->dtype,
-                            s->cfg.head_dim, s->cfg.group);
+                            s->cfg.head_dim, s->p.group);
             kv_quantize_row(q->v_codes + row * s->code_row, q->v_qp + row * ng, xv, s->dtype,
-                            s->cfg.head_dim, s->cfg.group);
+                            s->cfg.head_dim, s->p.group);
         }
 }
 
@@ -229,7 +304,7 @@ static enum kv_status quant_update(void *state, int32_t layer, const float *k_ne
 {
     struct quant_state *s = state;
     struct quant_layer *q = &s->layers[layer];
-    const int32_t r = s->cfg.residual;
+    const int32_t r = s->p.residual;
     if (pos0 != q->nq + q->nr)
         return KV_ERR_INVALID;
     if (s->cfg.max_len > 0 && pos0 + n_new > s->cfg.max_len)
@@ -280,32 +355,43 @@ static enum kv_status quant_update(void *state, int32_t layer, const float *k_ne
 /* ------------------------------------------------------------------------ */
 /* View and accounting                                                      */
 
-static int32_t quant_view(const void *state, int32_t layer, struct kv_span *spans)
+/* The quantized store, then the f32 residual. */
+static int32_t quant_max_spans(const struct kv_cache_config *cfg, const void *params)
 {
+    (void)cfg, (void)params;
+    return 2;
+}
+
+static int32_t quant_view(const void *state, int32_t layer, struct kv_span *spans,
+                          struct kv_mask *mask)
+{
+    (void)mask;
     const struct quant_state *s = state;
     const struct quant_layer *q = &s->layers[layer];
     const size_t nh = (size_t)s->cfg.n_kv_heads;
     int32_t n = 0;
     if (q->nq > 0) {
         const size_t qcap = (size_t)q->qcap;
-        spans[n++] = (struct kv_span){
+        const struct kv_tensor codes = {
             .dtype = s->dtype,
-            .k = q->k_codes,
-            .v = q->v_codes,
-            .k_qp = q->k_qp,
-            .v_qp = q->v_qp,
-            .n_tokens = q->nq,
-            .pos0 = 0,
             .row_stride = s->code_row,
             .head_stride = qcap * s->code_row,
             .seq_stride = nh * qcap * s->code_row,
+            .axis = KV_QAXIS_TOKEN,
+            .group = s->p.group,
             .qp_row_stride = s->qp_row,
             .qp_head_stride = qcap * s->qp_row,
             .qp_seq_stride = nh * qcap * s->qp_row,
         };
+        spans[n] = (struct kv_span){.k = codes, .v = codes, .n_tokens = q->nq, .pos0 = 0};
+        spans[n].k.data = q->k_codes;
+        spans[n].k.qp = q->k_qp;
+        spans[n].v.data = q->v_codes;
+        spans[n].v.qp = q->v_qp;
+        n++;
     }
     if (q->nr > 0)
-        spans[n++] = kv_store_span(quant_res_k(s, q), quant_res_v(s, q), s->cfg.residual, 0,
+        spans[n++] = kv_store_span(quant_res_k(s, q), quant_res_v(s, q), s->p.residual, 0,
                                    q->nr, q->nq, &s->cfg);
     return n;
 }
@@ -331,11 +417,42 @@ static size_t quant_copied_bytes(const void *state)
     return s->copied;
 }
 
+/* The resident formula with the quantized store at the capacity that holds
+ * all n tokens (it holds at most n - 1 of them). */
+static enum kv_status quant_bytes_for(const struct kv_cache_config *cfg, const void *params,
+                                      int32_t n_tokens, size_t *bytes)
+{
+    const struct quant_params *p = params;
+    const size_t code_row = kv_dtype_row_bytes(quant_dtype_of(p), cfg->head_dim);
+    const size_t qp_row = (size_t)(cfg->head_dim / p->group) * sizeof(struct kv_qparams);
+    size_t qtok, res, cap_bytes, per_layer;
+    const size_t cap = n_tokens > 0 ? (size_t)kv_store_grow_cap(n_tokens) : 0;
+    size_t f[4] = {2 * (size_t)cfg->batch, (size_t)cfg->n_kv_heads, code_row + qp_row, cap};
+    if (kv_mul_sizes(&cap_bytes, 4, f) != KV_OK)
+        return KV_ERR_OVERFLOW;
+    qtok = cap_bytes;
+    if (kv_store_bytes(&res, cfg, (size_t)p->residual, kv_store_row_bytes(cfg)) != KV_OK ||
+        res > SIZE_MAX / 2 || qtok > SIZE_MAX - 2 * res)
+        return KV_ERR_OVERFLOW;
+    per_layer = qtok + 2 * res;
+    return kv_mul_size(bytes, per_layer, (size_t)cfg->n_layers);
+}
+
 const struct kv_strategy_ops kv_strategy_quantized = {
     .name = "quantized",
     .description = "int8/int4 groups with scale and min, recent tokens kept in f32",
-    .keeps_history = 1,
-    .mask_window = NULL,
+    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_LOSSY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED,
+    .params = quant_param_table,
+    .n_params = 3,
+    .params_size = sizeof(struct quant_params),
+    .presets = quant_presets,
+    .n_presets = 4,
+    .check = quant_check,
+    .describe = quant_describe,
+    .label = quant_label,
+    .dtype = quant_dtype_of,
+    .bytes_for = quant_bytes_for,
+    .max_spans = quant_max_spans,
     .state_size = sizeof(struct quant_state),
     .init = quant_init,
     .free = quant_free,

@@ -1,10 +1,12 @@
 /*
  * registry.c - the list of cache strategies, searched by name.
  *
- * A const array of the ops tables: adding a strategy is one line here (and
- * its file), and the conformance suite in tests/check_strategies.c then
- * tests it, because it walks this list. Order is the order `kvlab
- * strategies` prints, from the no-cache baseline to the lossy cache.
+ * A const array of the built-in ops tables, then the ones a program
+ * registers at run time (kv_strategy_register: its own strategies, or a
+ * test double). Adding a built-in strategy is one line here (and its
+ * file); the conformance suite in tests/check_strategies.c then tests it,
+ * because it walks this list. Order is the order `kvlab strategies` prints,
+ * from the no-cache baseline to the lossy cache.
  */
 #include "strategy.h"
 
@@ -21,21 +23,124 @@ static const struct kv_strategy_ops *const kv_registry[] = {
 
 #define KV_REGISTRY_COUNT ((int32_t)(sizeof kv_registry / sizeof kv_registry[0]))
 
+static const struct kv_strategy_ops *kv_extra[KV_STRATEGY_MAX_EXTRA];
+static int32_t kv_n_extra;
+
+int32_t kv_strategy_count(void) { return KV_REGISTRY_COUNT + kv_n_extra; }
+
+const struct kv_strategy_ops *kv_strategy_at(int32_t i)
+{
+    if (i < 0 || i >= kv_strategy_count())
+        return NULL;
+    return i < KV_REGISTRY_COUNT ? kv_registry[i] : kv_extra[i - KV_REGISTRY_COUNT];
+}
+
 const struct kv_strategy_ops *kv_strategy_find(const char *name)
 {
     if (name == NULL)
         return NULL;
-    for (int32_t i = 0; i < KV_REGISTRY_COUNT; i++)
-        if (strcmp(kv_registry[i]->name, name) == 0)
-            return kv_registry[i];
+    for (int32_t i = 0; i < kv_strategy_count(); i++)
+        if (strcmp(kv_strategy_at(i)->name, name) == 0)
+            return kv_strategy_at(i);
     return NULL;
 }
 
-int32_t kv_strategy_count(void) { return KV_REGISTRY_COUNT; }
-
-const struct kv_strategy_ops *kv_strategy_at(int32_t i)
+/* 1 when a strategy or a preset already has this name. */
+static int name_taken(const char *name)
 {
-    if (i < 0 || i >= KV_REGISTRY_COUNT)
-        return NULL;
-    return kv_registry[i];
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *o = kv_strategy_at(i);
+        if (strcmp(o->name, name) == 0)
+            return 1;
+        for (int32_t p = 0; p < o->n_presets; p++)
+            if (strcmp(o->presets[p].name, name) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+/* The table's promises hang together: a capability flag exactly when its
+ * method is there, parameters with a struct to hold them, presets that
+ * parse. */
+enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
+{
+    if (o == NULL)
+        return KV_ERR_INVALID;
+    if (o->name == NULL || o->name[0] == '\0' || o->description == NULL || o->init == NULL ||
+        o->update == NULL || o->view == NULL || o->state_size == 0 || (o->caps & ~KV_CAP_ALL))
+        return KV_ERR_INVALID;
+    if (!(o->caps & KV_CAP_CROP) != (o->crop == NULL) ||
+        !(o->caps & KV_CAP_FORK) != (o->fork == NULL) ||
+        !(o->caps & KV_CAP_REORDER) != (o->reorder == NULL))
+        return KV_ERR_INVALID;
+    if (o->n_params < 0 || o->n_presets < 0 || (o->n_params > 0 && (o->params == NULL ||
+                                                                    o->params_size == 0)))
+        return KV_ERR_INVALID;
+    for (int32_t i = 0; i < o->n_params; i++) {
+        const struct kv_param *p = &o->params[i];
+        if (p->name == NULL || p->flag == NULL || strncmp(p->flag, "--", 2) != 0 ||
+            p->help == NULL || (unsigned)p->type >= KV_PARAM_TYPE_COUNT ||
+            (p->type == KV_PARAM_CHOICE) != (p->n_choices > 0) ||
+            p->offset + sizeof(int32_t) > o->params_size || !kv_param_accepts(p, p->def))
+            return KV_ERR_INVALID;
+    }
+    if (o->n_presets > 0 && o->presets == NULL)
+        return KV_ERR_INVALID;
+    void *params = o->params_size > 0 ? kv_alloc(o->params_size) : NULL;
+    if (o->params_size > 0 && params == NULL)
+        return KV_ERR_NOMEM;
+    enum kv_status st = KV_OK;
+    for (int32_t i = 0; i < o->n_presets && st == KV_OK; i++) {
+        kv_params_defaults(o, params);
+        if (o->presets[i].name == NULL || o->presets[i].params == NULL ||
+            kv_params_parse(o, params, o->presets[i].params) != KV_OK)
+            st = KV_ERR_INVALID;
+    }
+    kv_free(params);
+    return st;
+}
+
+enum kv_status kv_strategy_register(const struct kv_strategy_ops *ops)
+{
+    enum kv_status st = kv_strategy_validate(ops);
+    if (st != KV_OK)
+        return st;
+    if (name_taken(ops->name))
+        return KV_ERR_INVALID;
+    for (int32_t p = 0; p < ops->n_presets; p++)
+        if (name_taken(ops->presets[p].name))
+            return KV_ERR_INVALID;
+    if (kv_n_extra == KV_STRATEGY_MAX_EXTRA)
+        return KV_ERR_FULL;
+    kv_extra[kv_n_extra++] = ops;
+    return KV_OK;
+}
+
+enum kv_status kv_strategy_lookup(const char *name, const struct kv_strategy_ops **ops,
+                                  void *params, size_t params_bytes)
+{
+    if (name == NULL || ops == NULL)
+        return KV_ERR_INVALID;
+    *ops = NULL;
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *o = kv_strategy_at(i);
+        const char *preset = NULL;
+        if (strcmp(o->name, name) != 0) {
+            for (int32_t p = 0; p < o->n_presets && preset == NULL; p++)
+                if (strcmp(o->presets[p].name, name) == 0)
+                    preset = o->presets[p].params;
+            if (preset == NULL)
+                continue;
+        }
+        if (params != NULL) {
+            if (params_bytes < o->params_size)
+                return KV_ERR_INVALID;
+            kv_params_defaults(o, params);
+            if (preset != NULL && kv_params_parse(o, params, preset) != KV_OK)
+                return KV_ERR_INVALID;
+        }
+        *ops = o;
+        return KV_OK;
+    }
+    return KV_ERR_INVALID;
 }

@@ -6,8 +6,8 @@
  * layers in one allocation made at init. Position p lives in slot p % window.
  * view returns the held positions in order as at most two spans: the older
  * run (slots s..window-1) then the newer run (slots 0..s-1), each with
- * consecutive positions; mask_window tells the model to apply the same
- * window in the kernel, so the result is exact sliding-window attention.
+ * consecutive positions; the view's mask carries the same window to the
+ * kernel, so the result is exact sliding-window attention.
  *
  * The design decision is the multi-token update. Writing n_new > 1 tokens
  * into a full ring would overwrite keys that the earliest of those queries
@@ -20,9 +20,24 @@
  *     (length + n_new <= window); otherwise KV_ERR_INVALID, nothing written
  *     (a documented limitation: feed decode steps one token at a time).
  * Single-token updates never fail: the cache never refuses a length, and
- * max_len is not enforced here.
+ * max_len is not enforced here. Its one parameter is the window (--window).
  */
+#include <stdio.h>
+
 #include "kv_store.h"
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                               */
+
+struct sliding_params {
+    int32_t window; /* ring size in tokens (>= 1) */
+};
+
+static const struct kv_param sliding_param_table[] = {
+    {.name = "window", .flag = "--window", .type = KV_PARAM_INT, .lo = 1, .hi = 1 << 30,
+     .def = 512, .help = "ring size in tokens: keys older than this are evicted",
+     .scales_memory = 1, .offset = offsetof(struct sliding_params, window)},
+};
 
 /* ------------------------------------------------------------------------ */
 /* State                                                                    */
@@ -36,20 +51,24 @@ struct sliding_layer {
 
 struct sliding_state {
     struct kv_cache_config cfg;
+    int32_t window;
     float *buf;                   /* (n_layers, 2, batch, n_kv_heads, window, head_dim) */
     size_t half;                  /* bytes of one K (or V) ring of one layer */
     struct sliding_layer *layers; /* (n_layers) */
     size_t copied;
 };
 
-static enum kv_status sliding_init(void *state, const struct kv_cache_config *cfg)
+static enum kv_status sliding_init(void *state, const struct kv_cache_config *cfg,
+                                   const void *params)
 {
     struct sliding_state *s = state;
+    const struct sliding_params *p = params;
     s->cfg = *cfg;
-    if (cfg->window < 1)
+    s->window = p->window;
+    if (s->window < 1)
         return KV_ERR_INVALID;
     size_t half, total, meta;
-    enum kv_status st = kv_store_bytes(&half, cfg, (size_t)cfg->window, kv_store_row_bytes(cfg));
+    enum kv_status st = kv_store_bytes(&half, cfg, (size_t)s->window, kv_store_row_bytes(cfg));
     if (st != KV_OK)
         return st;
     if (kv_mul_size(&total, 2 * half, (size_t)cfg->n_layers) != KV_OK ||
@@ -85,7 +104,12 @@ static void sliding_reset(void *state)
     s->copied = 0;
 }
 
-static int32_t sliding_mask_window(const struct kv_cache_config *cfg) { return cfg->window; }
+/* The ring's two runs, or one span over the caller's arrays. */
+static int32_t sliding_max_spans(const struct kv_cache_config *cfg, const void *params)
+{
+    (void)cfg, (void)params;
+    return 2;
+}
 
 static float *sliding_k(const struct sliding_state *s, int32_t l)
 {
@@ -104,7 +128,7 @@ static float *sliding_v(const struct sliding_state *s, int32_t l)
 static void sliding_write(struct sliding_state *s, int32_t layer, const float *k_new,
                           const float *v_new, int32_t n_new, int32_t pos0, int32_t a, int32_t b)
 {
-    const int32_t w = s->cfg.window;
+    const int32_t w = s->window;
     for (int32_t p = a; p < b;) {
         const int32_t slot = p % w;
         const int32_t run = (b - p < w - slot) ? b - p : w - slot;
@@ -120,7 +144,7 @@ static enum kv_status sliding_update(void *state, int32_t layer, const float *k_
 {
     struct sliding_state *s = state;
     struct sliding_layer *l = &s->layers[layer];
-    const int32_t w = s->cfg.window;
+    const int32_t w = s->window;
     if (pos0 != l->len)
         return KV_ERR_INVALID;
     const int32_t end = pos0 + n_new;
@@ -143,11 +167,13 @@ static enum kv_status sliding_update(void *state, int32_t layer, const float *k_
 /* ------------------------------------------------------------------------ */
 /* View and accounting                                                      */
 
-static int32_t sliding_view(const void *state, int32_t layer, struct kv_span *spans)
+static int32_t sliding_view(const void *state, int32_t layer, struct kv_span *spans,
+                            struct kv_mask *mask)
 {
     const struct sliding_state *s = state;
     const struct sliding_layer *l = &s->layers[layer];
-    const int32_t w = s->cfg.window;
+    const int32_t w = s->window;
+    mask->window = w;
     if (l->pn > 0) {
         spans[0] = kv_store_span_model(l->pk, l->pv, l->pn, l->len - l->pn, &s->cfg);
         return 1;
@@ -186,11 +212,33 @@ static size_t sliding_copied_bytes(const void *state)
     return s->copied;
 }
 
+/* Flat at the window. */
+static enum kv_status sliding_bytes_for(const struct kv_cache_config *cfg, const void *params,
+                                        int32_t n_tokens, size_t *bytes)
+{
+    const struct sliding_params *p = params;
+    (void)n_tokens;
+    return kv_store_layers_bytes(bytes, cfg, (size_t)p->window);
+}
+
+static int sliding_describe(const struct kv_cache_config *cfg, const void *params, char *buf,
+                            size_t n)
+{
+    const struct sliding_params *p = params;
+    (void)cfg;
+    return snprintf(buf, n, "%s (window %d)", kv_strategy_sliding.description, p->window);
+}
+
 const struct kv_strategy_ops kv_strategy_sliding = {
     .name = "sliding",
     .description = "ring buffer of `window` slots, oldest evicted (flat memory)",
-    .keeps_history = 1,
-    .mask_window = sliding_mask_window,
+    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES | KV_CAP_SHARES_STORAGE,
+    .params = sliding_param_table,
+    .n_params = 1,
+    .params_size = sizeof(struct sliding_params),
+    .describe = sliding_describe,
+    .bytes_for = sliding_bytes_for,
+    .max_spans = sliding_max_spans,
     .state_size = sizeof(struct sliding_state),
     .init = sliding_init,
     .free = sliding_free,

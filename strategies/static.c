@@ -7,8 +7,12 @@
  * decision: the cache never grows and never evicts, so an update that would
  * take a layer past max_len returns KV_ERR_FULL before writing anything;
  * resident bytes are flat at max_len from the first step. reset only forgets
- * the lengths and keeps the storage (the point of preallocating).
+ * the lengths and keeps the storage (the point of preallocating). crop only
+ * shortens the lengths; reorder permutes the sequences in place through a
+ * temporary of one sequence's rows.
  */
+#include <stdio.h>
+
 #include "kv_store.h"
 
 /* ------------------------------------------------------------------------ */
@@ -22,8 +26,10 @@ struct static_state {
     size_t copied;
 };
 
-static enum kv_status static_init(void *state, const struct kv_cache_config *cfg)
+static enum kv_status static_init(void *state, const struct kv_cache_config *cfg,
+                                  const void *params)
 {
+    (void)params;
     struct static_state *s = state;
     s->cfg = *cfg;
     if (cfg->max_len < 1)
@@ -98,8 +104,10 @@ static enum kv_status static_update(void *state, int32_t layer, const float *k_n
 /* ------------------------------------------------------------------------ */
 /* View and accounting                                                      */
 
-static int32_t static_view(const void *state, int32_t layer, struct kv_span *spans)
+static int32_t static_view(const void *state, int32_t layer, struct kv_span *spans,
+                           struct kv_mask *mask)
 {
+    (void)mask;
     const struct static_state *s = state;
     if (s->len[layer] == 0)
         return 0;
@@ -126,11 +134,122 @@ static size_t static_copied_bytes(const void *state)
     return s->copied;
 }
 
+/* Flat at max_len, whatever it holds. */
+static enum kv_status static_bytes_for(const struct kv_cache_config *cfg, const void *params,
+                                       int32_t n_tokens, size_t *bytes)
+{
+    (void)params, (void)n_tokens;
+    return kv_store_layers_bytes(bytes, cfg, (size_t)cfg->max_len);
+}
+
+static enum kv_status static_check(const struct kv_cache_config *cfg, const void *params,
+                                   char *why, size_t why_len)
+{
+    (void)params;
+    if (cfg->max_len >= 1)
+        return KV_OK;
+    if (why != NULL && why_len > 0)
+        snprintf(why, why_len, "static needs a capacity: --max-len must be at least 1");
+    return KV_ERR_INVALID;
+}
+
+static int static_describe(const struct kv_cache_config *cfg, const void *params, char *buf,
+                           size_t n)
+{
+    (void)params;
+    return snprintf(buf, n, "%s (%d slots)", kv_strategy_static.description, cfg->max_len);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Crop, fork, reorder                                                      */
+
+static enum kv_status static_crop(void *state, int32_t len)
+{
+    struct static_state *s = state;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        s->len[l] = len;
+    return KV_OK;
+}
+
+/* dst (fresh) <- src's rows; they count as dst's copied bytes. */
+static enum kv_status static_fork(void *dst, const void *src)
+{
+    struct static_state *d = dst;
+    const struct static_state *s = src;
+    const size_t row = kv_store_row_bytes(&s->cfg);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        kv_store_move(static_k(d, l), s->cfg.max_len, 0, static_k(s, l), s->cfg.max_len, 0,
+                      s->len[l], row, &s->cfg);
+        kv_store_move(static_v(d, l), s->cfg.max_len, 0, static_v(s, l), s->cfg.max_len, 0,
+                      s->len[l], row, &s->cfg);
+        d->len[l] = s->len[l];
+        d->copied += (size_t)s->len[l] * kv_store_token_bytes(&s->cfg);
+    }
+    return KV_OK;
+}
+
+/* The first len rows of every kv head of one sequence block (heads,
+ * max_len, head_dim) at src to the block at dst. */
+static void seq_rows_copy(char *dst, const char *src, const struct kv_cache_config *c,
+                          int32_t len)
+{
+    const size_t row = kv_store_row_bytes(c), hrow = (size_t)c->max_len * row;
+    for (size_t h = 0; h < (size_t)c->n_kv_heads; h++)
+        memcpy(dst + h * hrow, src + h * hrow, (size_t)len * row);
+}
+
+/* Sequence b <- sequence perm[b], in place, cycle by cycle through one
+ * sequence's rows (allocated here, before anything moves); every sequence
+ * block written counts as copied bytes. */
+static enum kv_status static_reorder(void *state, const int32_t *perm)
+{
+    struct static_state *s = state;
+    const struct kv_cache_config *c = &s->cfg;
+    const size_t seq = (size_t)c->n_kv_heads * (size_t)c->max_len * kv_store_row_bytes(c);
+    char *tmp = kv_alloc_uninit(seq);
+    unsigned char *done = kv_alloc((size_t)c->batch);
+    if (tmp == NULL || done == NULL) {
+        kv_free(tmp);
+        kv_free(done);
+        return KV_ERR_NOMEM;
+    }
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const int32_t len = s->len[l];
+        const size_t seq_written = (size_t)len * (size_t)c->n_kv_heads * kv_store_row_bytes(c);
+        for (int kv = 0; kv < 2; kv++) {
+            char *base = (char *)(kv ? static_v(s, l) : static_k(s, l));
+            memset(done, 0, (size_t)c->batch);
+            for (int32_t b0 = 0; b0 < c->batch; b0++) {
+                if (done[b0] || perm[b0] == b0)
+                    continue;
+                /* the cycle b0 <- perm[b0] <- perm[perm[b0]] <- ... <- b0 */
+                seq_rows_copy(tmp, base + (size_t)b0 * seq, c, len);
+                int32_t b = b0;
+                while (perm[b] != b0) {
+                    seq_rows_copy(base + (size_t)b * seq, base + (size_t)perm[b] * seq, c, len);
+                    s->copied += seq_written;
+                    done[b] = 1;
+                    b = perm[b];
+                }
+                seq_rows_copy(base + (size_t)b * seq, tmp, c, len);
+                s->copied += seq_written;
+                done[b] = 1;
+            }
+        }
+    }
+    kv_free(tmp);
+    kv_free(done);
+    return KV_OK;
+}
+
 const struct kv_strategy_ops kv_strategy_static = {
     .name = "static",
     .description = "preallocated to max length at creation; full is an error",
-    .keeps_history = 1,
-    .mask_window = NULL,
+    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED | KV_CAP_PREALLOCATES |
+            KV_CAP_CROP | KV_CAP_FORK | KV_CAP_REORDER,
+    .check = static_check,
+    .describe = static_describe,
+    .bytes_for = static_bytes_for,
     .state_size = sizeof(struct static_state),
     .init = static_init,
     .free = static_free,
@@ -140,4 +259,7 @@ const struct kv_strategy_ops kv_strategy_static = {
     .resident_bytes = static_resident_bytes,
     .copied_bytes = static_copied_bytes,
     .reset = static_reset,
+    .crop = static_crop,
+    .fork = static_fork,
+    .reorder = static_reorder,
 };

@@ -4,68 +4,174 @@
  * A strategy is one .c file exporting one `const struct kv_strategy_ops`
  * (designated initializers), listed in the registry (registry.c). The core
  * (cache.c) owns lifecycle and memory: it asks the strategy how big its state
- * struct is, allocates it, and wraps every call; the strategy owns behaviour
- * and allocates its own storage through kv_alloc(). Optional methods may be
- * NULL and the wrapper supplies the default.
+ * struct is, allocates it, keeps a copy of the strategy's parameters and the
+ * span storage of the views, and wraps every call; the strategy owns
+ * behaviour and allocates its own storage through kv_alloc(). Optional
+ * methods may be NULL and the wrapper supplies the default.
+ *
+ * A strategy describes itself, so that code outside strategies/ never names
+ * one (SQLite's xDeviceCharacteristics, ggml's supports_op): capability
+ * flags (what it can do and promises), a parameter table (its own options:
+ * name, CLI flag, range, default, help, whether memory scales with it),
+ * describe() (one line for people) and label() (the CSV's strategy name).
+ * Its parameters are its own struct, params_size bytes, which only its .c
+ * file knows; everybody else reads and writes it through the table
+ * (params.c: kv_params_set, kv_params_format, ...).
  *
  * Shapes. The model hands an update for one layer as
  *     k_new, v_new : (batch, n_new, n_kv_heads, head_dim) floats
  * holding the keys/values of n_new consecutive tokens at absolute positions
  * pos0 .. pos0+n_new-1 (RoPE already applied to keys). After the update,
- * view() describes, as kv_spans (kernels/kv_attention.h), every key/value the
- * queries of this step may attend to: past tokens kept by the strategy *and*
- * the n_new new ones. The kernel masks by position, so a span may contain
+ * view() describes, as a kv_view (kernels/kv_attention.h), every key/value
+ * the queries of this step may attend to: past tokens kept by the strategy
+ * *and* the n_new new ones, as any number of spans (each with its own K and
+ * V descriptors), plus the mask that layer's storage needs (a window,
+ * attention sinks). The kernel masks by position, so a span may contain
  * keys that some queries must not see.
  *
- * Pointer lifetime: spans are valid until the next update/reset/destroy of
- * the cache. A strategy may return spans that point into k_new/v_new (the
- * `none` strategy does: it keeps nothing), so the caller keeps k_new/v_new
- * alive until it has run attention.
+ * Pointer lifetime: a view is valid until the next update/reset/crop/
+ * reorder/destroy of the cache or the next view of the same layer. A
+ * strategy may return spans that point into k_new/v_new (KV_CAP_SHARES_STORAGE:
+ * `none` does, it keeps nothing), so the caller keeps k_new/v_new alive until
+ * it has run attention.
  */
 #ifndef KV_STRATEGY_H
 #define KV_STRATEGY_H
 
 #include "../kernels/kv_attention.h"
 
-/* Everything any strategy may need; each reads the fields it uses. */
+/* The shape every cache has; the core validates it. A strategy's own
+ * options are its parameters (below), not fields here. */
 struct kv_cache_config {
     int32_t n_layers;
     int32_t batch;
     int32_t n_kv_heads;
     int32_t head_dim;
-    int32_t max_len;  /* static: capacity in tokens; others: refuse pos beyond it */
-    int32_t window;   /* sliding: ring size in tokens (>= 1) */
-    int32_t bits;     /* quantized: 8 or 4 */
-    int32_t group;    /* quantized: group size along head_dim, divides head_dim */
-    int32_t residual; /* quantized: recent tokens kept in f32 (>= 1) */
+    int32_t max_len;  /* positions the cache must take: a preallocating cache's
+                         capacity; others refuse positions beyond it (0: none) */
 };
 
-/* Most spans any strategy returns for one layer. */
-#define KV_MAX_SPANS 8
+/* ------------------------------------------------------------------------ */
+/* Capabilities                                                             */
+
+/* What a strategy can do and promises; code outside strategies/ asks these,
+ * never the name (the conformance suite tests each promise). */
+enum kv_cap {
+    /* fed only the new tokens; without it the model re-runs the whole
+     * sequence every step and the cache exposes only that call's k/v */
+    KV_CAP_KEEPS_HISTORY = 1u << 0,
+    /* values read back within their dtype's error bound, not bit-exact */
+    KV_CAP_LOSSY = 1u << 1,
+    /* forgets tokens: exact only under the mask its views carry */
+    KV_CAP_EVICTS = 1u << 2,
+    /* all storage allocated at creation: updates never allocate, resident
+     * bytes are flat */
+    KV_CAP_PREALLOCATES = 1u << 3,
+    /* takes a multi-token update into a non-empty cache (without it, only
+     * an empty cache takes more than one token at a time) */
+    KV_CAP_CHUNKED_APPEND = 1u << 4,
+    KV_CAP_CROP = 1u << 5,    /* kv_cache_crop */
+    KV_CAP_FORK = 1u << 6,    /* kv_cache_fork */
+    KV_CAP_REORDER = 1u << 7, /* kv_cache_reorder */
+    /* views may point at the caller's k_new/v_new (see pointer lifetime) */
+    KV_CAP_SHARES_STORAGE = 1u << 8,
+    /* refuses positions past cfg.max_len > 0 with KV_ERR_FULL */
+    KV_CAP_BOUNDED = 1u << 9,
+    KV_CAP_ALL = (1u << 10) - 1
+};
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                               */
+
+enum kv_param_type {
+    KV_PARAM_INT = 0, /* any integer in [lo, hi] */
+    KV_PARAM_CHOICE,  /* one of choices[0 .. n_choices) */
+    KV_PARAM_TYPE_COUNT
+};
+
+/* One option of a strategy: an int32_t field of its parameter struct. */
+struct kv_param {
+    const char *name;       /* key in `k=v;k=v` (CSV params) and kv_params_set */
+    const char *flag;       /* the CLI option, e.g. "--window" (shared by every
+                               strategy with a parameter of that flag) */
+    enum kv_param_type type;
+    int64_t lo, hi;         /* KV_PARAM_INT: accepted range */
+    const int32_t *choices; /* KV_PARAM_CHOICE: the accepted values */
+    int32_t n_choices;
+    int32_t def;            /* default */
+    const char *help;       /* one line, for --help and `kvlab strategies` */
+    int32_t scales_memory;  /* 1: resident bytes grow with it (size-bearing) */
+    size_t offset;          /* of the field in the parameter struct */
+};
+
+/* A named parameter set (e.g. "quantized-int4" = "bits=4"): a strategy can
+ * be picked by a preset's name wherever a strategy name is accepted. */
+struct kv_preset {
+    const char *name;
+    const char *params; /* `k=v;k=v`, the parameters it sets */
+};
+
+/* ------------------------------------------------------------------------ */
+/* The ops table                                                            */
 
 struct kv_strategy_ops {
     const char *name;        /* registry key, e.g. "dynamic" */
     const char *description; /* one line, for `kvlab strategies` */
+    uint32_t caps;           /* enum kv_cap flags */
 
-    /*
-     * 1 if the strategy keeps past tokens, so the model feeds it only new
-     * tokens. 0 (the `none` strategy): the model re-runs the whole sequence
-     * every step and the strategy only exposes the current call's k/v.
-     */
-    int32_t keeps_history;
-
-    /* Window the attention mask must apply for exact semantics (sliding). */
-    int32_t (*mask_window)(const struct kv_cache_config *cfg); /* NULL: 0 */
+    /* Parameters: params_size bytes of the strategy's own struct, described
+     * field by field by params[0 .. n_params). */
+    const struct kv_param *params;
+    int32_t n_params;
+    size_t params_size;
+    const struct kv_preset *presets;
+    int32_t n_presets;
 
     /* sizeof the strategy's state struct. */
     size_t state_size;
 
     /*
-     * Validates cfg (KV_ERR_INVALID / KV_ERR_OVERFLOW) and sets up state
-     * (zeroed memory of state_size bytes). Preallocating strategies allocate
-     * here. On failure it frees whatever it allocated.
+     * Cross-checks of the parameters against the shape, after the table's
+     * ranges (a group dividing head_dim). KV_ERR_INVALID (or
+     * KV_ERR_OVERFLOW) with one sentence in why. NULL: nothing to check.
      */
-    enum kv_status (*init)(void *state, const struct kv_cache_config *cfg);
+    enum kv_status (*check)(const struct kv_cache_config *cfg, const void *params, char *why,
+                            size_t why_len);
+
+    /* One line for people: the description with the parameters' values
+     * ("ring buffer of ... (window 512)"); returns snprintf's count. NULL:
+     * the description. */
+    int (*describe)(const struct kv_cache_config *cfg, const void *params, char *buf, size_t n);
+
+    /* The name results are filed under, when the parameters change what the
+     * strategy is ("quantized-int4"). NULL: the name. */
+    int (*label)(const void *params, char *buf, size_t n);
+
+    /* The dtype the strategy stores its tokens in (the lowest precision it
+     * holds), for the CSV's dtype column. NULL: f32. */
+    enum kv_dtype (*dtype)(const void *params);
+
+    /*
+     * An upper bound of resident_bytes while holding n_tokens tokens per
+     * layer, whatever the update sizes were, computed without a cache (the
+     * CLI's memory checks; the conformance suite checks the bound holds).
+     * KV_ERR_OVERFLOW when it does not fit size_t. NULL: unknown.
+     */
+    enum kv_status (*bytes_for)(const struct kv_cache_config *cfg, const void *params,
+                                int32_t n_tokens, size_t *bytes);
+
+    /* Most spans view() returns for one layer (NULL: 1). The core allocates
+     * that many per layer at creation, so no view ever allocates and no fixed
+     * limit applies (a cache with one span per page asks for max_len / page). */
+    int32_t (*max_spans)(const struct kv_cache_config *cfg, const void *params);
+
+    /*
+     * Validates what check() does not (defence in depth) and sets up state
+     * (zeroed memory of state_size bytes); params are checked and stay valid
+     * for the cache's life. Preallocating strategies allocate here. On
+     * failure it frees whatever it allocated.
+     */
+    enum kv_status (*init)(void *state, const struct kv_cache_config *cfg, const void *params);
 
     /* Frees what init/update allocated (not the state struct itself). */
     void (*free)(void *state);
@@ -74,18 +180,23 @@ struct kv_strategy_ops {
      * Appends n_new tokens for one layer. Layers are updated in order
      * 0..n_layers-1 each step, each with the same pos0 and n_new. A strategy
      * with history requires pos0 == its current length of that layer
-     * (KV_ERR_INVALID otherwise). Returns KV_ERR_FULL (static, when the
-     * tokens do not fit) or KV_ERR_NOMEM with the cache unchanged and nothing
-     * written.
+     * (KV_ERR_INVALID otherwise). Returns KV_ERR_FULL (when the tokens do
+     * not fit), KV_ERR_INVALID (a multi-token update it cannot take, without
+     * KV_CAP_CHUNKED_APPEND) or KV_ERR_NOMEM with the cache unchanged and
+     * nothing written.
      */
     enum kv_status (*update)(void *state, int32_t layer, const float *k_new,
                              const float *v_new, int32_t n_new, int32_t pos0);
 
     /*
-     * Fills spans[0..return) for one layer, after that layer's update.
-     * Returns the number of spans (0..KV_MAX_SPANS).
+     * Fills spans[0..return) for one layer, after that layer's update, in
+     * position order, and *mask with what that layer's storage needs for
+     * exact semantics (the window of a ring buffer, attention sinks; zeroed
+     * by the core before the call, so a strategy needing none leaves it).
+     * Returns the number of spans (0..max_spans).
      */
-    int32_t (*view)(const void *state, int32_t layer, struct kv_span *spans);
+    int32_t (*view)(const void *state, int32_t layer, struct kv_span *spans,
+                    struct kv_mask *mask);
 
     /* Tokens seen so far by this layer (the next pos0). 0 for `none`. */
     int32_t (*seq_len)(const void *state, int32_t layer);
@@ -95,11 +206,28 @@ struct kv_strategy_ops {
     size_t (*resident_bytes)(const void *state);
 
     /* Bytes written into cache storage by updates since init/reset:
-     * new tokens stored plus any relocation (growth copies, re-quantizing). */
+     * new tokens stored plus any relocation (growth copies, re-quantizing,
+     * reorders). */
     size_t (*copied_bytes)(const void *state);
 
     /* Forgets all tokens; keeps preallocated storage. NULL: free + init. */
     void (*reset)(void *state);
+
+    /* Optional operations, each declared by its capability flag (the table
+     * has the method exactly when it has the flag); KV_ERR_UNSUPPORTED
+     * without. */
+
+    /* Keeps the first len tokens of every layer (len <= seq_len). */
+    enum kv_status (*crop)(void *state, int32_t len);
+
+    /* dst (a state just made by init with the same config and parameters)
+     * <- a copy of src's tokens; later updates of either leave the other
+     * alone. KV_ERR_NOMEM with dst as init left it. */
+    enum kv_status (*fork)(void *dst, const void *src);
+
+    /* Sequence b of every layer <- sequence perm[b] (perm: a permutation of
+     * 0..batch-1, checked by the core), e.g. after a beam search step. */
+    enum kv_status (*reorder)(void *state, const int32_t *perm);
 };
 
 /* ------------------------------------------------------------------------ */
@@ -111,27 +239,121 @@ const struct kv_strategy_ops *kv_strategy_find(const char *name);
 int32_t kv_strategy_count(void);
 const struct kv_strategy_ops *kv_strategy_at(int32_t i);
 
+/*
+ * Adds a strategy at run time, after the built-in ones (a program's own
+ * strategy, or a test double the conformance suite then tests like the
+ * others). KV_ERR_INVALID for an incomplete table (no name, init, update,
+ * view; a capability flag without its method or the reverse; parameters
+ * without a struct) or a name already taken; KV_ERR_FULL when
+ * KV_STRATEGY_MAX_EXTRA are registered. Not thread-safe: register before
+ * starting threads.
+ */
+#define KV_STRATEGY_MAX_EXTRA 8
+enum kv_status kv_strategy_register(const struct kv_strategy_ops *ops);
+
+/* The completeness checks kv_strategy_register makes (KV_OK for every
+ * built-in table: a test says so). */
+enum kv_status kv_strategy_validate(const struct kv_strategy_ops *ops);
+
+/*
+ * Resolves a name or a preset name: *ops and, when params is not NULL
+ * (ops->params_size bytes, filled with the defaults first), the preset's
+ * parameters. KV_ERR_INVALID when nothing has that name.
+ */
+enum kv_status kv_strategy_lookup(const char *name, const struct kv_strategy_ops **ops,
+                                  void *params, size_t params_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Parameters (params.c)                                                    */
+
+/* Index of the parameter called name, or -1. */
+int32_t kv_param_find(const struct kv_strategy_ops *ops, const char *name);
+/* 1 when v is within the parameter's range or choices. */
+int kv_param_accepts(const struct kv_param *p, int64_t v);
+/* "an integer in [lo, hi]" / "one of 8 or 4", for messages. */
+int kv_param_range_str(const struct kv_param *p, char *buf, size_t n);
+
+/* params (ops->params_size bytes) <- every parameter's default. */
+void kv_params_defaults(const struct kv_strategy_ops *ops, void *params);
+/* Sets one parameter by name; KV_ERR_INVALID for an unknown name or a value
+ * outside its range. */
+enum kv_status kv_params_set(const struct kv_strategy_ops *ops, void *params, const char *name,
+                             int64_t value);
+/* The value of parameter i. */
+int32_t kv_params_get(const struct kv_strategy_ops *ops, const void *params, int32_t i);
+/* Every range of the table, then ops->check against the shape; one
+ * sentence in why (naming the CLI flag) on failure. */
+enum kv_status kv_params_check(const struct kv_strategy_ops *ops,
+                               const struct kv_cache_config *cfg, const void *params,
+                               char *why, size_t why_len);
+/* "window=512" / "bits=8;group=32;residual=32" in table order, "-" for a
+ * strategy without parameters (the CSV params column); snprintf's count. */
+int kv_params_format(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n);
+/* Sets the parameters listed in `k=v;k=v` ("-" or "": none). */
+enum kv_status kv_params_parse(const struct kv_strategy_ops *ops, void *params, const char *text);
+
 /* ------------------------------------------------------------------------ */
 /* The cache object (cache.c): a strategy plus its state                    */
 
 struct kv_cache {
     const struct kv_strategy_ops *ops;
     struct kv_cache_config cfg;
+    void *params;          /* ops->params_size bytes, the cache's own copy */
     void *state;
+    struct kv_span *spans; /* (n_layers, max_spans) storage of the views */
+    int32_t max_spans;
 };
 
-/* Validates common fields (positive sizes, overflow) then ops->init. */
+/* Validates the shape (positive sizes, overflow) and the parameters
+ * (kv_params_check; params NULL: the table's defaults), then ops->init. */
 enum kv_status kv_cache_create(struct kv_cache **out, const struct kv_strategy_ops *ops,
-                               const struct kv_cache_config *cfg);
+                               const struct kv_cache_config *cfg, const void *params);
 void kv_cache_destroy(struct kv_cache *c);
 enum kv_status kv_cache_update(struct kv_cache *c, int32_t layer, const float *k_new,
                                const float *v_new, int32_t n_new, int32_t pos0);
-int32_t kv_cache_view(const struct kv_cache *c, int32_t layer, struct kv_span *spans);
+/* *view <- the spans and mask of one layer (after its update); KV_ERR_INVALID
+ * for a bad layer. The spans live in the cache (see pointer lifetime). */
+enum kv_status kv_cache_view(const struct kv_cache *c, int32_t layer, struct kv_view *view);
 int32_t kv_cache_seq_len(const struct kv_cache *c, int32_t layer);
 size_t kv_cache_resident_bytes(const struct kv_cache *c);
 size_t kv_cache_copied_bytes(const struct kv_cache *c);
-int32_t kv_cache_mask_window(const struct kv_cache *c);
 enum kv_status kv_cache_reset(struct kv_cache *c);
+/* 1 when the cache's strategy has every flag of caps. */
+int kv_cache_has(const struct kv_cache *c, uint32_t caps);
+/* The strategy's one line for this cache (describe, else the description)
+ * and its label (label, else the name); snprintf's count. */
+int kv_cache_describe(const struct kv_cache *c, char *buf, size_t n);
+int kv_cache_label(const struct kv_cache *c, char *buf, size_t n);
+/* The dtype the cache stores tokens in (ops->dtype, else f32). */
+enum kv_dtype kv_cache_dtype(const struct kv_cache *c);
+/* The same for a strategy and parameters, before any cache exists. */
+int kv_strategy_describe(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
+                         const void *params, char *buf, size_t n);
+int kv_strategy_label(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n);
+enum kv_dtype kv_strategy_dtype(const struct kv_strategy_ops *ops, const void *params);
+/* The first registered strategy with every flag of `have` and none of
+ * `lack` (e.g. an exact growing reference: have KEEPS_HISTORY, lack LOSSY |
+ * EVICTS | PREALLOCATES), or NULL. */
+const struct kv_strategy_ops *kv_strategy_with(uint32_t have, uint32_t lack);
+
+/* Optional operations (KV_ERR_UNSUPPORTED without the capability):
+ * keep the first len tokens (0 <= len <= every layer's length, else
+ * KV_ERR_INVALID); a new cache *out with a copy of c's tokens; sequence b
+ * <- sequence perm[b] (perm a permutation of 0..batch-1, else
+ * KV_ERR_INVALID). */
+enum kv_status kv_cache_crop(struct kv_cache *c, int32_t len);
+enum kv_status kv_cache_fork(struct kv_cache **out, const struct kv_cache *c);
+enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *perm);
+
+/* Upper bound of the resident bytes of a cache of this strategy holding
+ * n_tokens per layer, before creating one (ops->bytes_for; KV_ERR_UNSUPPORTED
+ * when the strategy cannot say, KV_ERR_OVERFLOW when it exceeds size_t). */
+enum kv_status kv_cache_bytes_for(const struct kv_strategy_ops *ops,
+                                  const struct kv_cache_config *cfg, const void *params,
+                                  int32_t n_tokens, size_t *bytes);
+
+/* The window of the mask the cache's views carry (layer 0), 0 for none. */
+int32_t kv_cache_mask_window(const struct kv_cache *c);
 
 /* The registered tables (one per strategies/<name>.c). */
 extern const struct kv_strategy_ops kv_strategy_none;

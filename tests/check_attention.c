@@ -8,9 +8,11 @@
  * head, softmax(q k^T * scale) v over the positions the mask lets through,
  * in double. The kernel is fed the same data laid out as spans in several
  * ways (one span, token-major strides, a wrapped ring buffer as two spans
- * given out of order, a quantized span plus an f32 residual, all quantized),
- * so the span addressing, the masking and the quantized paths are all
- * checked against the same dense truth.
+ * given out of order, a quantized span plus an f32 residual, all quantized,
+ * one paged span, one span per small page, per-channel quantized keys with
+ * per-token values, quantized keys with f32 values), so the span addressing,
+ * the masking (windows, attention sinks, padding) and the quantized paths are
+ * all checked against the same dense truth.
  */
 #include <check.h>
 #include <float.h>
@@ -57,7 +59,18 @@ enum layout {
     LAYOUT_RING,      /* a wrapped ring buffer: two f32 spans, later one first */
     LAYOUT_QUANT,     /* one quantized span */
     LAYOUT_QUANT_F32, /* quantized older tokens, then an f32 residual span */
+    LAYOUT_PAGED,     /* one span over pages of PAGE_TOKENS tokens (a block table) */
+    LAYOUT_PAGES,     /* one span per page of PAGE_TOKENS tokens: many spans */
+    LAYOUT_CHANNEL,   /* keys quantized per channel over groups of tokens,
+                         values per token (KIVI-style) */
+    LAYOUT_MIXED,     /* quantized keys, f32 values */
 };
+
+/* Tokens per page of the paged layouts: small and odd, so pages cut the
+ * kernel's 64-row blocks at every offset. */
+#define PAGE_TOKENS 5
+/* Tokens per block of per-channel key qparams. */
+#define CHANNEL_TOKENS 16
 
 struct acase {
     int32_t batch, n_q, heads, kv_heads, d, T, window;
@@ -66,14 +79,17 @@ struct acase {
     int32_t group;
     enum layout layout;
     int32_t threads;
+    int32_t n_sink; /* attention sinks of the mask (with a window) */
 };
 
 /* Everything one case builds; freed by fixture_free. */
 struct fixture {
     struct acase c;
     struct kv_attn_params p;
-    struct kv_span spans[2];
+    struct kv_span *spans; /* (n_spans) */
     int32_t n_spans;
+    struct kv_view view;   /* spans and the case's mask */
+    const void **pages;    /* (4, n_pages): K, V, K qparams, V qparams pages */
     float *kd, *vd;       /* dense truth (batch, kv_heads, T, d) */
     float *q;             /* (batch, n_q, heads, d) */
     void *kbuf, *vbuf;    /* span storage */
@@ -109,25 +125,38 @@ static void quantize_into(struct fixture *f, int32_t t_from, int32_t t_to, uint8
             }
 }
 
+/* A per-token quantized descriptor over (batch, kv_heads, n, row) codes. */
+static struct kv_tensor quant_tensor(const struct acase *c, const void *codes,
+                                     const struct kv_qparams *qp, int32_t n)
+{
+    size_t rb = kv_dtype_row_bytes(c->dt, c->d), qb = (size_t)(c->d / c->group) * 8;
+    return (struct kv_tensor){.dtype = c->dt, .data = codes, .row_stride = rb,
+                              .head_stride = rb * n, .seq_stride = rb * n * c->kv_heads,
+                              .axis = KV_QAXIS_TOKEN, .group = c->group, .qp = qp,
+                              .qp_row_stride = qb, .qp_head_stride = qb * n,
+                              .qp_seq_stride = qb * n * c->kv_heads};
+}
+
+static struct kv_tensor f32_tensor(const struct acase *c, const float *data, int32_t cap)
+{
+    size_t rb = (size_t)c->d * sizeof(float);
+    return (struct kv_tensor){.dtype = KV_DTYPE_F32, .data = data, .row_stride = rb,
+                              .head_stride = rb * cap, .seq_stride = rb * cap * c->kv_heads};
+}
+
 static void quant_span(struct kv_span *s, const struct acase *c, const void *k, const void *v,
                        const struct kv_qparams *kqp, const struct kv_qparams *vqp,
                        int32_t pos0, int32_t n)
 {
-    size_t rb = kv_dtype_row_bytes(c->dt, c->d), qb = (size_t)(c->d / c->group) * 8;
-    *s = (struct kv_span){.dtype = c->dt, .k = k, .v = v, .k_qp = kqp, .v_qp = vqp,
-                          .n_tokens = n, .pos0 = pos0, .row_stride = rb,
-                          .head_stride = rb * n, .seq_stride = rb * n * c->kv_heads,
-                          .qp_row_stride = qb, .qp_head_stride = qb * n,
-                          .qp_seq_stride = qb * n * c->kv_heads};
+    *s = (struct kv_span){.k = quant_tensor(c, k, kqp, n), .v = quant_tensor(c, v, vqp, n),
+                          .n_tokens = n, .pos0 = pos0};
 }
 
 static void f32_span(struct kv_span *s, const struct acase *c, const float *k, const float *v,
                      int32_t pos0, int32_t n, int32_t cap)
 {
-    size_t rb = (size_t)c->d * sizeof(float);
-    *s = (struct kv_span){.dtype = KV_DTYPE_F32, .k = k, .v = v, .n_tokens = n, .pos0 = pos0,
-                          .row_stride = rb, .head_stride = rb * cap,
-                          .seq_stride = rb * cap * c->kv_heads};
+    *s = (struct kv_span){.k = f32_tensor(c, k, cap), .v = f32_tensor(c, v, cap), .n_tokens = n,
+                          .pos0 = pos0};
 }
 
 static void fixture_build(struct fixture *f, const struct acase *c, uint64_t seed)
@@ -149,7 +178,137 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
         f->q[i] = (float)rnd(-4, 4);
 
     const int32_t T = c->T, d = c->d;
-    if (c->layout == LAYOUT_ONE || c->layout == LAYOUT_RING || c->layout == LAYOUT_TOKEN) {
+    const int32_t n_pages = (T + PAGE_TOKENS - 1) / PAGE_TOKENS;
+    f->spans = calloc((size_t)(n_pages > 2 ? n_pages : 2), sizeof *f->spans);
+    ck_assert(f->spans != NULL);
+    if (c->layout == LAYOUT_PAGED || c->layout == LAYOUT_PAGES) {
+        /* every page its own allocation: (batch, kv_heads, PAGE_TOKENS, row)
+         * codes or floats, and its qparams likewise */
+        const int quant = c->dt != KV_DTYPE_F32;
+        const size_t rb = kv_dtype_row_bytes(c->dt, d);
+        const size_t qb = quant ? (size_t)(d / c->group) * sizeof(struct kv_qparams) : 0;
+        const size_t prow = (size_t)c->batch * c->kv_heads * PAGE_TOKENS;
+        f->pages = calloc(4 * (size_t)n_pages, sizeof *f->pages);
+        ck_assert(f->pages != NULL);
+        for (int32_t pg = 0; pg < n_pages; pg++) {
+            for (int w = 0; w < 4; w++) {
+                f->pages[(size_t)w * n_pages + pg] = w < 2 || quant
+                    ? malloc(prow * (w < 2 ? rb : qb) + 8) : NULL;
+                ck_assert(w >= 2 && !quant ? 1 : f->pages[(size_t)w * n_pages + pg] != NULL);
+            }
+        }
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int32_t h = 0; h < c->kv_heads; h++)
+                for (int32_t t = 0; t < T; t++) {
+                    const int32_t pg = t / PAGE_TOKENS;
+                    const size_t r = ((size_t)b * c->kv_heads + h) * PAGE_TOKENS + t % PAGE_TOKENS;
+                    for (int kv = 0; kv < 2; kv++) {
+                        float *x = (kv ? f->vd : f->kd) + dense_at(c, b, h, t);
+                        char *codes = (char *)f->pages[(size_t)kv * n_pages + pg] + r * rb;
+                        struct kv_qparams *qp =
+                            quant ? (struct kv_qparams *)f->pages[(size_t)(2 + kv) * n_pages + pg] +
+                                        r * (qb / sizeof(struct kv_qparams))
+                                  : NULL;
+                        kv_quantize_row(codes, qp, x, c->dt, d, c->group);
+                        kv_dequantize_row(x, codes, qp, c->dt, d, c->group);
+                    }
+                }
+        struct kv_tensor side = {.dtype = c->dt, .row_stride = rb,
+                                 .head_stride = rb * PAGE_TOKENS,
+                                 .seq_stride = rb * PAGE_TOKENS * c->kv_heads,
+                                 .axis = KV_QAXIS_TOKEN, .group = quant ? c->group : 0,
+                                 .qp_row_stride = qb, .qp_head_stride = qb * PAGE_TOKENS,
+                                 .qp_seq_stride = qb * PAGE_TOKENS * c->kv_heads};
+        if (c->layout == LAYOUT_PAGED) {
+            struct kv_span *sp = &f->spans[0];
+            *sp = (struct kv_span){.k = side, .v = side, .n_tokens = T, .pos0 = 0,
+                                   .page_tokens = PAGE_TOKENS};
+            sp->k.pages = f->pages;
+            sp->v.pages = f->pages + n_pages;
+            if (quant) {
+                sp->k.qp_pages = f->pages + 2 * (size_t)n_pages;
+                sp->v.qp_pages = f->pages + 3 * (size_t)n_pages;
+            }
+            f->n_spans = 1;
+        } else {
+            for (int32_t pg = 0; pg < n_pages; pg++) {
+                struct kv_span *sp = &f->spans[pg];
+                const int32_t n = T - pg * PAGE_TOKENS < PAGE_TOKENS ? T - pg * PAGE_TOKENS
+                                                                    : PAGE_TOKENS;
+                *sp = (struct kv_span){.k = side, .v = side, .n_tokens = n,
+                                       .pos0 = pg * PAGE_TOKENS};
+                sp->k.data = f->pages[pg];
+                sp->v.data = f->pages[n_pages + pg];
+                if (quant) {
+                    sp->k.qp = f->pages[2 * (size_t)n_pages + pg];
+                    sp->v.qp = f->pages[3 * (size_t)n_pages + pg];
+                }
+            }
+            f->n_spans = n_pages;
+        }
+    } else if (c->layout == LAYOUT_CHANNEL || c->layout == LAYOUT_MIXED) {
+        /* keys: per channel over blocks of CHANNEL_TOKENS tokens (CHANNEL)
+         * or per token (MIXED); values per token (CHANNEL) or f32 (MIXED) */
+        const size_t rb = kv_dtype_row_bytes(c->dt, d), ng = (size_t)(d / c->group);
+        const size_t rows = (size_t)c->batch * c->kv_heads * T;
+        const int32_t nblk = (T + CHANNEL_TOKENS - 1) / CHANNEL_TOKENS;
+        const size_t kq = c->layout == LAYOUT_CHANNEL
+                              ? (size_t)c->batch * c->kv_heads * nblk * d
+                              : rows * ng;
+        f->kbuf = malloc(rows * rb + 1);
+        f->kqp = malloc(kq * sizeof(struct kv_qparams) + 8);
+        ck_assert(f->kbuf && f->kqp);
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int32_t h = 0; h < c->kv_heads; h++) {
+                const size_t bh = (size_t)b * c->kv_heads + h;
+                for (int32_t t0 = 0; t0 < T; t0 += CHANNEL_TOKENS) {
+                    const int32_t n = T - t0 < CHANNEL_TOKENS ? T - t0 : CHANNEL_TOKENS;
+                    for (int32_t t = t0; t < t0 + n; t++) {
+                        float *x = f->kd + dense_at(c, b, h, t);
+                        uint8_t *codes = (uint8_t *)f->kbuf + (bh * T + t) * rb;
+                        if (c->layout == LAYOUT_MIXED) {
+                            struct kv_qparams *qp = f->kqp + (bh * T + t) * ng;
+                            kv_quantize_row(codes, qp, x, c->dt, d, c->group);
+                            kv_dequantize_row(x, codes, qp, c->dt, d, c->group);
+                        } else if (t == t0) {
+                            struct kv_qparams *qp = f->kqp + (bh * nblk + t0 / CHANNEL_TOKENS) * d;
+                            kv_quantize_rows_channel(codes, rb, qp, x, (size_t)d, n, c->dt, d);
+                            for (int32_t u = 0; u < n; u++)
+                                kv_dequantize_row_channel(x + (size_t)u * d, codes + u * rb, qp,
+                                                          c->dt, d);
+                        }
+                    }
+                }
+            }
+        struct kv_span *sp = &f->spans[0];
+        sp->n_tokens = T;
+        if (c->layout == LAYOUT_MIXED) {
+            sp->k = quant_tensor(c, f->kbuf, f->kqp, T);
+            float *vb = malloc(rows * d * sizeof(float) + 4);
+            ck_assert(vb != NULL);
+            f->vbuf = vb;
+            memcpy(vb, f->vd, rows * d * sizeof(float));
+            sp->v = f32_tensor(c, vb, T);
+        } else {
+            const size_t qrow = (size_t)d * sizeof(struct kv_qparams);
+            sp->k = (struct kv_tensor){.dtype = c->dt, .data = f->kbuf, .row_stride = rb,
+                                       .head_stride = rb * T, .seq_stride = rb * T * c->kv_heads,
+                                       .axis = KV_QAXIS_CHANNEL, .group = CHANNEL_TOKENS,
+                                       .qp = f->kqp, .qp_row_stride = qrow,
+                                       .qp_head_stride = qrow * nblk,
+                                       .qp_seq_stride = qrow * nblk * c->kv_heads};
+            f->vbuf = malloc(rows * rb + 1);
+            f->vqp = malloc(rows * ng * sizeof(struct kv_qparams) + 8);
+            ck_assert(f->vbuf && f->vqp);
+            for (size_t r = 0; r < rows; r++) {
+                float *x = f->vd + r * d;
+                kv_quantize_row((uint8_t *)f->vbuf + r * rb, f->vqp + r * ng, x, c->dt, d, c->group);
+                kv_dequantize_row(x, (uint8_t *)f->vbuf + r * rb, f->vqp + r * ng, c->dt, d, c->group);
+            }
+            sp->v = quant_tensor(c, f->vbuf, f->vqp, T);
+        }
+        f->n_spans = 1;
+    } else if (c->layout == LAYOUT_ONE || c->layout == LAYOUT_RING || c->layout == LAYOUT_TOKEN) {
         float *kb = malloc(nd * sizeof(float) + 4), *vb = malloc(nd * sizeof(float) + 4);
         ck_assert(kb && vb);
         f->kbuf = kb;
@@ -171,10 +330,12 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
             f->n_spans = 1;
         } else if (c->layout == LAYOUT_TOKEN) {
             size_t rb = (size_t)d * sizeof(float);
-            f->spans[0] = (struct kv_span){.dtype = KV_DTYPE_F32, .k = kb, .v = vb,
-                                           .n_tokens = T, .pos0 = 0,
-                                           .row_stride = rb * c->kv_heads, .head_stride = rb,
-                                           .seq_stride = rb * c->kv_heads * T};
+            f->spans[0] = (struct kv_span){
+                .k = {.dtype = KV_DTYPE_F32, .data = kb, .row_stride = rb * c->kv_heads,
+                      .head_stride = rb, .seq_stride = rb * c->kv_heads * T},
+                .v = {.dtype = KV_DTYPE_F32, .data = vb, .row_stride = rb * c->kv_heads,
+                      .head_stride = rb, .seq_stride = rb * c->kv_heads * T},
+                .n_tokens = T, .pos0 = 0};
             f->n_spans = 1;
         } else {
             /* positions [0, T - shift) live in slots [shift, T), the newest
@@ -220,9 +381,12 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
 
     f->p = (struct kv_attn_params){.batch = c->batch, .n_q = c->n_q, .n_heads = c->heads,
                                    .n_kv_heads = c->kv_heads, .head_dim = d,
-                                   .group = c->group, .q_pos0 = T - c->n_q,
-                                   .window = c->window, .pad = c->batch > 1 || c->pad[0] ? f->c.pad : NULL,
+                                   .q_pos0 = T - c->n_q,
                                    .scale = 1.0f / sqrtf((float)d), .n_threads = c->threads};
+    f->view = (struct kv_view){
+        .spans = f->spans, .n_spans = f->n_spans,
+        .mask = {.window = c->window, .n_sink = c->n_sink,
+                 .pad = c->batch > 1 || c->pad[0] ? f->c.pad : NULL}};
 }
 
 static void fixture_free(struct fixture *f)
@@ -236,18 +400,25 @@ static void fixture_free(struct fixture *f)
     free(f->vbuf2);
     free(f->kqp);
     free(f->vqp);
+    if (f->pages != NULL) {
+        const int32_t n_pages = (f->c.T + PAGE_TOKENS - 1) / PAGE_TOKENS;
+        for (int32_t i = 0; i < 4 * n_pages; i++)
+            free((void *)f->pages[i]);
+        free(f->pages);
+    }
+    free(f->spans);
 }
 
 /* ------------------------------------------------------------------------ */
 /* The naive reference                                                      */
 
-static int naive_visible(const struct kv_attn_params *p, int32_t b, int64_t qpos, int64_t kpos)
+static int naive_visible(const struct kv_mask *m, int32_t b, int64_t qpos, int64_t kpos)
 {
     if (kpos > qpos)
         return 0;
-    if (p->window > 0 && kpos <= qpos - p->window)
-        return 0;
-    if (p->pad != NULL && kpos < p->pad[b])
+    if (m->window > 0 && kpos <= qpos - m->window && kpos >= m->n_sink)
+        return 0; /* outside the window and not a sink */
+    if (m->pad != NULL && kpos < m->pad[b])
         return 0;
     return 1;
 }
@@ -270,7 +441,7 @@ static void naive_attention(double *out, const struct fixture *f)
                 double mx = -INFINITY;
                 for (int32_t t = 0; t < c->T; t++) {
                     sc[t] = -INFINITY;
-                    if (!naive_visible(p, b, qpos, t))
+                    if (!naive_visible(&f->view.mask, b, qpos, t))
                         continue;
                     const float *k = f->kd + dense_at(c, b, h, t);
                     double s = 0.0;
@@ -311,10 +482,10 @@ static void compare(const float *got, const double *want, const struct fixture *
         if (!(err <= tol)) {
             size_t e = i % c->d, r = i / c->d;
             ck_abort_msg("case %d %s: out[b=%zu q=%zu h=%zu][%zu] = %.7g, naive %.7g, err %.3g > tol %.3g "
-                         "(B=%d nq=%d H=%d Hkv=%d d=%d T=%d win=%d layout=%d dt=%d group=%d thr=%d)",
+                         "(B=%d nq=%d H=%d Hkv=%d d=%d T=%d win=%d sink=%d layout=%d dt=%d group=%d thr=%d)",
                          idx, who, r / c->heads / c->n_q, r / c->heads % c->n_q, r % c->heads, e,
                          got[i], want[i], err, tol, c->batch, c->n_q, c->heads, c->kv_heads, c->d,
-                         c->T, c->window, (int)c->layout, (int)c->dt, c->group, c->threads);
+                         c->T, c->window, c->n_sink, (int)c->layout, (int)c->dt, c->group, c->threads);
         }
     }
 }
@@ -324,7 +495,7 @@ static void run_case(const struct acase *c, int idx)
 {
     struct fixture f;
     fixture_build(&f, c, (uint64_t)idx + 17);
-    ck_assert_int_eq(kv_attn_check(&f.p, f.spans, f.n_spans), KV_OK);
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_OK);
     size_t no = (size_t)c->batch * c->n_q * c->heads * c->d;
     double *want = malloc(no * sizeof(double));
     float *got = malloc(no * sizeof(float));
@@ -337,13 +508,13 @@ static void run_case(const struct acase *c, int idx)
     for (size_t i = 0; i < no; i++)
         got[i] = NAN; /* every output must be written */
     kv_alloc_fail_at(0, 0);
-    ck_assert_int_eq(kv_attn(got, f.q, &f.p, f.spans, f.n_spans, ws, wsb), KV_OK);
+    ck_assert_int_eq(kv_attn(got, f.q, &f.p, &f.view, ws, wsb), KV_OK);
     ck_assert_int_eq(kv_alloc_count(), 0); /* the kernel never allocates */
     compare(got, want, &f, "kv_attn", idx);
 
     for (size_t i = 0; i < no; i++)
         got[i] = NAN;
-    ck_assert_int_eq(kv_attn_ref(got, f.q, &f.p, f.spans, f.n_spans), KV_OK);
+    ck_assert_int_eq(kv_attn_ref(got, f.q, &f.p, &f.view), KV_OK);
     compare(got, want, &f, "kv_attn_ref", idx);
 
     kv_free(ws);
@@ -392,114 +563,155 @@ END_TEST
 #define Q4 KV_DTYPE_Q4
 static const struct acase table[] = {
     /* sliding windows: 1, small, == T, > T; decode and prefill */
-    {1, 1, 8, 2, 64, 33, 1, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 33, 8, 2, 64, 33, 1, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 8, 64, 1000, 16, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 40, 8, 8, 64, 1000, 16, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 40, 4, 1, 80, 1000, 100, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 4, 128, 33, 33, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 33, 8, 4, 128, 33, 33, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 4, 64, 33, 50, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 33, 8, 4, 64, 33, 50, {0}, F32, 0, LAYOUT_ONE, 2},
+    {1, 1, 8, 2, 64, 33, 1, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 33, 8, 2, 64, 33, 1, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 8, 64, 1000, 16, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 40, 8, 8, 64, 1000, 16, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 40, 4, 1, 80, 1000, 100, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 4, 128, 33, 33, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 33, 8, 4, 128, 33, 33, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 4, 64, 33, 50, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 33, 8, 4, 64, 33, 50, {0}, F32, 0, LAYOUT_ONE, 2, 0},
     /* left padding, batch of 3 sequences of different lengths */
-    {3, 1, 8, 2, 64, 33, 0, {0, 5, 20}, F32, 0, LAYOUT_ONE, 2},
-    {3, 33, 8, 2, 64, 33, 0, {0, 5, 20}, F32, 0, LAYOUT_ONE, 2},
-    {3, 1, 8, 8, 80, 1000, 0, {0, 300, 999}, F32, 0, LAYOUT_ONE, 2},
-    {3, 40, 8, 8, 80, 1000, 0, {0, 300, 990}, F32, 0, LAYOUT_ONE, 2},
-    {3, 7, 4, 4, 64, 7, 3, {2, 0, 6}, F32, 0, LAYOUT_ONE, 1},
-    {3, 1, 8, 1, 128, 200, 50, {0, 170, 199}, F32, 0, LAYOUT_TOKEN, 3},
+    {3, 1, 8, 2, 64, 33, 0, {0, 5, 20}, F32, 0, LAYOUT_ONE, 2, 0},
+    {3, 33, 8, 2, 64, 33, 0, {0, 5, 20}, F32, 0, LAYOUT_ONE, 2, 0},
+    {3, 1, 8, 8, 80, 1000, 0, {0, 300, 999}, F32, 0, LAYOUT_ONE, 2, 0},
+    {3, 40, 8, 8, 80, 1000, 0, {0, 300, 990}, F32, 0, LAYOUT_ONE, 2, 0},
+    {3, 7, 4, 4, 64, 7, 3, {2, 0, 6}, F32, 0, LAYOUT_ONE, 1, 0},
+    {3, 1, 8, 1, 128, 200, 50, {0, 170, 199}, F32, 0, LAYOUT_TOKEN, 3, 0},
     /* strides and spans: token-major, ring buffer, quantized + f32 residual */
-    {2, 1, 8, 2, 64, 100, 0, {0, 0}, F32, 0, LAYOUT_TOKEN, 2},
-    {2, 9, 8, 2, 64, 100, 0, {0, 0}, F32, 0, LAYOUT_TOKEN, 2},
-    {1, 1, 8, 8, 64, 100, 0, {0}, F32, 0, LAYOUT_RING, 2},
-    {1, 20, 8, 8, 64, 100, 0, {0}, F32, 0, LAYOUT_RING, 2},
-    {2, 1, 8, 4, 80, 99, 40, {0, 10}, F32, 0, LAYOUT_RING, 2},
-    {2, 30, 8, 4, 80, 99, 40, {0, 10}, F32, 0, LAYOUT_RING, 2},
-    {1, 1, 8, 2, 64, 1000, 0, {0}, Q8, 32, LAYOUT_QUANT_F32, 2},
-    {1, 1, 8, 2, 64, 1000, 0, {0}, Q4, 32, LAYOUT_QUANT_F32, 2},
-    {2, 12, 8, 2, 64, 300, 0, {0, 7}, Q8, 32, LAYOUT_QUANT_F32, 2},
-    {2, 12, 8, 2, 64, 300, 0, {0, 7}, Q4, 32, LAYOUT_QUANT_F32, 2},
-    {1, 1, 4, 4, 64, 1, 0, {0}, Q8, 32, LAYOUT_QUANT_F32, 2},
+    {2, 1, 8, 2, 64, 100, 0, {0, 0}, F32, 0, LAYOUT_TOKEN, 2, 0},
+    {2, 9, 8, 2, 64, 100, 0, {0, 0}, F32, 0, LAYOUT_TOKEN, 2, 0},
+    {1, 1, 8, 8, 64, 100, 0, {0}, F32, 0, LAYOUT_RING, 2, 0},
+    {1, 20, 8, 8, 64, 100, 0, {0}, F32, 0, LAYOUT_RING, 2, 0},
+    {2, 1, 8, 4, 80, 99, 40, {0, 10}, F32, 0, LAYOUT_RING, 2, 0},
+    {2, 30, 8, 4, 80, 99, 40, {0, 10}, F32, 0, LAYOUT_RING, 2, 0},
+    {1, 1, 8, 2, 64, 1000, 0, {0}, Q8, 32, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 8, 2, 64, 1000, 0, {0}, Q4, 32, LAYOUT_QUANT_F32, 2, 0},
+    {2, 12, 8, 2, 64, 300, 0, {0, 7}, Q8, 32, LAYOUT_QUANT_F32, 2, 0},
+    {2, 12, 8, 2, 64, 300, 0, {0, 7}, Q4, 32, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 4, 4, 64, 1, 0, {0}, Q8, 32, LAYOUT_QUANT_F32, 2, 0},
     /* quantized spans: every head_dim, several groups (fast and scalar paths) */
-    {1, 1, 8, 8, 64, 1000, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
-    {1, 1, 8, 8, 64, 1000, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
-    {1, 1, 8, 2, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
+    {1, 1, 8, 8, 64, 1000, 0, {0}, Q8, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 8, 64, 1000, 0, {0}, Q4, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 2, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2, 0},
     /* the fused GQA paths (AVX-512, groups of 2, 4 and 8 heads): int8 at
      * head_dim 128 and 256, a batch with padding, odd T for the leftover row;
      * int8 and int4 at head_dim 64 below */
-    {1, 1, 8, 4, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
-    {1, 1, 16, 2, 128, 129, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
-    {2, 1, 16, 2, 256, 65, 0, {0, 9}, Q8, 128, LAYOUT_QUANT_F32, 2},
-    {1, 1, 8, 2, 128, 333, 0, {0}, Q4, 128, LAYOUT_QUANT, 2},
+    {1, 1, 8, 4, 128, 333, 0, {0}, Q8, 64, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 2, 128, 129, 0, {0}, Q8, 32, LAYOUT_QUANT, 2, 0},
+    {2, 1, 16, 2, 256, 65, 0, {0, 9}, Q8, 128, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 8, 2, 128, 333, 0, {0}, Q4, 128, LAYOUT_QUANT, 2, 0},
     /* the fused int4 GQA path: groups of 2, 4 and 8 heads, groups of 32
      * and 64 codes (one and two byte chunks per group), padding */
-    {1, 1, 8, 4, 128, 333, 0, {0}, Q4, 64, LAYOUT_QUANT, 2},
-    {1, 1, 16, 2, 128, 129, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
-    {1, 1, 16, 4, 128, 130, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
-    {2, 1, 16, 2, 256, 65, 0, {0, 9}, Q4, 128, LAYOUT_QUANT_F32, 2},
-    {1, 1, 16, 2, 256, 77, 0, {0}, Q4, 64, LAYOUT_QUANT, 2},
-    {1, 1, 16, 4, 64, 131, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
-    {1, 1, 16, 4, 64, 131, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
-    {2, 1, 16, 2, 64, 70, 0, {0, 5}, Q4, 32, LAYOUT_QUANT_F32, 2},
+    {1, 1, 8, 4, 128, 333, 0, {0}, Q4, 64, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 2, 128, 129, 0, {0}, Q4, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 4, 128, 130, 0, {0}, Q4, 32, LAYOUT_QUANT, 2, 0},
+    {2, 1, 16, 2, 256, 65, 0, {0, 9}, Q4, 128, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 16, 2, 256, 77, 0, {0}, Q4, 64, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 4, 64, 131, 0, {0}, Q8, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 4, 64, 131, 0, {0}, Q4, 32, LAYOUT_QUANT, 2, 0},
+    {2, 1, 16, 2, 64, 70, 0, {0, 5}, Q4, 32, LAYOUT_QUANT_F32, 2, 0},
     /* int8 MHA, 16 rows a call: packed (s, m) pairs of 2 groups, 4 groups,
      * 5 groups of 16 (scalar min terms) */
-    {1, 1, 4, 4, 128, 200, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
-    {1, 1, 8, 8, 128, 333, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
-    {1, 1, 4, 4, 80, 150, 0, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
-    {1, 1, 8, 1, 80, 77, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
+    {1, 1, 4, 4, 128, 200, 0, {0}, Q8, 64, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 8, 128, 333, 0, {0}, Q8, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 4, 4, 80, 150, 0, {0}, Q8, 16, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 8, 1, 80, 77, 0, {0}, Q8, 16, LAYOUT_QUANT, 2, 0},
     /* int4 MHA, 16 rows a call: 2, 4 groups of 32, 2 groups of 64 */
-    {1, 1, 8, 8, 128, 333, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
-    {1, 1, 4, 4, 128, 200, 0, {0}, Q4, 64, LAYOUT_QUANT_F32, 2},
-    {1, 1, 8, 1, 80, 77, 0, {0}, Q4, 16, LAYOUT_QUANT, 2},
-    {1, 1, 8, 4, 80, 77, 0, {0}, Q8, 40, LAYOUT_QUANT, 2},
-    {1, 1, 8, 4, 80, 77, 0, {0}, Q4, 40, LAYOUT_QUANT, 2},
-    {1, 1, 8, 4, 64, 77, 0, {0}, Q8, 8, LAYOUT_QUANT, 2},
-    {1, 1, 8, 4, 64, 77, 0, {0}, Q4, 8, LAYOUT_QUANT, 2},
-    {1, 1, 8, 4, 64, 77, 0, {0}, Q8, 4, LAYOUT_QUANT, 2},
-    {1, 1, 8, 4, 64, 77, 0, {0}, Q4, 2, LAYOUT_QUANT, 2},
-    {1, 1, 16, 2, 64, 129, 0, {0}, Q4, 16, LAYOUT_QUANT, 2},
-    {1, 1, 16, 2, 64, 129, 0, {0}, Q8, 64, LAYOUT_QUANT, 2},
-    {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q8, 32, LAYOUT_QUANT, 2},
-    {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q4, 32, LAYOUT_QUANT, 2},
-    {1, 33, 8, 4, 80, 33, 0, {0}, Q8, 16, LAYOUT_QUANT, 2},
-    {1, 33, 8, 4, 128, 64, 10, {0}, Q4, 32, LAYOUT_QUANT, 2},
+    {1, 1, 8, 8, 128, 333, 0, {0}, Q4, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 4, 4, 128, 200, 0, {0}, Q4, 64, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 8, 1, 80, 77, 0, {0}, Q4, 16, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 4, 80, 77, 0, {0}, Q8, 40, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 4, 80, 77, 0, {0}, Q4, 40, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 4, 64, 77, 0, {0}, Q8, 8, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 4, 64, 77, 0, {0}, Q4, 8, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 4, 64, 77, 0, {0}, Q8, 4, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 4, 64, 77, 0, {0}, Q4, 2, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 2, 64, 129, 0, {0}, Q4, 16, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 2, 64, 129, 0, {0}, Q8, 64, LAYOUT_QUANT, 2, 0},
+    {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q8, 32, LAYOUT_QUANT, 2, 0},
+    {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q4, 32, LAYOUT_QUANT, 2, 0},
+    {1, 33, 8, 4, 80, 33, 0, {0}, Q8, 16, LAYOUT_QUANT, 2, 0},
+    {1, 33, 8, 4, 128, 64, 10, {0}, Q4, 32, LAYOUT_QUANT, 2, 0},
     /* prefill across several query tiles (256 rows of queries x group
      * heads) and key tiles (512 keys), with windows and padding */
-    {1, 300, 4, 4, 64, 1100, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 300, 4, 4, 64, 1100, 600, {0}, F32, 0, LAYOUT_ONE, 2},
-    {2, 140, 8, 2, 64, 1030, 0, {0, 333}, F32, 0, LAYOUT_RING, 2},
-    {1, 260, 8, 8, 80, 1040, 513, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
-    {1, 150, 4, 4, 64, 300, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 150, 4, 4, 64, 300, 100, {0}, F32, 0, LAYOUT_ONE, 2},
-    {2, 140, 8, 2, 64, 600, 0, {0, 333}, F32, 0, LAYOUT_RING, 2},
-    {1, 130, 8, 8, 80, 520, 257, {0}, Q8, 16, LAYOUT_QUANT_F32, 2},
-    {1, 129, 2, 1, 128, 400, 0, {0}, Q4, 32, LAYOUT_QUANT, 3},
+    {1, 300, 4, 4, 64, 1100, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 300, 4, 4, 64, 1100, 600, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {2, 140, 8, 2, 64, 1030, 0, {0, 333}, F32, 0, LAYOUT_RING, 2, 0},
+    {1, 260, 8, 8, 80, 1040, 513, {0}, Q8, 16, LAYOUT_QUANT_F32, 2, 0},
+    {1, 150, 4, 4, 64, 300, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 150, 4, 4, 64, 300, 100, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {2, 140, 8, 2, 64, 600, 0, {0, 333}, F32, 0, LAYOUT_RING, 2, 0},
+    {1, 130, 8, 8, 80, 520, 257, {0}, Q8, 16, LAYOUT_QUANT_F32, 2, 0},
+    {1, 129, 2, 1, 128, 400, 0, {0}, Q4, 32, LAYOUT_QUANT, 3, 0},
     /* split-K boundaries: one kv head, so decode splits the keys (2 threads:
      * 4 splits, 3 threads: 6, each a whole number of 64-key blocks); T just
      * below, at and above multiples of the block and chunk sizes */
-    {1, 1, 8, 1, 64, 31, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 32, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 33, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 127, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 128, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 129, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 255, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 256, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 384, 0, {0}, F32, 0, LAYOUT_ONE, 3},
-    {1, 1, 8, 1, 64, 385, 0, {0}, Q8, 32, LAYOUT_QUANT, 3},
-    {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 8, 1, 64, 191, 0, {0}, F32, 0, LAYOUT_ONE, 3},
-    {1, 1, 8, 1, 64, 193, 0, {0}, F32, 0, LAYOUT_ONE, 3},
-    {1, 1, 8, 1, 64, 129, 0, {0}, Q8, 32, LAYOUT_QUANT, 2},
-    {1, 1, 8, 1, 64, 127, 0, {0}, Q4, 32, LAYOUT_QUANT, 2},
-    {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_RING, 2},
-    {1, 1, 8, 1, 64, 129, 60, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 1, 4, 1, 64, 999, 0, {0}, F32, 0, LAYOUT_ONE, 1},
+    {1, 1, 8, 1, 64, 31, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 32, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 33, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 127, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 128, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 129, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 255, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 256, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 384, 0, {0}, F32, 0, LAYOUT_ONE, 3, 0},
+    {1, 1, 8, 1, 64, 385, 0, {0}, Q8, 32, LAYOUT_QUANT, 3, 0},
+    {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 8, 1, 64, 191, 0, {0}, F32, 0, LAYOUT_ONE, 3, 0},
+    {1, 1, 8, 1, 64, 193, 0, {0}, F32, 0, LAYOUT_ONE, 3, 0},
+    {1, 1, 8, 1, 64, 129, 0, {0}, Q8, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 1, 64, 127, 0, {0}, Q4, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_RING, 2, 0},
+    {1, 1, 8, 1, 64, 129, 60, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 1, 4, 1, 64, 999, 0, {0}, F32, 0, LAYOUT_ONE, 1, 0},
     /* odd sizes: head_dim not a multiple of 8, one thread, many threads */
-    {1, 1, 3, 1, 13, 37, 0, {0}, F32, 0, LAYOUT_ONE, 2},
-    {1, 5, 3, 1, 13, 37, 9, {0}, F32, 0, LAYOUT_ONE, 2},
-    {2, 1, 6, 3, 20, 45, 0, {0, 3}, Q8, 5, LAYOUT_QUANT, 4},
-    {2, 3, 6, 3, 20, 45, 0, {0, 3}, Q4, 10, LAYOUT_QUANT, 1},
+    {1, 1, 3, 1, 13, 37, 0, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {1, 5, 3, 1, 13, 37, 9, {0}, F32, 0, LAYOUT_ONE, 2, 0},
+    {2, 1, 6, 3, 20, 45, 0, {0, 3}, Q8, 5, LAYOUT_QUANT, 4, 0},
+    {2, 3, 6, 3, 20, 45, 0, {0, 3}, Q4, 10, LAYOUT_QUANT, 1, 0},
+    /* attention sinks with a window (the last column): below and across the
+     * window, reaching it (one interval), with padding above the sinks,
+     * decode, split-K and prefill over several tiles */
+    {1, 1, 8, 2, 64, 300, 64, {0}, F32, 0, LAYOUT_ONE, 2, 4},
+    {1, 40, 8, 2, 64, 300, 64, {0}, F32, 0, LAYOUT_ONE, 2, 4},
+    {1, 1, 8, 8, 64, 1000, 100, {0}, F32, 0, LAYOUT_ONE, 2, 70},
+    {1, 300, 4, 4, 64, 1100, 600, {0}, F32, 0, LAYOUT_ONE, 2, 16},
+    {1, 1, 8, 8, 64, 100, 10, {0}, F32, 0, LAYOUT_ONE, 2, 95},
+    {3, 33, 8, 2, 64, 33, 5, {0, 2, 20}, F32, 0, LAYOUT_ONE, 2, 3},
+    {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q8, 32, LAYOUT_QUANT, 2, 8},
+    {1, 1, 8, 1, 64, 385, 64, {0}, F32, 0, LAYOUT_ONE, 3, 5},
+    {2, 30, 8, 4, 80, 99, 40, {0, 10}, F32, 0, LAYOUT_RING, 2, 12},
+    {1, 1, 16, 4, 64, 200, 33, {0}, Q4, 32, LAYOUT_QUANT_F32, 2, 7},
+    /* paged: one span over a block table of 5-token pages (the 64-row
+     * blocks cut at every offset), every dtype, the fused GQA, tile and
+     * MHA paths, prefill; then one span per page (many spans) */
+    {1, 1, 8, 8, 64, 333, 0, {0}, F32, 0, LAYOUT_PAGED, 2, 0},
+    {1, 1, 8, 2, 128, 333, 0, {0}, F32, 0, LAYOUT_PAGED, 2, 0},
+    {2, 1, 8, 2, 64, 200, 30, {0, 7}, F32, 0, LAYOUT_PAGED, 2, 3},
+    {1, 1, 8, 8, 64, 333, 0, {0}, Q8, 32, LAYOUT_PAGED, 2, 0},
+    {1, 1, 8, 8, 64, 333, 0, {0}, Q4, 32, LAYOUT_PAGED, 2, 0},
+    {1, 1, 16, 2, 64, 129, 0, {0}, Q4, 32, LAYOUT_PAGED, 2, 0},
+    {1, 1, 16, 2, 64, 129, 0, {0}, Q8, 32, LAYOUT_PAGED, 2, 0},
+    {1, 1, 8, 2, 128, 100, 0, {0}, Q8, 64, LAYOUT_PAGED, 2, 0},
+    {1, 1, 12, 4, 64, 100, 0, {0}, Q8, 32, LAYOUT_PAGED, 2, 0},
+    {1, 1, 8, 1, 64, 257, 0, {0}, Q8, 16, LAYOUT_PAGED, 3, 0},
+    {1, 40, 8, 2, 64, 333, 0, {0}, F32, 0, LAYOUT_PAGED, 2, 0},
+    {1, 300, 4, 4, 64, 700, 0, {0}, Q8, 32, LAYOUT_PAGED, 2, 0},
+    {1, 1, 8, 8, 64, 333, 0, {0}, F32, 0, LAYOUT_PAGES, 2, 0},
+    {2, 9, 8, 2, 64, 100, 20, {0, 3}, Q4, 32, LAYOUT_PAGES, 2, 2},
+    {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_PAGES, 3, 0},
+    /* separate K and V descriptors: keys per channel over 16-token blocks
+     * with values per token (KIVI); quantized keys with f32 values */
+    {1, 1, 8, 2, 64, 333, 0, {0}, Q8, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 8, 64, 100, 0, {0}, Q4, 32, LAYOUT_CHANNEL, 2, 0},
+    {2, 20, 8, 2, 64, 150, 40, {0, 9}, Q8, 16, LAYOUT_CHANNEL, 2, 4},
+    {1, 1, 16, 2, 128, 129, 0, {0}, Q4, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 2, 64, 333, 0, {0}, Q8, 32, LAYOUT_MIXED, 2, 0},
+    {1, 1, 16, 2, 128, 129, 0, {0}, Q4, 32, LAYOUT_MIXED, 2, 0},
+    {1, 1, 8, 8, 64, 200, 0, {0}, Q4, 32, LAYOUT_MIXED, 2, 0},
+    {1, 30, 8, 2, 64, 100, 0, {0}, Q8, 32, LAYOUT_MIXED, 2, 0},
 };
 #define N_TABLE ((int)(sizeof(table) / sizeof(table[0])))
 
@@ -526,14 +738,14 @@ END_TEST
 START_TEST(test_padded_query_zero)
 {
     struct fixture f;
-    struct acase c = {3, 10, 4, 2, 64, 10, 0, {0, 4, 10}, F32, 0, LAYOUT_ONE, 2};
+    struct acase c = {3, 10, 4, 2, 64, 10, 0, {0, 4, 10}, F32, 0, LAYOUT_ONE, 2, 0};
     fixture_build(&f, &c, 5);
     size_t no = (size_t)c.batch * c.n_q * c.heads * c.d;
     float *got = malloc(no * sizeof(float));
     size_t wsb = kv_attn_workspace_bytes(&f.p);
     void *ws = kv_alloc(wsb);
     ck_assert(got && ws);
-    ck_assert_int_eq(kv_attn(got, f.q, &f.p, f.spans, f.n_spans, ws, wsb), KV_OK);
+    ck_assert_int_eq(kv_attn(got, f.q, &f.p, &f.view, ws, wsb), KV_OK);
     /* sequence 2 is all padding; sequence 1's queries 0..3 too */
     for (size_t i = 0; i < (size_t)c.n_q * c.heads * c.d; i++)
         ck_assert(got[2 * (size_t)c.n_q * c.heads * c.d + i] == 0.0f);
@@ -542,7 +754,7 @@ START_TEST(test_padded_query_zero)
     /* the decode path too */
     f.p.n_q = 1;
     f.p.q_pos0 = 9;
-    ck_assert_int_eq(kv_attn(got, f.q, &f.p, f.spans, f.n_spans, ws, kv_attn_workspace_bytes(&f.p)), KV_OK);
+    ck_assert_int_eq(kv_attn(got, f.q, &f.p, &f.view, ws, kv_attn_workspace_bytes(&f.p)), KV_OK);
     for (size_t i = 0; i < (size_t)c.heads * c.d; i++)
         ck_assert(got[2 * (size_t)c.heads * c.d + i] == 0.0f);
     kv_free(ws);
@@ -565,33 +777,51 @@ START_TEST(test_visible_pairs)
         for (int32_t i = 0; i < c->n_q; i++)
             for (int32_t s = 0; s < f.n_spans; s++)
                 for (int32_t t = 0; t < f.spans[s].n_tokens; t++)
-                    want += naive_visible(&f.p, b, (int64_t)f.p.q_pos0 + i,
+                    want += naive_visible(&f.view.mask, b, (int64_t)f.p.q_pos0 + i,
                                           (int64_t)f.spans[s].pos0 + t);
-    ck_assert_int_eq(kv_attn_visible_pairs(&f.p, f.spans, f.n_spans), want);
-    /* positions beyond the queries and windows at odd places */
+    ck_assert_int_eq(kv_attn_visible_pairs(&f.p, &f.view), want);
+    /* positions beyond the queries and windows at odd places, with and
+     * without sinks */
     f.p.q_pos0 += 3;
-    f.p.window = 5;
-    want = 0;
-    for (int32_t b = 0; b < c->batch; b++)
-        for (int32_t i = 0; i < c->n_q; i++)
-            for (int32_t s = 0; s < f.n_spans; s++)
-                for (int32_t t = 0; t < f.spans[s].n_tokens; t++)
-                    want += naive_visible(&f.p, b, (int64_t)f.p.q_pos0 + i,
-                                          (int64_t)f.spans[s].pos0 + t);
-    ck_assert_int_eq(kv_attn_visible_pairs(&f.p, f.spans, f.n_spans), want);
+    for (int32_t sink = 0; sink <= 7; sink += 7) {
+        f.view.mask.window = 5;
+        f.view.mask.n_sink = sink;
+        want = 0;
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int32_t i = 0; i < c->n_q; i++)
+                for (int32_t s = 0; s < f.n_spans; s++)
+                    for (int32_t t = 0; t < f.spans[s].n_tokens; t++)
+                        want += naive_visible(&f.view.mask, b, (int64_t)f.p.q_pos0 + i,
+                                              (int64_t)f.spans[s].pos0 + t);
+        ck_assert_int_eq(kv_attn_visible_pairs(&f.p, &f.view), want);
+    }
     fixture_free(&f);
 }
 END_TEST
 
 START_TEST(test_span_bytes)
 {
-    struct acase c = {2, 1, 8, 2, 64, 100, 0, {0, 0}, Q4, 32, LAYOUT_QUANT_F32, 2};
+    struct acase c = {2, 1, 8, 2, 64, 100, 0, {0, 0}, Q4, 32, LAYOUT_QUANT_F32, 2, 0};
     struct fixture f;
     fixture_build(&f, &c, 1);
     /* 75 int4 tokens (32 code bytes + 2 qparams of 8 bytes per row) and 25
      * f32 tokens (256 bytes per row); K and V; 2 sequences x 2 kv heads */
     size_t want = 2 * 2 * 2 * (75 * (32 + 16) + 25 * 256);
-    ck_assert_uint_eq(kv_attn_span_bytes(&f.p, f.spans, f.n_spans), want);
+    ck_assert_uint_eq(kv_attn_span_bytes(&f.p, &f.view), want);
+    fixture_free(&f);
+    /* per-channel keys: 100 tokens = 7 blocks of 16 (d pairs each), int4
+     * codes; per-token int4 values (2 pairs a row) */
+    struct acase ch = {2, 1, 8, 2, 64, 100, 0, {0, 0}, Q4, 32, LAYOUT_CHANNEL, 2, 0};
+    fixture_build(&f, &ch, 1);
+    want = 2 * 2 * ((100 * 32 + 7 * 64 * 8) + 100 * (32 + 16));
+    ck_assert_uint_eq(kv_attn_span_bytes(&f.p, &f.view), want);
+    fixture_free(&f);
+    /* one span per page: the same bytes as one span */
+    struct acase pg = {2, 1, 8, 2, 64, 100, 0, {0, 0}, Q8, 32, LAYOUT_PAGES, 2, 0};
+    fixture_build(&f, &pg, 1);
+    ck_assert_int_eq(f.n_spans, 20);
+    want = 2 * 2 * 2 * 100 * (64 + 16);
+    ck_assert_uint_eq(kv_attn_span_bytes(&f.p, &f.view), want);
     fixture_free(&f);
 }
 END_TEST
@@ -601,77 +831,105 @@ END_TEST
 
 START_TEST(test_check_rejects)
 {
-    struct acase c = {2, 1, 8, 2, 64, 40, 0, {0, 0}, Q8, 32, LAYOUT_QUANT_F32, 2};
+    struct acase c = {2, 1, 8, 2, 64, 40, 0, {0, 0}, Q8, 32, LAYOUT_QUANT_F32, 2, 0};
     struct fixture f;
     fixture_build(&f, &c, 2);
     struct kv_attn_params p;
     struct kv_span s[2];
-    ck_assert_int_eq(kv_attn_check(&f.p, f.spans, 2), KV_OK);
+    struct kv_view v = {.spans = s, .n_spans = 2};
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_OK);
 #define EXPECT_BAD_P(stmt)                                                     \
     do {                                                                       \
         p = f.p;                                                               \
         stmt;                                                                  \
-        ck_assert_int_eq(kv_attn_check(&p, f.spans, 2), KV_ERR_INVALID);       \
+        ck_assert_int_eq(kv_attn_check(&p, &f.view), KV_ERR_INVALID);          \
     } while (0)
 #define EXPECT_BAD_S(stmt)                                                     \
     do {                                                                       \
         memcpy(s, f.spans, sizeof(s));                                         \
+        v.mask = f.view.mask;                                                  \
         stmt;                                                                  \
-        ck_assert_int_eq(kv_attn_check(&f.p, s, 2), KV_ERR_INVALID);           \
+        ck_assert_int_eq(kv_attn_check(&f.p, &v), KV_ERR_INVALID);             \
     } while (0)
     EXPECT_BAD_P(p.n_kv_heads = 3);
     EXPECT_BAD_P(p.n_kv_heads = 0);
     EXPECT_BAD_P(p.batch = 0);
     EXPECT_BAD_P(p.n_q = 0);
     EXPECT_BAD_P(p.head_dim = 0);
-    EXPECT_BAD_P(p.window = -1);
+    EXPECT_BAD_S(v.mask.window = -1);
+    EXPECT_BAD_S(v.mask.n_sink = -1);
     EXPECT_BAD_P(p.n_threads = 0);
     EXPECT_BAD_P(p.q_pos0 = -1);
     EXPECT_BAD_P(p.q_pos0 = INT32_MAX; p.n_q = 2);
     EXPECT_BAD_P(p.scale = NAN);
-    EXPECT_BAD_P(p.group = 24);  /* does not divide 64 */
-    EXPECT_BAD_P(p.group = 0);
+    EXPECT_BAD_S(s[0].k.group = s[0].v.group = 24); /* does not divide 64 */
+    EXPECT_BAD_S(s[0].k.group = s[0].v.group = 0);
+    EXPECT_BAD_S(s[0].v.group = 24);                /* V alone */
     static const int32_t badpad[2] = {0, -1};
-    EXPECT_BAD_P(p.pad = badpad);
-    EXPECT_BAD_S(s[0].dtype = KV_DTYPE_COUNT);
-    EXPECT_BAD_S(s[0].k = NULL);
-    EXPECT_BAD_S(s[1].v = NULL);
-    EXPECT_BAD_S(s[0].k_qp = NULL);
+    EXPECT_BAD_S(v.mask.pad = badpad);
+    EXPECT_BAD_S(s[0].k.dtype = KV_DTYPE_COUNT);
+    EXPECT_BAD_S(s[0].v.dtype = KV_DTYPE_COUNT);
+    EXPECT_BAD_S(s[0].k.data = NULL);
+    EXPECT_BAD_S(s[1].v.data = NULL);
+    EXPECT_BAD_S(s[0].k.qp = NULL);
+    EXPECT_BAD_S(s[0].v.qp = NULL);
+    EXPECT_BAD_S(s[0].k.axis = KV_QAXIS_COUNT);
     EXPECT_BAD_S(s[0].n_tokens = -1);
     EXPECT_BAD_S(s[0].pos0 = -5);
     EXPECT_BAD_S(s[1].pos0 = INT32_MAX);
-    EXPECT_BAD_S(s[1].row_stride = 2);             /* f32: misaligned, overlapping */
-    EXPECT_BAD_S(s[1].row_stride = 64 * 4 - 4);    /* rows overlap */
-    EXPECT_BAD_S(s[0].row_stride = 63);            /* rows overlap */
-    EXPECT_BAD_S(s[0].qp_row_stride = 8);          /* 2 groups need 16 bytes */
-    EXPECT_BAD_S(s[0].qp_row_stride = 17);         /* misaligned qparams */
-    ck_assert_int_eq(kv_attn_check(NULL, f.spans, 2), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn_check(&f.p, NULL, 2), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn_check(&f.p, f.spans, -1), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn_check(&f.p, NULL, 0), KV_OK); /* no keys at all */
+    EXPECT_BAD_S(s[0].page_tokens = -1);
+    EXPECT_BAD_S(s[0].page_tokens = 4);            /* paged, but no page table */
+    EXPECT_BAD_S(s[1].k.row_stride = s[1].v.row_stride = 2);          /* f32: misaligned, overlapping */
+    EXPECT_BAD_S(s[1].k.row_stride = s[1].v.row_stride = 64 * 4 - 4); /* rows overlap */
+    EXPECT_BAD_S(s[1].v.row_stride = 64 * 4 - 4);                     /* V alone */
+    EXPECT_BAD_S(s[0].k.row_stride = s[0].v.row_stride = 63);         /* rows overlap */
+    EXPECT_BAD_S(s[0].k.qp_row_stride = s[0].v.qp_row_stride = 8);    /* 2 groups need 16 bytes */
+    EXPECT_BAD_S(s[0].k.qp_row_stride = s[0].v.qp_row_stride = 17);   /* misaligned qparams */
+    ck_assert_int_eq(kv_attn_check(NULL, &f.view), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn_check(&f.p, NULL), KV_ERR_INVALID);
+    v = (struct kv_view){.spans = NULL, .n_spans = 2};
+    ck_assert_int_eq(kv_attn_check(&f.p, &v), KV_ERR_INVALID);
+    v = (struct kv_view){.spans = f.spans, .n_spans = -1};
+    ck_assert_int_eq(kv_attn_check(&f.p, &v), KV_ERR_INVALID);
+    v = (struct kv_view){.spans = NULL, .n_spans = 0};
+    ck_assert_int_eq(kv_attn_check(&f.p, &v), KV_OK); /* no keys at all */
     /* int4 needs an even group */
     p = f.p;
     p.head_dim = 63;
-    p.group = 21;
     memcpy(s, f.spans, sizeof(s));
-    s[0].dtype = KV_DTYPE_Q4;
-    ck_assert_int_eq(kv_attn_check(&p, s, 1), KV_ERR_INVALID);
+    s[0].k.dtype = KV_DTYPE_Q4;
+    s[0].k.group = 21;
+    v = (struct kv_view){.spans = s, .n_spans = 1};
+    ck_assert_int_eq(kv_attn_check(&p, &v), KV_ERR_INVALID);
 
     /* kv_attn itself: a workspace too small, misaligned, or missing */
     size_t wsb = kv_attn_workspace_bytes(&f.p);
     char *ws = kv_alloc(wsb + 64);
     float out[2 * 8 * 64];
     ck_assert(ws != NULL);
-    ck_assert_int_eq(kv_attn(out, f.q, &f.p, f.spans, 2, ws, wsb - 1), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn(out, f.q, &f.p, f.spans, 2, ws + 4, wsb), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn(out, f.q, &f.p, f.spans, 2, NULL, wsb), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn(NULL, f.q, &f.p, f.spans, 2, ws, wsb), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn(out, f.q, &f.p, f.spans, 2, ws, wsb), KV_OK);
+    ck_assert_int_eq(kv_attn(out, f.q, &f.p, &f.view, ws, wsb - 1), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn(out, f.q, &f.p, &f.view, ws + 4, wsb), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn(out, f.q, &f.p, &f.view, NULL, wsb), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn(NULL, f.q, &f.p, &f.view, ws, wsb), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn(out, f.q, &f.p, &f.view, ws, wsb), KV_OK);
     p = f.p;
     p.n_kv_heads = 3;
-    ck_assert_int_eq(kv_attn(out, f.q, &p, f.spans, 2, ws, wsb), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_attn_ref(out, f.q, &p, f.spans, 2), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn(out, f.q, &p, &f.view, ws, wsb), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn_ref(out, f.q, &p, &f.view), KV_ERR_INVALID);
     kv_free(ws);
+    fixture_free(&f);
+
+    /* paged spans: a NULL page, a per-channel block straddling pages */
+    struct acase pc = {1, 1, 4, 2, 64, 23, 0, {0}, Q8, 32, LAYOUT_PAGED, 2, 0};
+    fixture_build(&f, &pc, 2);
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_OK);
+    const void *saved = f.pages[2];
+    f.pages[2] = NULL;
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_ERR_INVALID);
+    f.pages[2] = saved;
+    f.spans[0].k.axis = KV_QAXIS_CHANNEL;
+    f.spans[0].k.group = 2; /* 2 does not divide the 5-token pages */
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_ERR_INVALID);
     fixture_free(&f);
 }
 END_TEST
@@ -680,7 +938,7 @@ END_TEST
 START_TEST(test_workspace_independent_of_keys)
 {
     struct kv_attn_params p = {.batch = 2, .n_q = 1, .n_heads = 8, .n_kv_heads = 2,
-                               .head_dim = 64, .group = 32, .scale = 0.125f, .n_threads = 2};
+                               .head_dim = 64, .scale = 0.125f, .n_threads = 2};
     size_t a = kv_attn_workspace_bytes(&p);
     p.q_pos0 = 100000;
     ck_assert_uint_eq(kv_attn_workspace_bytes(&p), a);

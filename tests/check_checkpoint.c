@@ -99,10 +99,9 @@ static void run_greedy(const struct kv_model *m, float *lg, int32_t *tok)
     struct kv_cache_config cc = {
         .n_layers = m->cfg.n_layers, .batch = 1, .n_kv_heads = m->cfg.n_kv_heads,
         .head_dim = m->cfg.dim / m->cfg.n_heads, .max_len = m->cfg.max_len,
-        .window = 4, .bits = 8, .group = 2, .residual = 2,
     };
     struct kv_cache *c = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, ops, &cc), KV_OK);
+    ck_assert_int_eq(kv_cache_create(&c, ops, &cc, NULL), KV_OK);
     struct kv_runner *r = NULL;
     ck_assert_int_eq(kv_runner_create(&r, m, 1, GEN_PROMPT, 1), KV_OK);
     int32_t prompt[GEN_PROMPT];

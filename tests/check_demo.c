@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "test_params.h"
 #include "../bench/demo.h"
 
 /* Weights are float32 softmax outputs (computed in double, stored as float,
@@ -48,8 +49,22 @@ static struct kv_cache_config cache_cfg(const struct kv_model *m, int32_t batch)
     return (struct kv_cache_config){
         .n_layers = m->cfg.n_layers, .batch = batch, .n_kv_heads = m->cfg.n_kv_heads,
         .head_dim = m->cfg.dim / m->cfg.n_heads, .max_len = m->cfg.max_len,
-        .window = WINDOW, .bits = 8, .group = 4, .residual = 2,
     };
+}
+
+/* kv_demo_run_create with the test's parameters (a window of `window`, 8
+ * bits, group 4, residual 2: each strategy takes the ones it has). */
+static enum kv_status run_create(struct kv_demo_run *R, const char *name, int32_t window,
+                                 const struct kv_model *m, const struct kv_cache_config *cc,
+                                 int32_t B, int32_t p, int32_t max_pos, int capture)
+{
+    const struct test_params tp = {.window = window, .bits = 8, .group = 4, .residual = 2};
+    const struct kv_strategy_ops *ops;
+    struct test_param_block blk;
+    if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK)
+        return kv_demo_run_create(R, name, NULL, m, cc, B, p, max_pos, capture);
+    test_params_fill(ops, &blk, &tp);
+    return kv_demo_run_create(R, name, blk.b, m, cc, B, p, max_pos, capture);
 }
 
 /* Runs strategy `name` for STEPS decode steps after a prompt of p <= P
@@ -61,8 +76,7 @@ static void walk_p(const struct kv_model *m, const char *name, int32_t p, int32_
 {
     struct kv_demo_run R;
     struct kv_cache_config cc = cache_cfg(m, 1);
-    cc.window = window;
-    ck_assert_int_eq(kv_demo_run_create(&R, name, m, &cc, 1, p, MAXPOS, 1), KV_OK);
+    ck_assert_int_eq(run_create(&R, name, window, m, &cc, 1, p, MAXPOS, 1), KV_OK);
     for (int32_t t = 0; t < p; t++)
         seq[t] = (5 * t + 1) % m->cfg.vocab_size;
     const int32_t L = m->cfg.n_layers;
@@ -79,7 +93,7 @@ static void walk_p(const struct kv_model *m, const char *name, int32_t p, int32_
             for (int32_t s = 0; s < MAXPOS; s++) {
                 float w = lc->w[s];
                 int vis = lc->held[s] && s <= q &&
-                          (lc->ap.window == 0 || s > q - lc->ap.window);
+                          (lc->mask.window == 0 || s > q - lc->mask.window);
                 if (vis) {
                     ck_assert_msg(w >= 0.0f && w <= 1.0f, "%s L%d pos %d weight %g", name, l,
                                   s, (double)w);
@@ -161,8 +175,7 @@ START_TEST(test_one_token_window_one)
 
     struct kv_demo_run R;
     struct kv_cache_config cc = cache_cfg(m, 2);
-    cc.window = 1;
-    ck_assert_int_eq(kv_demo_run_create(&R, ops->name, m, &cc, 2, 1, MAXPOS, 1), KV_OK);
+    ck_assert_int_eq(run_create(&R, ops->name, 1, m, &cc, 2, 1, MAXPOS, 1), KV_OK);
     int32_t seq2[2 * (MAXPOS + 1)] = {0};
     seq2[0] = seq2[MAXPOS + 1] = 7;
     const int32_t pad[2] = {0, 0};
@@ -208,7 +221,7 @@ START_TEST(test_padding_masked)
     struct kv_model *m = make_model();
     struct kv_demo_run R;
     struct kv_cache_config cc = cache_cfg(m, 2);
-    ck_assert_int_eq(kv_demo_run_create(&R, "dynamic", m, &cc, 2, P, MAXPOS, 1), KV_OK);
+    ck_assert_int_eq(run_create(&R, "dynamic", WINDOW, m, &cc, 2, P, MAXPOS, 1), KV_OK);
     int32_t seq[2 * (MAXPOS + 1)], pad[2] = {0, 3};
     for (int32_t b = 0; b < 2; b++)
         for (int32_t t = 0; t < P; t++)
@@ -243,7 +256,7 @@ START_TEST(test_alloc_failure_cleans_up)
     for (int64_t k = 1; k < 200; k++) {
         struct kv_demo_run R;
         kv_alloc_fail_at(k, 0);
-        enum kv_status s = kv_demo_run_create(&R, "quantized", m, &cc, 1, P, MAXPOS, 1);
+        enum kv_status s = run_create(&R, "quantized", WINDOW, m, &cc, 1, P, MAXPOS, 1);
         kv_alloc_fail_at(0, 0);
         kv_demo_run_destroy(&R);
         ck_assert_int_eq(kv_alloc_live(), live0);
@@ -254,7 +267,7 @@ START_TEST(test_alloc_failure_cleans_up)
     }
     ck_assert_int_gt(failed, 10);
     struct kv_demo_run R;
-    ck_assert_int_eq(kv_demo_run_create(&R, "nosuch", m, &cc, 1, P, MAXPOS, 1),
+    ck_assert_int_eq(run_create(&R, "nosuch", WINDOW, m, &cc, 1, P, MAXPOS, 1),
                      KV_ERR_INVALID);
     kv_demo_run_destroy(&R);
     kv_model_destroy(m);

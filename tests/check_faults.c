@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_params.h"
 #include "../bench/checkpoint.h"
 #include "../bench/csv_read.h"
 #include "../bench/kv_model.h"
@@ -117,11 +118,9 @@ static void run_scenario(const struct scenario *sc, struct result *res)
         .n_kv_heads = MODEL.n_kv_heads,
         .head_dim = MODEL.dim / MODEL.n_heads,
         .max_len = MODEL.max_len,
-        .window = WINDOW,
-        .bits = sc->bits,
-        .group = GROUP,
-        .residual = RESIDUAL,
     };
+    const struct test_params tp = {.window = WINDOW, .bits = sc->bits, .group = GROUP,
+                                   .residual = RESIDUAL};
     int32_t prompt[BATCH * PROMPT_LEN];
     make_prompt(prompt);
     static const int32_t pad[BATCH] = {0, 2}; /* sequence 1 is left-padded */
@@ -140,7 +139,7 @@ static void run_scenario(const struct scenario *sc, struct result *res)
     } while (0)
 
     STEP("kv_model_create_synthetic", kv_model_create_synthetic(&m, &MODEL, 11));
-    STEP("kv_cache_create", kv_cache_create(&c, ops, &cc));
+    STEP("kv_cache_create", test_cache_create(&c, ops, &cc, &tp));
     const struct kv_gen_params gp = {
         .batch = BATCH,
         .prompt_len = PROMPT_LEN,
@@ -166,7 +165,7 @@ static void run_scenario(const struct scenario *sc, struct result *res)
             next[b] = argmax(res->logits + b * MODEL.vocab_size, MODEL.vocab_size);
             res->fwd_tokens[b * FWD_DECODES + d] = next[b];
         }
-        if (ops->keeps_history) {
+        if (ops->caps & KV_CAP_KEEPS_HISTORY) {
             STEP("kv_forward(decode)", kv_forward(r, m, c, next, 1, PROMPT_LEN + d, pad,
                                                   res->logits, NULL));
         } else {

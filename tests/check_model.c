@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_params.h"
 #include "../bench/kv_model.h"
 #include "../kernels/kv_ops.h"
 
@@ -83,19 +84,22 @@ static struct kv_model_config small_cfg(void)
     };
 }
 
+/* The strategy parameters every cache of a test gets (window, group,
+ * residual fixed; cache_cfg sets the bits of the test's quantized caches;
+ * each strategy takes the ones it has). */
+static struct test_params cur_tp = {.window = WINDOW, .bits = 8, .group = GROUP,
+                                    .residual = RESIDUAL};
+
 static struct kv_cache_config cache_cfg(const struct kv_model_config *m, int32_t batch,
                                         int32_t bits)
 {
+    cur_tp.bits = bits;
     return (struct kv_cache_config){
         .n_layers = m->n_layers,
         .batch = batch,
         .n_kv_heads = m->n_kv_heads,
         .head_dim = m->dim / m->n_heads,
         .max_len = m->max_len,
-        .window = WINDOW,
-        .bits = bits,
-        .group = GROUP,
-        .residual = RESIDUAL,
     };
 }
 
@@ -119,7 +123,7 @@ static struct kv_cache *make_cache(const struct kv_strategy_ops *ops,
                                    const struct kv_cache_config *cc)
 {
     struct kv_cache *c = NULL;
-    enum kv_status s = kv_cache_create(&c, ops, cc);
+    enum kv_status s = test_cache_create(&c, ops, cc, &cur_tp);
     ck_assert_msg(s == KV_OK, "%s: kv_cache_create: %s", ops->name, kv_status_str(s));
     return c;
 }
@@ -186,10 +190,11 @@ static int strategy_is_lossy(const struct kv_model *m, const struct kv_strategy_
     int lossy = 0;
     for (int32_t l = 0; l < cc.n_layers; l++) {
         ck_assert_int_eq(kv_cache_update(c, l, k, v, n, 0), KV_OK);
-        struct kv_span spans[KV_MAX_SPANS];
-        int32_t ns = kv_cache_view(c, l, spans);
-        for (int32_t i = 0; i < ns; i++)
-            lossy |= spans[i].dtype != KV_DTYPE_F32;
+        struct kv_view view;
+        ck_assert_int_eq(kv_cache_view(c, l, &view), KV_OK);
+        for (int32_t i = 0; i < view.n_spans; i++)
+            lossy |= kv_type_traits[view.spans[i].k.dtype].has_qparams ||
+                     kv_type_traits[view.spans[i].v.dtype].has_qparams;
     }
     kv_cache_destroy(c);
     free(k);
@@ -362,7 +367,7 @@ START_TEST(test_forward_vs_naive)
     /* lengths: a prefill of 9, then one token at a time (dynamic) or the
      * whole prefix again (none) */
     for (int32_t len = 9; len <= N; len++) {
-        if (ops->keeps_history && len > 9) {
+        if ((ops->caps & KV_CAP_KEEPS_HISTORY) && len > 9) {
             ck_assert_int_eq(kv_forward(r, m, c, toks + len - 1, 1, len - 1, NULL, logits, NULL),
                              KV_OK);
         } else {
@@ -728,19 +733,20 @@ struct probe_log {
 };
 
 static void probe(void *user, int32_t layer, const float *q, const struct kv_attn_params *p,
-                  const struct kv_span *spans, int32_t n_spans)
+                  const struct kv_view *v)
 {
     struct probe_log *g = user;
     ck_assert_ptr_nonnull(q);
-    ck_assert_ptr_nonnull(spans);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_ptr_nonnull(v->spans);
     ck_assert_int_eq(layer, g->next_layer); /* layers in order, once each */
     g->next_layer++;
     g->calls++;
     g->n_q = p->n_q;
     g->q_pos0 = p->q_pos0;
-    g->window = p->window;
-    g->n_spans = n_spans;
-    g->pad = p->pad;
+    g->window = v->mask.window;
+    g->n_spans = v->n_spans;
+    g->pad = v->mask.pad;
 }
 
 START_TEST(test_probe_and_window)
@@ -867,8 +873,7 @@ START_TEST(test_default_model)
     ck_assert_int_eq(kv_model_config_check(&mc), KV_OK);
     struct kv_model *m = make_model(&mc, 42);
     struct kv_cache_config cc = {.n_layers = 4, .batch = 1, .n_kv_heads = 8, .head_dim = 64,
-                                 .max_len = 64, .window = 16, .bits = 8, .group = 32,
-                                 .residual = 32};
+                                 .max_len = 64};
     struct kv_cache *c = make_cache(kv_strategy_find("dynamic"), &cc);
     struct kv_runner *r = NULL;
     ck_assert_int_eq(kv_runner_create(&r, m, 1, 8, THREADS), KV_OK);
@@ -1026,7 +1031,7 @@ static enum kv_status life_cycle(const struct kv_strategy_ops *ops)
         return s;
     }
     struct kv_cache_config cc = cache_cfg(&mc, 2, 4);
-    s = kv_cache_create(&c, ops, &cc);
+    s = test_cache_create(&c, ops, &cc, &cur_tp);
     if (s == KV_OK)
         s = kv_runner_create(&r, m, 2, 8, 1);
     if (s == KV_OK) {

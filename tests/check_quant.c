@@ -276,6 +276,122 @@ START_TEST(test_check_combos)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* The element-type table                                                   */
+
+/* Every row is consistent: names unique and found by name, whole bytes per
+ * block, 2^bits - 1 levels for quantized types, conversions present. */
+START_TEST(test_traits_table)
+{
+    for (int t = 0; t < KV_DTYPE_COUNT; t++) {
+        const struct kv_type_traits *tr = kv_dtype_traits((enum kv_dtype)t);
+        ck_assert_ptr_eq(tr, &kv_type_traits[t]);
+        ck_assert(tr->name != NULL && tr->name[0] != '\0');
+        ck_assert_int_eq(kv_dtype_from_name(tr->name), t);
+        ck_assert_int_gt(tr->bits, 0);
+        ck_assert_int_ge(tr->block, 1);
+        ck_assert_int_eq(tr->bits * tr->block % 8, 0);
+        ck_assert_int_ge(tr->min_group, 1);
+        ck_assert(tr->to_float_row && tr->from_float_row && tr->unpack_row);
+        ck_assert(tr->err_rel >= 0.0 && tr->err_step >= 0.0);
+        if (tr->has_qparams) {
+            ck_assert_int_eq(tr->levels, (1 << tr->bits) - 1);
+            ck_assert(tr->err_step > 0.0);
+        } else {
+            ck_assert_int_eq(tr->levels, 0);
+        }
+        ck_assert_uint_eq(kv_dtype_row_bytes((enum kv_dtype)t, 8 * tr->block),
+                          (size_t)tr->bits * tr->block);
+    }
+    ck_assert_ptr_null(kv_dtype_traits(KV_DTYPE_COUNT));
+    ck_assert_int_eq(kv_dtype_from_name("f16x"), -1);
+    ck_assert_int_eq(kv_dtype_from_name(NULL), -1);
+}
+END_TEST
+
+/* The bound the table states (err_step of the group range) holds for every
+ * quantized type, through the table's own conversions. */
+START_TEST(test_traits_error_bound)
+{
+    for (int t = 0; t < KV_DTYPE_COUNT; t++) {
+        const struct kv_type_traits *tr = &kv_type_traits[t];
+        const int32_t n = 64, group = tr->has_qparams ? 16 : 1;
+        float x[64], y[64], c[64];
+        uint8_t codes[64 * 4];
+        struct kv_qparams qp[64];
+        for (int rep = 0; rep < 10; rep++) {
+            for (int32_t i = 0; i < n; i++)
+                x[i] = (float)rnd(-3, 3);
+            tr->from_float_row(codes, qp, x, n, group);
+            tr->to_float_row(y, codes, qp, n, group);
+            tr->unpack_row(c, codes, n, group);
+            for (int32_t i = 0; i < n; i++) {
+                const int32_t g0 = i - i % group;
+                float lo = x[g0], hi = x[g0];
+                for (int32_t e = g0; e < g0 + group; e++) {
+                    lo = fminf(lo, x[e]);
+                    hi = fmaxf(hi, x[e]);
+                }
+                double bound = tr->err_rel * fabs(x[i]) + tr->err_step * (hi - lo) +
+                               slack(x[i], tr->has_qparams ? qp[i / group].scale : 0.0,
+                                     tr->levels);
+                ck_assert_msg(fabs((double)y[i] - x[i]) <= bound, "%s value %d: %g vs %g",
+                              tr->name, i, (double)y[i], (double)x[i]);
+                if (tr->has_qparams) { /* the raw code, read back by hand */
+                    ck_assert(c[i] >= 0.0f && c[i] <= (float)tr->levels && c[i] == floorf(c[i]));
+                    const struct kv_qparams *g = &qp[i / group];
+                    ck_assert_float_eq(y[i], (float)((double)g->min + (double)g->scale * c[i]));
+                } else {
+                    ck_assert_float_eq(c[i], x[i]);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+/* Per channel: each channel's pair covers the block's tokens; every value
+ * within half a step of that channel's range over the block. */
+START_TEST(test_channel_roundtrip)
+{
+    const enum kv_dtype t = _i == 0 ? KV_DTYPE_Q8 : KV_DTYPE_Q4;
+    const struct kv_type_traits *tr = &kv_type_traits[t];
+    enum { NT = 13, N = 24 };
+    float x[NT * N], y[N];
+    uint8_t codes[NT * N];
+    struct kv_qparams qp[N];
+    for (int32_t i = 0; i < NT * N; i++) /* channels of very different ranges */
+        x[i] = (float)rnd(-1, 1) * (float)(1 + i % N);
+    const size_t rb = kv_dtype_row_bytes(t, N);
+    kv_quantize_rows_channel(codes, rb, qp, x, N, NT, t, N);
+    for (int32_t c = 0; c < N; c++) {
+        float lo = x[c], hi = x[c];
+        for (int32_t r = 0; r < NT; r++) {
+            lo = fminf(lo, x[r * N + c]);
+            hi = fmaxf(hi, x[r * N + c]);
+        }
+        ck_assert_float_eq(qp[c].min, lo);
+        ck_assert(qp[c].scale <= (hi - lo) / tr->levels);
+    }
+    for (int32_t r = 0; r < NT; r++) {
+        kv_dequantize_row_channel(y, codes + r * rb, qp, t, N);
+        for (int32_t c = 0; c < N; c++) {
+            const double err = fabs((double)y[c] - x[r * N + c]);
+            const double bound = qp[c].scale / 2.0 + slack(x[r * N + c], qp[c].scale, tr->levels);
+            ck_assert_msg(err <= bound, "%s row %d ch %d: err %g > %g", tr->name, r, c, err, bound);
+        }
+        if (t == KV_DTYPE_Q4) { /* one group spanning the row: j and j + N/2 share byte j */
+            for (int32_t j = 0; j < N / 2; j++) {
+                const uint8_t b = codes[r * rb + j];
+                ck_assert_float_eq(y[j], (float)((double)qp[j].min + (double)qp[j].scale * (b & 15)));
+                ck_assert_float_eq(y[j + N / 2], (float)((double)qp[j + N / 2].min +
+                                                         (double)qp[j + N / 2].scale * (b >> 4)));
+            }
+        }
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *quant_suite(void)
 {
@@ -295,6 +411,11 @@ static Suite *quant_suite(void)
     tcase_add_loop_test(tc, test_layout_q4, 0, 5);
     tcase_add_loop_test(tc, test_no_overwrite, 0, 2);
     tcase_add_test(tc, test_check_combos);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("traits");
+    tcase_add_test(tc, test_traits_table);
+    tcase_add_test(tc, test_traits_error_bound);
+    tcase_add_loop_test(tc, test_channel_roundtrip, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

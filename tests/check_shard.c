@@ -34,28 +34,36 @@ static struct kv_model_config tiny_model_config(int32_t max_len)
     return c;
 }
 
-/* names: "none", "dynamic", ..., "quantized8" / "quantized4" */
+/* The test's window, group and residual on every strategy that has them. */
+static void set_params(struct kv_sweep_config *cfg, int32_t window, int32_t group,
+                       int32_t residual)
+{
+    const struct {
+        const char *name;
+        int32_t v;
+    } set[] = {{"window", window}, {"group", group}, {"residual", residual}};
+    for (int32_t i = 0; i < cfg->n_strategies; i++) {
+        struct kv_sweep_strategy *s = &cfg->strategies[i];
+        for (size_t k = 0; k < sizeof set / sizeof set[0]; k++)
+            if (kv_param_find(s->ops, set[k].name) >= 0)
+                ck_assert_int_eq(kv_params_set(s->ops, s->params, set[k].name, set[k].v), KV_OK);
+    }
+}
+
+/* names: "none", "dynamic", ..., "quantized-int8" / "quantized-int4" */
 static void config(struct kv_sweep_config *cfg, const char *const *names, int n,
                    const int32_t *lens, int n_lens)
 {
     memset(cfg, 0, sizeof(*cfg));
     for (int i = 0; i < n; i++) {
         struct kv_sweep_strategy *s = &cfg->strategies[i];
-        const char *name = names[i];
-        s->bits = 32;
-        if (strncmp(name, "quantized", 9) == 0) {
-            s->bits = name[strlen(name) - 1] - '0';
-            name = "quantized";
-        }
-        s->ops = kv_strategy_find(name);
-        ck_assert_ptr_nonnull(s->ops);
+        /* a name or a preset ("quantized-int4") */
+        ck_assert_int_eq(kv_strategy_lookup(names[i], &s->ops, s->params, sizeof s->params),
+                         KV_OK);
         snprintf(s->label, sizeof(s->label), "%s", names[i]);
     }
     cfg->n_strategies = n;
-    cfg->cache.window = 24;
-    cfg->cache.bits = 8;
-    cfg->cache.group = 4;
-    cfg->cache.residual = 4;
+    set_params(cfg, 24, 4, 4);
     for (int i = 0; i < n_lens; i++)
         cfg->seq_lens[i] = lens[i];
     cfg->n_lens = n_lens;
@@ -69,8 +77,8 @@ static void config(struct kv_sweep_config *cfg, const char *const *names, int n,
 }
 
 static const char *const all_names[] = {"none",    "dynamic",    "dynamic-concat",
-                                        "static",  "sliding",    "quantized8",
-                                        "quantized4"};
+                                        "static",  "sliding",    "quantized-int8",
+                                        "quantized-int4"};
 static const int32_t tiny_lens[] = {16, 32, 64, 128};
 
 static struct kv_plan *plan_of(const struct kv_sweep_config *cfg,
@@ -92,9 +100,7 @@ static void default_sweep(struct kv_sweep_config *cfg, struct kv_model_config *m
     for (int i = 0; i < 8; i++)
         lens[i] = 64 << i;
     config(cfg, all_names, 7, lens, 8);
-    cfg->cache.window = 512;
-    cfg->cache.group = 32;
-    cfg->cache.residual = 32;
+    set_params(cfg, 512, 32, 32);
     cfg->reps = 0;
     cfg->warmup = 2;
     cfg->none_max = 4096;

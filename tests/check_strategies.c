@@ -26,6 +26,36 @@
 #include "../kernels/kv_attention.h"
 #include "../kernels/kv_quant.h"
 #include "../strategies/strategy.h"
+#include "test_params.h"
+
+/*
+ * A test configuration: the cache's shape and the strategy parameters of
+ * the tests (window, bits, group, residual), each strategy taking the ones
+ * its table has (tests/test_params.h) and the defaults for its others.
+ */
+struct conf {
+    int32_t n_layers, batch, n_kv_heads, head_dim, max_len;
+    int32_t window, bits, group, residual;
+};
+
+static struct kv_cache_config cc_of(const struct conf *t)
+{
+    return (struct kv_cache_config){.n_layers = t->n_layers, .batch = t->batch,
+                                    .n_kv_heads = t->n_kv_heads, .head_dim = t->head_dim,
+                                    .max_len = t->max_len};
+}
+
+/* kv_cache_create with t's shape and parameters (t NULL: a NULL config). */
+static enum kv_status tcreate(struct kv_cache **out, const struct kv_strategy_ops *ops,
+                              const struct conf *t)
+{
+    if (t == NULL)
+        return kv_cache_create(out, ops, NULL, NULL);
+    const struct kv_cache_config cc = cc_of(t);
+    const struct test_params tp = {.window = t->window, .bits = t->bits, .group = t->group,
+                                   .residual = t->residual, .literal_zeros = 1};
+    return test_cache_create(out, ops, &cc, &tp);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Tolerances                                                               */
@@ -85,7 +115,7 @@ static float rng_uniform(void) /* in [-2, 2) */
 }
 
 struct feed {
-    struct kv_cache_config cfg;
+    struct conf cfg;
     int32_t t_max;
     float *k, *v;   /* (n_layers, batch, t_max, n_kv_heads, head_dim) history */
     float *ck, *cv; /* (batch, n, n_kv_heads, head_dim) the chunk being fed */
@@ -94,11 +124,11 @@ struct feed {
 
 static size_t feed_row(const struct feed *f, int32_t l, int32_t b, int32_t p, int32_t h)
 {
-    const struct kv_cache_config *c = &f->cfg;
+    const struct conf *c = &f->cfg;
     return ((((size_t)l * c->batch + b) * f->t_max + p) * c->n_kv_heads + h) * c->head_dim;
 }
 
-static void feed_init(struct feed *f, const struct kv_cache_config *cfg, int32_t t_max,
+static void feed_init(struct feed *f, const struct conf *cfg, int32_t t_max,
                       uint64_t seed)
 {
     f->cfg = *cfg;
@@ -136,7 +166,7 @@ static void feed_free(struct feed *f)
 /* ck, cv (batch, n, n_kv_heads, head_dim) <- history of layer l, positions [p0, p0+n). */
 static void feed_chunk(struct feed *f, int32_t l, int32_t p0, int32_t n)
 {
-    const struct kv_cache_config *c = &f->cfg;
+    const struct conf *c = &f->cfg;
     const size_t tok = (size_t)c->n_kv_heads * c->head_dim;
     ck_assert_int_le(p0 + n, f->t_max);
     for (int32_t b = 0; b < c->batch; b++) {
@@ -148,25 +178,75 @@ static void feed_chunk(struct feed *f, int32_t l, int32_t p0, int32_t n)
 /* ------------------------------------------------------------------------ */
 /* Reading a view back                                                      */
 
-/* |x' - x| within half a quantization step of x's group (see tolerances). */
-static void check_quant_row(const struct feed *f, const float *want, const float *got,
-                            enum kv_dtype t, const char *what, int32_t pos)
+/* x (head_dim) <- row t of one side of span sp for (sequence b, kv head h),
+ * addressed exactly as kernels/kv_attention.h lays spans out (contiguous or
+ * paged, qparams per token or per channel) and converted by the dtype's
+ * traits: the test's own reader, not the kernel's. */
+static void read_side(float *x, const struct kv_span *sp, const struct kv_tensor *td,
+                      int32_t b, int32_t h, int32_t t, int32_t d)
 {
-    const int32_t g = f->cfg.group;
-    const float levels = t == KV_DTYPE_Q8 ? 255.0f : 15.0f;
-    for (int32_t g0 = 0; g0 < f->cfg.head_dim; g0 += g) {
-        float lo = want[g0], hi = want[g0], amax = 0.0f;
-        for (int32_t i = g0; i < g0 + g; i++) {
-            lo = fminf(lo, want[i]);
-            hi = fmaxf(hi, want[i]);
-            amax = fmaxf(amax, fabsf(want[i]));
+    const int32_t page = sp->page_tokens;
+    const size_t off = (size_t)b * td->seq_stride + (size_t)h * td->head_stride;
+    const size_t qoff = (size_t)b * td->qp_seq_stride + (size_t)h * td->qp_head_stride;
+    const int32_t in = page ? t % page : t;
+    const char *row = (const char *)(page ? td->pages[t / page] : td->data) + off +
+                      (size_t)in * td->row_stride;
+    const struct kv_type_traits *tr = &kv_type_traits[td->dtype];
+    if (!tr->has_qparams) {
+        tr->to_float_row(x, row, NULL, d, 1);
+        return;
+    }
+    const int32_t qi = td->axis == KV_QAXIS_CHANNEL ? in / td->group : in;
+    const struct kv_qparams *qp = (const struct kv_qparams *)(
+        (const char *)(page ? td->qp_pages[t / page] : (const void *)td->qp) + qoff +
+        (size_t)qi * td->qp_row_stride);
+    if (td->axis == KV_QAXIS_TOKEN)
+        tr->to_float_row(x, row, qp, d, td->group);
+    else
+        kv_dequantize_row_channel(x, row, qp, td->dtype, d);
+}
+
+/*
+ * |x' - x| within the dtype's bound (kv_type_traits: err_rel * |x| +
+ * err_step * the range of x's group; see tolerances) for every element of
+ * row t of one side. The group is the elements of the row that share a
+ * qparams pair (per token) or the span's tokens of the same block of
+ * `group` tokens in that channel (per channel); `hist` gives the original
+ * value of (position, element).
+ */
+static void check_lossy_row(const struct feed *f, const struct kv_span *sp,
+                            const struct kv_tensor *td, int32_t l, int32_t b, int32_t h,
+                            int32_t t, const float *got, int is_v, const char *what)
+{
+    const int32_t d = f->cfg.head_dim, pos = sp->pos0 + t;
+    const struct kv_type_traits *tr = &kv_type_traits[td->dtype];
+    const float *hist = is_v ? f->v : f->k;
+    const float *want = hist + feed_row(f, l, b, pos, h);
+    for (int32_t i = 0; i < d; i++) {
+        float lo = want[i], hi = want[i], amax = 0.0f;
+        if (!tr->has_qparams) {
+            /* exact unless the type says otherwise */
+        } else if (td->axis == KV_QAXIS_TOKEN) {
+            const int32_t g0 = i - i % td->group;
+            for (int32_t e = g0; e < g0 + td->group; e++) {
+                lo = fminf(lo, want[e]);
+                hi = fmaxf(hi, want[e]);
+                amax = fmaxf(amax, fabsf(want[e]));
+            }
+        } else {
+            const int32_t t0 = t - t % td->group;
+            for (int32_t u = t0; u < t0 + td->group && u < sp->n_tokens; u++) {
+                const float x = hist[feed_row(f, l, b, sp->pos0 + u, h) + i];
+                lo = fminf(lo, x);
+                hi = fmaxf(hi, x);
+                amax = fmaxf(amax, fabsf(x));
+            }
         }
-        const float half_step = 0.5f * (hi - lo) / levels;
-        const float tol = half_step * (1.0f + QUANT_REL_SLACK) + QUANT_ULP_SLACK * FLT_EPSILON * amax;
-        for (int32_t i = g0; i < g0 + g; i++)
-            REQUIRE(fabsf(got[i] - want[i]) <= tol,
-                          "%s pos %d elem %d: got %g want %g (tol %g)", what, pos, i,
-                          (double)got[i], (double)want[i], (double)tol);
+        const float step = (float)tr->err_step * (hi - lo);
+        const float tol = step * (1.0f + QUANT_REL_SLACK) + (float)tr->err_rel * fabsf(want[i]) +
+                          QUANT_ULP_SLACK * FLT_EPSILON * amax;
+        REQUIRE(fabsf(got[i] - want[i]) <= tol, "%s pos %d elem %d: got %g want %g (tol %g)",
+                what, pos, i, (double)got[i], (double)want[i], (double)tol);
     }
 }
 
@@ -175,38 +255,44 @@ struct seen {
     int32_t lo;    /* smallest visible position */
     int32_t hi;    /* one past the largest */
     int32_t n_spans;
-    int32_t n_quant; /* positions in quantized spans */
+    int32_t n_quant; /* positions in lossy (quantized) spans */
 };
 
 /*
  * Reads layer l's view back and compares it with the history. Every visible
  * position must be in [0, q_end), appear once, spans in position order, and
- * hold exactly what was written. Returns what was seen.
+ * hold what was written: bit-exact for lossless dtypes, within the dtype's
+ * error bound for lossy ones. Returns what was seen.
  */
 static struct seen check_view(struct feed *f, const struct kv_cache *c, int32_t l, int32_t q_end)
 {
-    const struct kv_cache_config *cfg = &f->cfg;
-    struct kv_span spans[KV_MAX_SPANS];
+    const struct conf *cfg = &f->cfg;
+    struct kv_view view;
     struct seen s = {.lo = INT32_MAX, .hi = 0};
     char *mark = calloc((size_t)q_end + 1, 1);
     ck_assert(mark != NULL);
-    s.n_spans = kv_cache_view(c, l, spans);
+    ck_assert_int_eq(kv_cache_view(c, l, &view), KV_OK);
+    s.n_spans = view.n_spans;
     ck_assert_int_ge(s.n_spans, 0);
-    ck_assert_int_le(s.n_spans, KV_MAX_SPANS);
+    ck_assert_int_le(s.n_spans, c->max_spans);
     int32_t prev_end = 0;
     for (int32_t i = 0; i < s.n_spans; i++) {
-        const struct kv_span *sp = &spans[i];
+        const struct kv_span *sp = &view.spans[i];
         ck_assert_int_ge(sp->n_tokens, 1);
         ck_assert_int_ge(sp->pos0, prev_end); /* position order */
         ck_assert_int_le(sp->pos0 + sp->n_tokens, q_end);
-        ck_assert(sp->k != NULL && sp->v != NULL);
-        prev_end = sp->pos0 + sp->n_tokens;
-        const int quant = sp->dtype != KV_DTYPE_F32;
-        if (quant) {
-            ck_assert(sp->dtype == KV_DTYPE_Q8 || sp->dtype == KV_DTYPE_Q4);
-            ck_assert(sp->k_qp != NULL && sp->v_qp != NULL);
-            s.n_quant += sp->n_tokens;
+        for (int kv = 0; kv < 2; kv++) {
+            const struct kv_tensor *td = kv ? &sp->v : &sp->k;
+            ck_assert(kv_dtype_traits(td->dtype) != NULL);
+            ck_assert(sp->page_tokens > 0 ? td->pages != NULL : td->data != NULL);
+            if (kv_type_traits[td->dtype].has_qparams)
+                ck_assert(sp->page_tokens > 0 ? td->qp_pages != NULL : td->qp != NULL);
         }
+        prev_end = sp->pos0 + sp->n_tokens;
+        const int lossy = kv_type_traits[sp->k.dtype].has_qparams ||
+                          kv_type_traits[sp->v.dtype].has_qparams;
+        if (lossy)
+            s.n_quant += sp->n_tokens;
         for (int32_t t = 0; t < sp->n_tokens; t++) {
             const int32_t p = sp->pos0 + t;
             REQUIRE(!mark[p], "layer %d: position %d visible twice", l, p);
@@ -216,28 +302,19 @@ static struct seen check_view(struct feed *f, const struct kv_cache *c, int32_t 
             s.hi = p + 1 > s.hi ? p + 1 : s.hi;
             for (int32_t b = 0; b < cfg->batch; b++)
                 for (int32_t h = 0; h < cfg->n_kv_heads; h++) {
-                    const size_t off = b * sp->seq_stride + h * sp->head_stride + t * sp->row_stride;
-                    const float *wk = f->k + feed_row(f, l, b, p, h);
-                    const float *wv = f->v + feed_row(f, l, b, p, h);
-                    if (!quant) {
-                        REQUIRE(memcmp((const char *)sp->k + off, wk,
-                                       cfg->head_dim * sizeof(float)) == 0,
-                                "layer %d seq %d head %d pos %d: K differs", l, b, h, p);
-                        REQUIRE(memcmp((const char *)sp->v + off, wv,
-                                       cfg->head_dim * sizeof(float)) == 0,
-                                "layer %d seq %d head %d pos %d: V differs", l, b, h, p);
-                        continue;
+                    for (int kv = 0; kv < 2; kv++) {
+                        const struct kv_tensor *td = kv ? &sp->v : &sp->k;
+                        const float *want = (kv ? f->v : f->k) + feed_row(f, l, b, p, h);
+                        read_side(f->deq, sp, td, b, h, t, cfg->head_dim);
+                        if (!kv_type_traits[td->dtype].has_qparams &&
+                            kv_type_traits[td->dtype].err_rel == 0.0) {
+                            REQUIRE(memcmp(f->deq, want, cfg->head_dim * sizeof(float)) == 0,
+                                    "layer %d seq %d head %d pos %d: %s differs", l, b, h, p,
+                                    kv ? "V" : "K");
+                            continue;
+                        }
+                        check_lossy_row(f, sp, td, l, b, h, t, f->deq, kv, kv ? "V" : "K");
                     }
-                    const size_t qoff = b * sp->qp_seq_stride + h * sp->qp_head_stride +
-                                        t * sp->qp_row_stride;
-                    kv_dequantize_row(f->deq, (const char *)sp->k + off,
-                                      (const struct kv_qparams *)((const char *)sp->k_qp + qoff),
-                                      sp->dtype, cfg->head_dim, cfg->group);
-                    check_quant_row(f, wk, f->deq, sp->dtype, "K", p);
-                    kv_dequantize_row(f->deq, (const char *)sp->v + off,
-                                      (const struct kv_qparams *)((const char *)sp->v_qp + qoff),
-                                      sp->dtype, cfg->head_dim, cfg->group);
-                    check_quant_row(f, wv, f->deq, sp->dtype, "V", p);
                 }
         }
     }
@@ -245,6 +322,14 @@ static struct seen check_view(struct feed *f, const struct kv_cache *c, int32_t 
     if (s.count == 0)
         s.lo = 0;
     return s;
+}
+
+/* The number of spans of layer l's view (asserting it can be taken). */
+static int32_t n_view(const struct kv_cache *c, int32_t l)
+{
+    struct kv_view v;
+    ck_assert_int_eq(kv_cache_view(c, l, &v), KV_OK);
+    return v.n_spans;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -262,7 +347,7 @@ static struct seen check_view(struct feed *f, const struct kv_cache *c, int32_t 
  */
 static enum kv_status feed_step(struct feed *f, struct kv_cache *c, int32_t len, int32_t n)
 {
-    const int hist = c->ops->keeps_history;
+    const int hist = kv_cache_has(c, KV_CAP_KEEPS_HISTORY);
     const int32_t w = kv_cache_mask_window(c);
     const int32_t q_end = len + n;
     const int32_t q_first = hist ? len : 0;
@@ -327,7 +412,7 @@ static int32_t sched_total(const int32_t *sched, int32_t n)
 /* ------------------------------------------------------------------------ */
 /* Configurations and schedules                                             */
 
-static const struct kv_cache_config conf_cfgs[] = {
+static const struct conf conf_cfgs[] = {
     /* layers batch heads head_dim max_len window bits group residual */
     {.n_layers = 2, .batch = 3, .n_kv_heads = 2, .head_dim = 16, .max_len = 64,
      .window = 5, .bits = 8, .group = 8, .residual = 4},
@@ -365,7 +450,7 @@ static const struct sched scheds[] = {
 START_TEST(test_conformance_readback)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i / N_CONF_CFGS);
-    const struct kv_cache_config *cfg = &conf_cfgs[_i % N_CONF_CFGS];
+    const struct conf *cfg = &conf_cfgs[_i % N_CONF_CFGS];
     ck_assert_ptr_nonnull(ops);
     const int64_t live0 = kv_alloc_live();
     for (int32_t s = 0; s < N_SCHEDS; s++) {
@@ -373,12 +458,11 @@ START_TEST(test_conformance_readback)
         struct feed f;
         feed_init(&f, cfg, total, 1000 + (uint64_t)_i * 17 + (uint64_t)s);
         struct kv_cache *c = NULL;
-        ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+        ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK);
         ck_assert_ptr_nonnull(c);
         for (int32_t l = 0; l < cfg->n_layers; l++) {
             ck_assert_int_eq(kv_cache_seq_len(c, l), 0);
-            struct kv_span sp[KV_MAX_SPANS];
-            ck_assert_int_eq(kv_cache_view(c, l, sp), 0);
+            ck_assert_int_eq(n_view(c, l), 0);
         }
         ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
         run_schedule(&f, c, scheds[s].sizes, scheds[s].n);
@@ -393,11 +477,11 @@ END_TEST
 START_TEST(test_conformance_reset)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i);
-    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    const struct conf *cfg = &conf_cfgs[0];
     const int64_t live0 = kv_alloc_live();
     struct kv_cache *c = NULL, *fresh = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
-    ck_assert_int_eq(kv_cache_create(&fresh, ops, cfg), KV_OK);
+    ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK);
+    ck_assert_int_eq(tcreate(&fresh, ops, cfg), KV_OK);
     struct feed f;
     const int32_t n_sched = (int32_t)(sizeof sched_prefill / sizeof sched_prefill[0]);
     const int32_t total = sched_total(sched_prefill, n_sched);
@@ -406,9 +490,8 @@ START_TEST(test_conformance_reset)
     ck_assert_int_eq(kv_cache_reset(c), KV_OK);
     for (int32_t l = 0; l < cfg->n_layers; l++) {
         ck_assert_int_eq(kv_cache_seq_len(c, l), 0);
-        struct kv_span sp[KV_MAX_SPANS];
-        if (ops->keeps_history)
-            ck_assert_int_eq(kv_cache_view(c, l, sp), 0);
+        if ((ops->caps & KV_CAP_KEEPS_HISTORY) != 0)
+            ck_assert_int_eq(n_view(c, l), 0);
     }
     ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
     ck_assert_uint_eq(kv_cache_resident_bytes(c), kv_cache_resident_bytes(fresh));
@@ -430,15 +513,15 @@ END_TEST
 START_TEST(test_conformance_bad_updates)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i);
-    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    const struct conf *cfg = &conf_cfgs[0];
     struct kv_cache *c = NULL;
     struct feed f;
     feed_init(&f, cfg, 8, 5);
-    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+    ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK);
     ck_assert_int_eq(feed_step(&f, c, 0, 1), KV_OK);
     const size_t copied = kv_cache_copied_bytes(c);
     const int32_t len = kv_cache_seq_len(c, 0);
-    const int32_t p0 = ops->keeps_history ? 1 : 0;
+    const int32_t p0 = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0 ? 1 : 0;
     /* a separate buffer: `none` still points into f.ck */
     float *junk = calloc(2 * (size_t)cfg->batch * cfg->n_kv_heads * cfg->head_dim, sizeof(float));
     ck_assert_ptr_nonnull(junk);
@@ -451,7 +534,7 @@ START_TEST(test_conformance_bad_updates)
     ck_assert_int_eq(kv_cache_update(c, 0, junk, NULL, 1, p0), KV_ERR_INVALID);
     ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 2, INT32_MAX - 1), KV_ERR_INVALID);
     ck_assert_int_eq(kv_cache_update(NULL, 0, junk, junk, 1, p0), KV_ERR_INVALID);
-    if (ops->keeps_history) { /* pos0 must be the layer's length */
+    if ((ops->caps & KV_CAP_KEEPS_HISTORY) != 0) { /* pos0 must be the layer's length */
         ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 1, 0), KV_ERR_INVALID);
         ck_assert_int_eq(kv_cache_update(c, 0, junk, junk, 1, 2), KV_ERR_INVALID);
     }
@@ -461,9 +544,13 @@ START_TEST(test_conformance_bad_updates)
     struct seen s = check_view(&f, c, cfg->n_layers - 1, 1);
     ck_assert_int_eq(s.count, 1);
     /* out-of-range queries answer harmlessly */
-    struct kv_span sp[KV_MAX_SPANS];
-    ck_assert_int_eq(kv_cache_view(c, -1, sp), 0);
-    ck_assert_int_eq(kv_cache_view(c, cfg->n_layers, sp), 0);
+    struct kv_view vw;
+    ck_assert_int_eq(kv_cache_view(c, -1, &vw), KV_ERR_INVALID);
+    ck_assert_int_eq(vw.n_spans, 0);
+    ck_assert_int_eq(kv_cache_view(c, cfg->n_layers, &vw), KV_ERR_INVALID);
+    ck_assert_int_eq(vw.n_spans, 0);
+    ck_assert_int_eq(kv_cache_view(NULL, 0, &vw), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_view(c, 0, NULL), KV_ERR_INVALID);
     ck_assert_int_eq(kv_cache_seq_len(c, cfg->n_layers), 0);
     kv_cache_destroy(c);
     kv_cache_destroy(NULL);
@@ -476,10 +563,10 @@ END_TEST
 START_TEST(test_conformance_bad_configs)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i);
-    const struct kv_cache_config good = conf_cfgs[0];
+    const struct conf good = conf_cfgs[0];
     const int64_t live0 = kv_alloc_live();
     struct {
-        struct kv_cache_config cfg;
+        struct conf cfg;
         enum kv_status want;
     } cases[8];
     int32_t n = 0;
@@ -497,13 +584,13 @@ START_TEST(test_conformance_bad_configs)
     cases[n].cfg.n_kv_heads = INT32_MAX, cases[n++].want = KV_ERR_OVERFLOW;
     for (int32_t i = 0; i < n; i++) {
         struct kv_cache *c = (struct kv_cache *)&cases[i]; /* must be overwritten */
-        ck_assert_int_eq(kv_cache_create(&c, ops, &cases[i].cfg), cases[i].want);
+        ck_assert_int_eq(tcreate(&c, ops, &cases[i].cfg), cases[i].want);
         ck_assert_ptr_null(c);
     }
     struct kv_cache *c = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, ops, NULL), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_cache_create(&c, NULL, &good), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_cache_create(NULL, ops, &good), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(&c, ops, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(&c, NULL, &good), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(NULL, ops, &good), KV_ERR_INVALID);
     ck_assert_int_eq(kv_alloc_live(), live0);
 }
 END_TEST
@@ -517,7 +604,7 @@ START_TEST(test_conformance_alloc_failure)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i / 2);
     const int sticky = _i % 2;
-    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    const struct conf *cfg = &conf_cfgs[0];
     static const int32_t sched[] = {9, 1, 1, 1, 1, 1, 1, 1, 3, 1, 20, 1};
     const int32_t n_sched = (int32_t)(sizeof sched / sizeof sched[0]);
     struct feed f;
@@ -528,7 +615,7 @@ START_TEST(test_conformance_alloc_failure)
     for (int64_t k = 1; k <= MAX_ALLOC_STEPS && !completed; k++) {
         kv_alloc_fail_at(k, sticky);
         struct kv_cache *c = NULL;
-        enum kv_status st = kv_cache_create(&c, ops, cfg);
+        enum kv_status st = tcreate(&c, ops, cfg);
         if (st != KV_OK) {
             ck_assert_int_eq(st, KV_ERR_NOMEM);
             ck_assert_ptr_null(c);
@@ -536,7 +623,7 @@ START_TEST(test_conformance_alloc_failure)
             failures++;
             if (sticky)
                 continue;
-            ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK); /* one-shot: retry */
+            ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK); /* one-shot: retry */
         }
         int32_t len = 0;
         int gave_up = 0;
@@ -545,7 +632,7 @@ START_TEST(test_conformance_alloc_failure)
             if (n > 1 && len > 0 && kv_cache_mask_window(c) > 0)
                 continue; /* sliding refuses these by design; skip (tested elsewhere) */
             for (int32_t l = 0; l < cfg->n_layers; l++) {
-                const int hist = ops->keeps_history;
+                const int hist = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
                 const int32_t p0 = hist ? len : 0, cnt = hist ? n : len + n;
                 const size_t copied = kv_cache_copied_bytes(c);
                 const size_t resident = kv_cache_resident_bytes(c);
@@ -595,7 +682,7 @@ END_TEST
 START_TEST(test_conformance_attention)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i);
-    const struct kv_cache_config *cfg = &conf_cfgs[0];
+    const struct conf *cfg = &conf_cfgs[0];
     static const int32_t sched[] = {9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     const int32_t n_sched = (int32_t)(sizeof sched / sizeof sched[0]);
     const int32_t t_max = sched_total(sched, n_sched), l = cfg->n_layers - 1;
@@ -610,41 +697,44 @@ START_TEST(test_conformance_attention)
     struct feed f;
     feed_init(&f, cfg, t_max, 40);
     struct kv_cache *c = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+    ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK);
     int32_t len = 0;
     for (int32_t i = 0; i < n_sched; i++) {
         const int32_t n = sched[i];
         ck_assert_int_eq(feed_step(&f, c, len, n), KV_OK);
         /* the last layer's view is still valid: f.ck holds that layer */
-        struct kv_span sp[KV_MAX_SPANS];
-        const int32_t n_spans = kv_cache_view(c, l, sp);
+        struct kv_view view;
+        ck_assert_int_eq(kv_cache_view(c, l, &view), KV_OK);
         struct kv_attn_params p = {
-            .batch = cfg->batch, .n_q = ops->keeps_history ? n : len + n,
+            .batch = cfg->batch, .n_q = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0 ? n : len + n,
             .n_heads = n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = hd,
-            .group = cfg->group, .q_pos0 = ops->keeps_history ? len : 0,
-            .window = kv_cache_mask_window(c), .scale = 1.0f / sqrtf((float)hd), .n_threads = 1};
+            .q_pos0 = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0 ? len : 0, .scale = 1.0f / sqrtf((float)hd),
+            .n_threads = 1};
         const size_t n_out = (size_t)cfg->batch * p.n_q * n_heads * hd;
-        ck_assert_int_eq(kv_attn_check(&p, sp, n_spans), KV_OK);
-        ck_assert_int_eq(kv_attn_ref(want, q, &p, sp, n_spans), KV_OK);
+        ck_assert_int_eq(kv_attn_check(&p, &view), KV_OK);
+        ck_assert_int_eq(kv_attn_ref(want, q, &p, &view), KV_OK);
         const size_t ws_bytes = (kv_attn_workspace_bytes(&p) + 63) / 64 * 64;
         void *ws = aligned_alloc(64, ws_bytes ? ws_bytes : 64);
         ck_assert_ptr_nonnull(ws);
-        ck_assert_int_eq(kv_attn(out, q, &p, sp, n_spans, ws, ws_bytes), KV_OK);
+        ck_assert_int_eq(kv_attn(out, q, &p, &view, ws, ws_bytes), KV_OK);
         free(ws);
         for (size_t j = 0; j < n_out; j++)
             REQUIRE(fabsf(out[j] - want[j]) <= ATTN_FAST_TOL, "%s step %d: fast %g ref %g",
                     ops->name, i, (double)out[j], (double)want[j]);
         int all_f32 = 1;
-        for (int32_t j = 0; j < n_spans; j++)
-            all_f32 &= sp[j].dtype == KV_DTYPE_F32;
+        for (int32_t j = 0; j < view.n_spans; j++)
+            all_f32 &= view.spans[j].k.dtype == KV_DTYPE_F32 &&
+                       view.spans[j].v.dtype == KV_DTYPE_F32;
         if (all_f32) { /* the whole history of layer l, the model's layout */
             const size_t row = (size_t)cfg->n_kv_heads * hd * sizeof(float);
-            struct kv_span full = {
-                .dtype = KV_DTYPE_F32, .k = f.k + feed_row(&f, l, 0, 0, 0),
-                .v = f.v + feed_row(&f, l, 0, 0, 0), .n_tokens = len + n, .pos0 = 0,
-                .row_stride = row, .head_stride = (size_t)hd * sizeof(float),
-                .seq_stride = (size_t)t_max * row};
-            ck_assert_int_eq(kv_attn_ref(out, q, &p, &full, 1), KV_OK);
+            const struct kv_tensor side = {.dtype = KV_DTYPE_F32, .row_stride = row,
+                                           .head_stride = (size_t)hd * sizeof(float),
+                                           .seq_stride = (size_t)t_max * row};
+            struct kv_span full = {.k = side, .v = side, .n_tokens = len + n, .pos0 = 0};
+            full.k.data = f.k + feed_row(&f, l, 0, 0, 0);
+            full.v.data = f.v + feed_row(&f, l, 0, 0, 0);
+            const struct kv_view fv = {.spans = &full, .n_spans = 1, .mask = view.mask};
+            ck_assert_int_eq(kv_attn_ref(out, q, &p, &fv), KV_OK);
             for (size_t j = 0; j < n_out; j++)
                 REQUIRE(fabsf(out[j] - want[j]) <= ATTN_REF_TOL, "%s step %d: view %g full %g",
                         ops->name, i, (double)want[j], (double)out[j]);
@@ -681,7 +771,7 @@ START_TEST(test_registry)
         ck_assert(ops->init && ops->free && ops->update && ops->view && ops->seq_len &&
                   ops->resident_bytes && ops->copied_bytes);
         ck_assert_uint_gt(ops->state_size, 0);
-        ck_assert_int_eq(ops->keeps_history, strcmp(ops->name, "none") != 0);
+        ck_assert_int_eq((ops->caps & KV_CAP_KEEPS_HISTORY) != 0, strcmp(ops->name, "none") != 0);
     }
     ck_assert_ptr_null(kv_strategy_at(-1));
     ck_assert_ptr_null(kv_strategy_at(n));
@@ -698,10 +788,11 @@ struct probe_state {
 };
 static int32_t probe_total_inits, probe_total_frees;
 
-static enum kv_status probe_init(void *state, const struct kv_cache_config *cfg)
+static enum kv_status probe_init(void *state, const struct kv_cache_config *cfg,
+                                 const void *params)
 {
     struct probe_state *s = state;
-    (void)cfg;
+    (void)cfg, (void)params;
     ck_assert_int_eq(s->inits + s->frees + s->updates, 0); /* zeroed state */
     s->inits++;
     probe_total_inits++;
@@ -728,7 +819,7 @@ static enum kv_status probe_update(void *state, int32_t layer, const float *k, c
 static const struct kv_strategy_ops probe_ops = {
     .name = "probe",
     .description = "test double",
-    .keeps_history = 1,
+    .caps = KV_CAP_KEEPS_HISTORY,
     .state_size = sizeof(struct probe_state),
     .init = probe_init,
     .free = probe_free,
@@ -741,12 +832,11 @@ START_TEST(test_wrapper_defaults)
     struct kv_cache *c = NULL;
     float kv[16] = {0};
     probe_total_inits = probe_total_frees = 0;
-    ck_assert_int_eq(kv_cache_create(&c, &probe_ops, &conf_cfgs[0]), KV_OK);
+    ck_assert_int_eq(tcreate(&c, &probe_ops, &conf_cfgs[0]), KV_OK);
     ck_assert_int_eq(kv_cache_mask_window(c), 0);
     ck_assert_int_eq(kv_cache_update(c, 0, kv, kv, 1, 0), KV_OK);
     ck_assert_int_eq(((struct probe_state *)c->state)->updates, 1);
-    struct kv_span sp[KV_MAX_SPANS];
-    ck_assert_int_eq(kv_cache_view(c, 0, sp), 0);
+    ck_assert_int_eq(n_view(c, 0), 0);
     ck_assert_int_eq(kv_cache_seq_len(c, 0), 0);
     ck_assert_uint_eq(kv_cache_resident_bytes(c), 0);
     ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
@@ -761,10 +851,10 @@ START_TEST(test_wrapper_defaults)
     /* a table without init or update is refused */
     struct kv_strategy_ops broken = probe_ops;
     broken.init = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, &broken, &conf_cfgs[0]), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(&c, &broken, &conf_cfgs[0]), KV_ERR_INVALID);
     broken = probe_ops;
     broken.update = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, &broken, &conf_cfgs[0]), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(&c, &broken, &conf_cfgs[0]), KV_ERR_INVALID);
     ck_assert_int_eq(kv_alloc_live(), live0);
 }
 END_TEST
@@ -773,17 +863,17 @@ END_TEST
 /* Per-strategy: memory accounting in closed form                           */
 
 /* Bytes of one token of one layer, K and V, f32, whole batch. */
-static size_t f32_token_bytes(const struct kv_cache_config *c)
+static size_t f32_token_bytes(const struct conf *c)
 {
     return 2 * (size_t)c->batch * c->n_kv_heads * c->head_dim * sizeof(float);
 }
 
-static struct kv_cache *make(const char *name, const struct kv_cache_config *cfg)
+static struct kv_cache *make(const char *name, const struct conf *cfg)
 {
     struct kv_cache *c = NULL;
     const struct kv_strategy_ops *ops = kv_strategy_find(name);
     ck_assert_ptr_nonnull(ops);
-    ck_assert_int_eq(kv_cache_create(&c, ops, cfg), KV_OK);
+    ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK);
     return c;
 }
 
@@ -794,14 +884,15 @@ static void feed_tokens(struct feed *f, struct kv_cache *c, int32_t from, int32_
         ck_assert_int_eq(feed_step(f, c, p, 1), KV_OK);
 }
 
-static const struct kv_cache_config mem_cfg = {
+static const struct conf mem_cfg = {
     .n_layers = 2, .batch = 2, .n_kv_heads = 3, .head_dim = 8, .max_len = 100,
     .window = 6, .bits = 8, .group = 4, .residual = 5};
 
 START_TEST(test_none_keeps_nothing)
 {
     struct kv_cache *c = make("none", &mem_cfg);
-    struct kv_span sp[KV_MAX_SPANS];
+    struct kv_view vw;
+    const struct kv_span *sp;
     struct feed f;
     feed_init(&f, &mem_cfg, 30, 3);
     for (int32_t t = 1; t <= 30; t += 7) {
@@ -809,16 +900,23 @@ START_TEST(test_none_keeps_nothing)
         ck_assert_uint_eq(kv_cache_resident_bytes(c), 0);
         ck_assert_uint_eq(kv_cache_copied_bytes(c), 0);
         /* the span is the caller's own buffer, in the model's layout */
-        ck_assert_int_eq(kv_cache_view(c, mem_cfg.n_layers - 1, sp), 1);
-        ck_assert_ptr_eq(sp[0].k, f.ck);
-        ck_assert_ptr_eq(sp[0].v, f.cv);
-        ck_assert_uint_eq(sp[0].row_stride, (size_t)mem_cfg.n_kv_heads * mem_cfg.head_dim * 4);
-        ck_assert_uint_eq(sp[0].head_stride, (size_t)mem_cfg.head_dim * 4);
-        ck_assert_uint_eq(sp[0].seq_stride, (size_t)t * mem_cfg.n_kv_heads * mem_cfg.head_dim * 4);
+        ck_assert_int_eq(kv_cache_view(c, mem_cfg.n_layers - 1, &vw), KV_OK);
+        ck_assert_int_eq(vw.n_spans, 1);
+        sp = vw.spans;
+        ck_assert_ptr_eq(sp[0].k.data, f.ck);
+        ck_assert_ptr_eq(sp[0].v.data, f.cv);
+        for (int kv = 0; kv < 2; kv++) {
+            const struct kv_tensor *td = kv ? &sp[0].v : &sp[0].k;
+            ck_assert_uint_eq(td->row_stride, (size_t)mem_cfg.n_kv_heads * mem_cfg.head_dim * 4);
+            ck_assert_uint_eq(td->head_stride, (size_t)mem_cfg.head_dim * 4);
+            ck_assert_uint_eq(td->seq_stride, (size_t)t * mem_cfg.n_kv_heads * mem_cfg.head_dim * 4);
+        }
     }
     /* it keeps no history, so any pos0 is taken and shown as given */
     ck_assert_int_eq(kv_cache_update(c, 0, f.ck, f.cv, 2, 5), KV_OK);
-    ck_assert_int_eq(kv_cache_view(c, 0, sp), 1);
+    ck_assert_int_eq(kv_cache_view(c, 0, &vw), KV_OK);
+    ck_assert_int_eq(vw.n_spans, 1);
+    sp = vw.spans;
     ck_assert_int_eq(sp[0].pos0, 5);
     ck_assert_int_eq(sp[0].n_tokens, 2);
     ck_assert_int_eq(kv_cache_seq_len(c, 0), 0);
@@ -829,7 +927,7 @@ END_TEST
 
 START_TEST(test_static_memory_and_full)
 {
-    const struct kv_cache_config *cfg = &mem_cfg;
+    const struct conf *cfg = &mem_cfg;
     const size_t flat = (size_t)cfg->n_layers * cfg->max_len * f32_token_bytes(cfg);
     struct kv_cache *c = make("static", cfg);
     struct feed f;
@@ -870,7 +968,7 @@ END_TEST
 START_TEST(test_sliding_memory_and_contents)
 {
     for (int32_t w = 1; w <= 7; w += 3) {
-        struct kv_cache_config cfg = mem_cfg;
+        struct conf cfg = mem_cfg;
         cfg.window = w;
         const size_t flat = (size_t)cfg.n_layers * w * f32_token_bytes(&cfg);
         const int32_t t_max = 4 * w + 3;
@@ -898,17 +996,19 @@ END_TEST
 
 START_TEST(test_sliding_prefill_and_chunks)
 {
-    struct kv_cache_config cfg = mem_cfg; /* window 6 */
+    struct conf cfg = mem_cfg; /* window 6 */
     const int32_t w = cfg.window;
     struct feed f;
     feed_init(&f, &cfg, 40, 11);
     /* prefill longer than the window: this step sees the whole prompt... */
     struct kv_cache *c = make("sliding", &cfg);
     ck_assert_int_eq(feed_step(&f, c, 0, 2 * w + 1), KV_OK);
-    struct kv_span sp[KV_MAX_SPANS];
-    ck_assert_int_eq(kv_cache_view(c, cfg.n_layers - 1, sp), 1);
-    ck_assert_ptr_eq(sp[0].k, f.ck); /* pass-through of this step's k_new */
-    ck_assert_int_eq(sp[0].n_tokens, 2 * w + 1);
+    struct kv_view vw;
+    ck_assert_int_eq(kv_cache_view(c, cfg.n_layers - 1, &vw), KV_OK);
+    ck_assert_int_eq(vw.n_spans, 1);
+    ck_assert_int_eq(vw.mask.window, w);
+    ck_assert_ptr_eq(vw.spans[0].k.data, f.ck); /* pass-through of this step's k_new */
+    ck_assert_int_eq(vw.spans[0].n_tokens, 2 * w + 1);
     ck_assert_uint_eq(kv_cache_copied_bytes(c), (size_t)cfg.n_layers * w * f32_token_bytes(&cfg));
     /* ...and the ring kept its last w tokens for the next decode step */
     ck_assert_int_eq(feed_step(&f, c, 2 * w + 1, 1), KV_OK);
@@ -940,7 +1040,7 @@ END_TEST
 /* Closed form of `dynamic`: capacity next_pow2(max(16, T)), copies T + growths. */
 START_TEST(test_dynamic_memory)
 {
-    const struct kv_cache_config *cfg = &mem_cfg;
+    const struct conf *cfg = &mem_cfg;
     const size_t tok = f32_token_bytes(cfg) * (size_t)cfg->n_layers;
     struct kv_cache *c = make("dynamic", cfg);
     struct feed f;
@@ -974,7 +1074,7 @@ END_TEST
 /* `dynamic-concat` copies the arithmetic series 1 + 2 + ... + T. */
 START_TEST(test_concat_memory)
 {
-    const struct kv_cache_config *cfg = &mem_cfg;
+    const struct conf *cfg = &mem_cfg;
     const size_t tok = f32_token_bytes(cfg) * (size_t)cfg->n_layers;
     struct kv_cache *c = make("dynamic-concat", cfg);
     struct feed f;
@@ -993,7 +1093,7 @@ END_TEST
 START_TEST(test_max_len_refused)
 {
     static const char *const names[] = {"dynamic", "dynamic-concat", "quantized", "none"};
-    struct kv_cache_config cfg = mem_cfg;
+    struct conf cfg = mem_cfg;
     cfg.max_len = 20;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         struct kv_cache *c = make(names[i], &cfg);
@@ -1038,7 +1138,7 @@ static size_t quant_pow2_cap(int32_t nq)
 }
 
 /* Closed-form resident bytes: packed codes + qparams + f32 residual. */
-static size_t quant_resident(const struct kv_cache_config *cfg, int32_t nq)
+static size_t quant_resident(const struct conf *cfg, int32_t nq)
 {
     const size_t code_row = (size_t)cfg->head_dim * cfg->bits / 8;
     const size_t qp_row = (size_t)(cfg->head_dim / cfg->group) * 2 * sizeof(float);
@@ -1047,7 +1147,7 @@ static size_t quant_resident(const struct kv_cache_config *cfg, int32_t nq)
            (quant_pow2_cap(nq) * (code_row + qp_row) + (size_t)cfg->residual * cfg->head_dim * 4);
 }
 
-static const struct kv_cache_config quant_cfgs[] = {
+static const struct conf quant_cfgs[] = {
     {.n_layers = 2, .batch = 2, .n_kv_heads = 2, .head_dim = 16, .max_len = 0,
      .bits = 8, .group = 8, .residual = 5},
     {.n_layers = 1, .batch = 3, .n_kv_heads = 1, .head_dim = 32, .max_len = 0,
@@ -1062,7 +1162,7 @@ static const struct kv_cache_config quant_cfgs[] = {
 /* Token by token: schedule of the residual, resident and copied bytes. */
 START_TEST(test_quantized_decode_accounting)
 {
-    const struct kv_cache_config *cfg = &quant_cfgs[_i];
+    const struct conf *cfg = &quant_cfgs[_i];
     const int32_t r = cfg->residual, half = (r + 1) / 2, t_max = 3 * r + 40;
     const size_t code_row = (size_t)cfg->head_dim * cfg->bits / 8;
     const size_t qp_row = (size_t)(cfg->head_dim / cfg->group) * 8;
@@ -1108,31 +1208,40 @@ END_TEST
 /* Span layout: dtype from bits, packed row and qparams strides. */
 START_TEST(test_quantized_span_layout)
 {
-    const struct kv_cache_config *cfg = &quant_cfgs[_i];
+    const struct conf *cfg = &quant_cfgs[_i];
     struct kv_cache *c = make("quantized", cfg);
     struct feed f;
     const int32_t t = cfg->residual + 20;
     feed_init(&f, cfg, t, 30);
     ck_assert_int_eq(feed_step(&f, c, 0, t), KV_OK); /* prefill */
-    struct kv_span sp[KV_MAX_SPANS];
-    ck_assert_int_eq(kv_cache_view(c, 0, sp), 2);
-    ck_assert_int_eq(sp[0].dtype, cfg->bits == 8 ? KV_DTYPE_Q8 : KV_DTYPE_Q4);
+    struct kv_view vw;
+    ck_assert_int_eq(kv_cache_view(c, 0, &vw), KV_OK);
+    ck_assert_int_eq(vw.n_spans, 2);
+    const struct kv_span *sp = vw.spans;
+    for (int kv = 0; kv < 2; kv++) {
+        const struct kv_tensor *td = kv ? &sp[0].v : &sp[0].k;
+        ck_assert_int_eq(td->dtype, cfg->bits == 8 ? KV_DTYPE_Q8 : KV_DTYPE_Q4);
+        ck_assert_int_eq(td->axis, KV_QAXIS_TOKEN);
+        ck_assert_int_eq(td->group, cfg->group);
+        ck_assert_uint_eq(td->row_stride, (size_t)cfg->head_dim * cfg->bits / 8);
+        ck_assert_uint_eq(td->qp_row_stride, (size_t)(cfg->head_dim / cfg->group) * 8);
+        ck_assert_uint_eq(td->head_stride, quant_pow2_cap(t - cfg->residual) * td->row_stride);
+        ck_assert_uint_eq(td->qp_head_stride, quant_pow2_cap(t - cfg->residual) * td->qp_row_stride);
+    }
     ck_assert_int_eq(sp[0].pos0, 0);
     ck_assert_int_eq(sp[0].n_tokens, t - cfg->residual); /* all but the last R */
-    ck_assert_uint_eq(sp[0].row_stride, (size_t)cfg->head_dim * cfg->bits / 8);
-    ck_assert_uint_eq(sp[0].qp_row_stride, (size_t)(cfg->head_dim / cfg->group) * 8);
-    ck_assert_uint_eq(sp[0].head_stride, quant_pow2_cap(t - cfg->residual) * sp[0].row_stride);
-    ck_assert_uint_eq(sp[0].qp_head_stride, quant_pow2_cap(t - cfg->residual) * sp[0].qp_row_stride);
-    ck_assert_int_eq(sp[1].dtype, KV_DTYPE_F32);
+    ck_assert_int_eq(sp[1].k.dtype, KV_DTYPE_F32);
+    ck_assert_int_eq(sp[1].v.dtype, KV_DTYPE_F32);
     ck_assert_int_eq(sp[1].pos0, t - cfg->residual);
     ck_assert_int_eq(sp[1].n_tokens, cfg->residual);
-    ck_assert_ptr_null(sp[1].k_qp);
+    ck_assert_ptr_null(sp[1].k.qp);
     ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, t - cfg->residual));
     /* a short prefill stays entirely in f32 */
     ck_assert_int_eq(kv_cache_reset(c), KV_OK);
     ck_assert_int_eq(feed_step(&f, c, 0, cfg->residual), KV_OK);
-    ck_assert_int_eq(kv_cache_view(c, 0, sp), 1);
-    ck_assert_int_eq(sp[0].dtype, KV_DTYPE_F32);
+    ck_assert_int_eq(kv_cache_view(c, 0, &vw), KV_OK);
+    ck_assert_int_eq(vw.n_spans, 1);
+    ck_assert_int_eq(vw.spans[0].k.dtype, KV_DTYPE_F32);
     ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, 0));
     kv_cache_destroy(c);
     feed_free(&f);
@@ -1142,7 +1251,7 @@ END_TEST
 /* Chunks: the residual never exceeds R, never holds fewer than it could. */
 START_TEST(test_quantized_chunks)
 {
-    const struct kv_cache_config *cfg = &quant_cfgs[_i];
+    const struct conf *cfg = &quant_cfgs[_i];
     const int32_t r = cfg->residual, half = (r + 1) / 2;
     struct kv_cache *c = make("quantized", cfg);
     const int32_t n_sched = (int32_t)(sizeof sched_chunks / sizeof sched_chunks[0]);
@@ -1174,7 +1283,7 @@ START_TEST(test_quantized_bad_configs)
 {
     const struct kv_strategy_ops *ops = kv_strategy_find("quantized");
     const int64_t live0 = kv_alloc_live();
-    struct kv_cache_config base = quant_cfgs[0]; /* head_dim 16 */
+    struct conf base = quant_cfgs[0]; /* head_dim 16 */
     struct {
         int32_t bits, group, residual;
         enum kv_status want;
@@ -1186,18 +1295,18 @@ START_TEST(test_quantized_bad_configs)
         {8, 8, -1, KV_ERR_INVALID},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct kv_cache_config cfg = base;
+        struct conf cfg = base;
         cfg.bits = cases[i].bits, cfg.group = cases[i].group, cfg.residual = cases[i].residual;
         struct kv_cache *c = NULL;
-        ck_assert_msg(kv_cache_create(&c, ops, &cfg) == cases[i].want, "case %zu", i);
+        ck_assert_msg(tcreate(&c, ops, &cfg) == cases[i].want, "case %zu", i);
         kv_cache_destroy(c);
     }
     /* a residual whose bytes overflow is refused before allocating it */
-    struct kv_cache_config big = base;
+    struct conf big = base;
     big.batch = 1 << 20, big.n_kv_heads = 1 << 12, big.head_dim = 1 << 10, big.group = 8;
     big.residual = INT32_MAX;
     struct kv_cache *c = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, ops, &big), KV_ERR_OVERFLOW);
+    ck_assert_int_eq(tcreate(&c, ops, &big), KV_ERR_OVERFLOW);
     ck_assert_int_eq(kv_alloc_live(), live0);
 }
 END_TEST
@@ -1205,26 +1314,26 @@ END_TEST
 START_TEST(test_static_sliding_bad_configs)
 {
     const int64_t live0 = kv_alloc_live();
-    struct kv_cache_config cfg = mem_cfg;
+    struct conf cfg = mem_cfg;
     struct kv_cache *c = NULL;
     cfg.max_len = 0;
-    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("static"), &cfg), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(&c, kv_strategy_find("static"), &cfg), KV_ERR_INVALID);
     cfg = mem_cfg;
     cfg.window = 0;
-    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_INVALID);
     cfg.window = -3;
-    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_INVALID);
+    ck_assert_int_eq(tcreate(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_INVALID);
     /* fields a strategy does not read are not its business */
     cfg = mem_cfg;
     cfg.window = 0, cfg.bits = 0, cfg.group = 0, cfg.residual = 0, cfg.max_len = 0;
-    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("dynamic"), &cfg), KV_OK);
+    ck_assert_int_eq(tcreate(&c, kv_strategy_find("dynamic"), &cfg), KV_OK);
     kv_cache_destroy(c);
     /* 2^20 * 2^12 * 2^30 * 2^12 bytes: overflow, refused before allocating */
     cfg = mem_cfg;
     cfg.batch = 1 << 20, cfg.n_kv_heads = 1 << 12, cfg.head_dim = 1 << 10;
     cfg.max_len = 1 << 30, cfg.window = 1 << 30;
-    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("static"), &cfg), KV_ERR_OVERFLOW);
-    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_OVERFLOW);
+    ck_assert_int_eq(tcreate(&c, kv_strategy_find("static"), &cfg), KV_ERR_OVERFLOW);
+    ck_assert_int_eq(tcreate(&c, kv_strategy_find("sliding"), &cfg), KV_ERR_OVERFLOW);
     ck_assert_ptr_null(c);
     ck_assert_int_eq(kv_alloc_live(), live0);
 }

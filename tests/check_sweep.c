@@ -205,21 +205,20 @@ static void tiny_config(struct kv_sweep_config *cfg, const char *const *names, i
     memset(cfg, 0, sizeof(*cfg));
     for (int i = 0; i < n; i++) {
         struct kv_sweep_strategy *s = &cfg->strategies[i];
-        const char *name = names[i];
-        s->bits = 32;
-        if (strncmp(name, "quantized", 9) == 0) {
-            s->bits = name[strlen(name) - 1] - '0';
-            name = "quantized";
-        }
-        s->ops = kv_strategy_find(name);
-        ck_assert_ptr_nonnull(s->ops);
+        /* a name or a preset ("quantized-int4"), then the test's window,
+         * group and residual where the strategy has them */
+        ck_assert_int_eq(kv_strategy_lookup(names[i], &s->ops, s->params, sizeof s->params),
+                         KV_OK);
+        const struct {
+            const char *name;
+            int32_t v;
+        } set[] = {{"window", 24}, {"group", 4}, {"residual", 4}};
+        for (size_t k = 0; k < sizeof set / sizeof set[0]; k++)
+            if (kv_param_find(s->ops, set[k].name) >= 0)
+                ck_assert_int_eq(kv_params_set(s->ops, s->params, set[k].name, set[k].v), KV_OK);
         snprintf(s->label, sizeof(s->label), "%s", names[i]);
     }
     cfg->n_strategies = n;
-    cfg->cache.window = 24;
-    cfg->cache.bits = 8;
-    cfg->cache.group = 4;
-    cfg->cache.residual = 4;
     cfg->seq_lens[0] = 16;
     cfg->seq_lens[1] = 32;
     cfg->seq_lens[2] = 64;
@@ -235,7 +234,7 @@ static void tiny_config(struct kv_sweep_config *cfg, const char *const *names, i
 
 START_TEST(sweep_rows_are_centred_and_counted)
 {
-    static const char *const names[] = {"none", "dynamic", "static", "sliding", "quantized4"};
+    static const char *const names[] = {"none", "dynamic", "static", "sliding", "quantized-int4"};
     struct kv_sweep_config cfg;
     tiny_config(&cfg, names, 5);
     int64_t live = kv_alloc_live();
@@ -279,7 +278,7 @@ START_TEST(sweep_rows_are_centred_and_counted)
         /* attention bytes: the K/V attention read (f32: visible tokens, not
          * capacity); the rest of bytes_step is the weights */
         const size_t tok = (size_t)TINY_L * 2 * TINY_KVH * TINY_HD * sizeof(float);
-        if (strcmp(name, "quantized4") == 0) {
+        if (strcmp(name, "quantized-int4") == 0) {
             ck_assert_uint_gt(r->attn_bytes_step, 0);
             ck_assert_uint_le(r->attn_bytes_step, r->cache_bytes);
         } else {
@@ -293,7 +292,7 @@ START_TEST(sweep_rows_are_centred_and_counted)
         } else {
             ck_assert_int_eq(r->acc_measured, 1);
         }
-        if (strcmp(name, "quantized4") == 0)
+        if (strcmp(name, "quantized-int4") == 0)
             ck_assert(r->rel_err > 0.0); /* lossy: must differ from the reference */
     }
     kv_model_destroy(m);
@@ -303,7 +302,7 @@ END_TEST
 
 START_TEST(sweep_interrupt_drops_the_row_in_flight)
 {
-    static const char *const names[] = {"dynamic", "quantized8"};
+    static const char *const names[] = {"dynamic", "quantized-int8"};
     struct kv_sweep_config cfg;
     tiny_config(&cfg, names, 2);
     int64_t live = kv_alloc_live();

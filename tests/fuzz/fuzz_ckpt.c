@@ -86,7 +86,7 @@ static void run_forward(const struct kv_model *m)
     struct kv_runner *r = NULL;
     float *logits = kv_alloc((size_t)c->vocab_size * sizeof(float));
     int32_t tok = c->vocab_size - 1;
-    if (logits == NULL || kv_cache_create(&cache, kv_strategy_find("dynamic"), &cc) != KV_OK ||
+    if (logits == NULL || kv_cache_create(&cache, kv_strategy_find("dynamic"), &cc, NULL) != KV_OK ||
         kv_runner_create(&r, m, 1, 1, 1) != KV_OK ||
         kv_forward(r, m, cache, &tok, 1, 0, NULL, logits, NULL) != KV_OK)
         abort(); /* tiny sizes: none of these may fail */

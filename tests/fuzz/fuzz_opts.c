@@ -41,10 +41,13 @@ static void check_ranges(const struct kv_cli_common *c)
     const struct kv_model_config *m = &c->model;
     if (m->n_layers < 1 || m->dim < 2 || m->n_heads < 1 || m->n_kv_heads < 1 ||
         m->hidden_dim < 1 || m->vocab_size < 1 || m->max_len < 1 || c->batch < 1 ||
-        c->threads < 1 || c->threads > 1024 || c->cache.window < 1 || c->cache.group < 1 ||
-        c->cache.residual < 1 || (c->cache.bits != 8 && c->cache.bits != 4) ||
-        (m->mlp != 0 && m->mlp != 1) || c->cache.max_len != m->max_len)
+        c->threads < 1 || c->threads > 1024 || (m->mlp != 0 && m->mlp != 1) ||
+        c->cache.max_len != m->max_len)
         abort();
+    /* every strategy-parameter flag holds a value its table accepts */
+    for (int32_t i = 0; i < c->n_flags; i++)
+        if (!kv_param_accepts(c->flags[i].param, c->flags[i].value))
+            abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -103,7 +106,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (kv_cli_check_common(&c) != 0) {
             failed = 1;
         } else {
-            if (c.strategy != NULL && kv_strategy_find(c.strategy) == NULL)
+            const struct kv_strategy_ops *ops;
+            if (c.strategy != NULL && kv_strategy_lookup(c.strategy, &ops, NULL, 0) != KV_OK)
                 abort();
             if (kv_model_config_check(&c.model) != KV_OK ||
                 kv_model_weight_bytes(&c.model) == 0)

@@ -1,0 +1,160 @@
+/*
+ * kv_attn_check.c - the attention contract's argument checks and its
+ * closed-form accounting (visible pairs for the FLOP counts, span bytes for
+ * the byte counts), shared by the kernel, its reference twin and the callers
+ * that count work.
+ *
+ * The design decision: a view is checked once per call, before any row is
+ * read, down to every page pointer of a paged span, so neither the kernel
+ * nor the reference can be handed an address it would read out of bounds
+ * through a stride that makes rows overlap or a pointer the loads cannot
+ * take (float rows must be 4-byte aligned, qparams too).
+ */
+#include "kv_attention_impl.h"
+
+#include <math.h>
+#include <stdalign.h>
+
+/* ------------------------------------------------------------------------ */
+/* Checks                                                                   */
+
+/* Bytes of the qparams of one qparams row (per token: head_dim/group pairs;
+ * per channel: head_dim pairs). */
+static size_t qp_row_bytes(const struct kv_tensor *x, int32_t d)
+{
+    size_t pairs = x->axis == KV_QAXIS_TOKEN ? (size_t)(d / x->group) : (size_t)d;
+    return pairs * sizeof(struct kv_qparams);
+}
+
+/* 1 when the pointer and every stride are multiples of a. */
+static int aligned(const void *ptr, size_t a, size_t s1, size_t s2, size_t s3)
+{
+    return (((uintptr_t)ptr | s1 | s2 | s3) % a) == 0;
+}
+
+static enum kv_status check_tensor(const struct kv_attn_params *p, const struct kv_span *s,
+                                   const struct kv_tensor *x)
+{
+    const struct kv_type_traits *tr = kv_dtype_traits(x->dtype);
+    const int32_t d = p->head_dim, page = s->page_tokens;
+    if (tr == NULL)
+        return KV_ERR_INVALID;
+    if (s->n_tokens == 0)
+        return KV_OK;
+    /* element loads must be aligned: 4 bytes for f32, none for packed codes */
+    const size_t ea = tr->bits >= 8 && tr->bits % 8 == 0 ? (size_t)tr->bits / 8 : 1;
+    const int32_t n_pages = page > 0 ? (int32_t)(((int64_t)s->n_tokens + page - 1) / page) : 1;
+    if (page == 0 ? x->data == NULL : x->pages == NULL)
+        return KV_ERR_INVALID;
+    for (int32_t i = 0; i < n_pages; i++) {
+        const void *base = page == 0 ? x->data : x->pages[i];
+        if (base == NULL || !aligned(base, ea, x->row_stride, x->head_stride, x->seq_stride))
+            return KV_ERR_INVALID;
+    }
+    /* consecutive tokens must not overlap */
+    const int32_t rows_together = page == 0 ? s->n_tokens : page;
+    if (s->n_tokens > 1 && rows_together > 1 && x->row_stride < kv_dtype_row_bytes(x->dtype, d))
+        return KV_ERR_INVALID;
+    if (!tr->has_qparams)
+        return KV_OK;
+
+    if ((unsigned)x->axis >= KV_QAXIS_COUNT || x->group < 1)
+        return KV_ERR_INVALID;
+    if (kv_quant_check(x->dtype, d, x->axis == KV_QAXIS_TOKEN ? x->group : d) != KV_OK)
+        return KV_ERR_INVALID;
+    if (x->axis == KV_QAXIS_CHANNEL && page > 0 && page % x->group != 0)
+        return KV_ERR_INVALID; /* a block of tokens may not straddle pages */
+    if (page == 0 ? x->qp == NULL : x->qp_pages == NULL)
+        return KV_ERR_INVALID;
+    for (int32_t i = 0; i < n_pages; i++) {
+        const void *base = page == 0 ? (const void *)x->qp : x->qp_pages[i];
+        if (base == NULL || !aligned(base, alignof(struct kv_qparams), x->qp_row_stride,
+                                     x->qp_head_stride, x->qp_seq_stride))
+            return KV_ERR_INVALID;
+    }
+    /* qparams rows must not overlap either */
+    const int64_t qp_rows = x->axis == KV_QAXIS_TOKEN
+                                ? rows_together
+                                : ((int64_t)rows_together + x->group - 1) / x->group;
+    if (s->n_tokens > 1 && qp_rows > 1 && x->qp_row_stride < qp_row_bytes(x, d))
+        return KV_ERR_INVALID;
+    return KV_OK;
+}
+
+static enum kv_status check_span(const struct kv_attn_params *p, const struct kv_span *s)
+{
+    if (s->n_tokens < 0 || s->pos0 < 0 || s->pos0 > INT32_MAX - s->n_tokens ||
+        s->page_tokens < 0)
+        return KV_ERR_INVALID;
+    enum kv_status st = check_tensor(p, s, &s->k);
+    return st != KV_OK ? st : check_tensor(p, s, &s->v);
+}
+
+enum kv_status kv_attn_check(const struct kv_attn_params *p, const struct kv_view *v)
+{
+    if (p == NULL || v == NULL || v->n_spans < 0 || (v->n_spans > 0 && v->spans == NULL))
+        return KV_ERR_INVALID;
+    if (p->batch < 1 || p->n_q < 1 || p->n_heads < 1 || p->n_kv_heads < 1 ||
+        p->n_heads % p->n_kv_heads != 0 || p->head_dim < 1 || p->q_pos0 < 0 ||
+        p->q_pos0 > INT32_MAX - (p->n_q - 1) || p->n_threads < 1 || !isfinite(p->scale))
+        return KV_ERR_INVALID;
+    if (v->mask.window < 0 || v->mask.n_sink < 0)
+        return KV_ERR_INVALID;
+    if (v->mask.pad != NULL) {
+        for (int32_t b = 0; b < p->batch; b++)
+            if (v->mask.pad[b] < 0)
+                return KV_ERR_INVALID;
+    }
+    for (int32_t i = 0; i < v->n_spans; i++) {
+        enum kv_status st = check_span(p, &v->spans[i]);
+        if (st != KV_OK)
+            return st;
+    }
+    return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Closed-form counts                                                       */
+
+int64_t kv_attn_visible_pairs(const struct kv_attn_params *p, const struct kv_view *v)
+{
+    int64_t pairs = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        for (int32_t i = 0; i < p->n_q; i++) {
+            int64_t lo[2], hi[2];
+            const int nr = kv_mask_ranges(&v->mask, b, (int64_t)p->q_pos0 + i, lo, hi);
+            for (int32_t s = 0; s < v->n_spans; s++) {
+                for (int r = 0; r < nr; r++) {
+                    int32_t t0, t1;
+                    kv_span_token_range(&v->spans[s], lo[r], hi[r], &t0, &t1);
+                    pairs += t1 - t0;
+                }
+            }
+        }
+    }
+    return pairs;
+}
+
+/* Bytes of one descriptor of a span of n tokens, one (sequence, kv head). */
+static size_t tensor_bytes(const struct kv_tensor *x, int32_t d, int32_t n)
+{
+    size_t bytes = kv_dtype_row_bytes(x->dtype, d) * (size_t)n;
+    if (kv_type_traits[x->dtype].has_qparams && x->group > 0) {
+        size_t rows = x->axis == KV_QAXIS_TOKEN ? (size_t)n
+                                                : ((size_t)n + (size_t)x->group - 1) / (size_t)x->group;
+        bytes += rows * qp_row_bytes(x, d);
+    }
+    return bytes;
+}
+
+size_t kv_attn_span_bytes(const struct kv_attn_params *p, const struct kv_view *v)
+{
+    size_t total = 0;
+    for (int32_t s = 0; s < v->n_spans; s++) {
+        const struct kv_span *sp = &v->spans[s];
+        total += (tensor_bytes(&sp->k, p->head_dim, sp->n_tokens) +
+                  tensor_bytes(&sp->v, p->head_dim, sp->n_tokens)) *
+                 (size_t)p->batch * (size_t)p->n_kv_heads;
+    }
+    return total;
+}

@@ -1,0 +1,160 @@
+/*
+ * params.c - a strategy's parameters, driven by its table (strategy.h,
+ * struct kv_param): defaults, setting by name, range checks, and the
+ * `k=v;k=v` text form of the CSV `params` column and of presets.
+ *
+ * The design decision: a parameter block is the strategy's own struct,
+ * opaque here; the table says where each int32_t field lives (offset), its
+ * range and default, so the CLI, the CSV writer and the tests handle every
+ * strategy's parameters with this one file and never name a field.
+ */
+#include "strategy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Fields                                                                   */
+
+static int32_t *field(const struct kv_param *p, void *params)
+{
+    return (int32_t *)((char *)params + p->offset);
+}
+
+static int32_t field_get(const struct kv_param *p, const void *params)
+{
+    int32_t v;
+    memcpy(&v, (const char *)params + p->offset, sizeof v);
+    return v;
+}
+
+int32_t kv_param_find(const struct kv_strategy_ops *ops, const char *name)
+{
+    if (ops == NULL || name == NULL)
+        return -1;
+    for (int32_t i = 0; i < ops->n_params; i++)
+        if (strcmp(ops->params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int kv_param_accepts(const struct kv_param *p, int64_t v)
+{
+    if (p->n_choices > 0) {
+        for (int32_t i = 0; i < p->n_choices; i++)
+            if (p->choices[i] == v)
+                return 1;
+        return 0;
+    }
+    return v >= p->lo && v <= p->hi;
+}
+
+int kv_param_range_str(const struct kv_param *p, char *buf, size_t n)
+{
+    if (p->n_choices == 0)
+        return snprintf(buf, n, "an integer in [%lld, %lld]", (long long)p->lo,
+                        (long long)p->hi);
+    int w = snprintf(buf, n, "one of ");
+    for (int32_t i = 0; i < p->n_choices && w >= 0 && (size_t)w < n; i++)
+        w += snprintf(buf + w, n - (size_t)w, "%s%d", i == 0 ? "" : i + 1 == p->n_choices ? " or " : ", ",
+                      p->choices[i]);
+    return w;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Blocks                                                                   */
+
+void kv_params_defaults(const struct kv_strategy_ops *ops, void *params)
+{
+    if (ops == NULL || params == NULL || ops->params_size == 0)
+        return;
+    memset(params, 0, ops->params_size);
+    for (int32_t i = 0; i < ops->n_params; i++)
+        *field(&ops->params[i], params) = ops->params[i].def;
+}
+
+enum kv_status kv_params_set(const struct kv_strategy_ops *ops, void *params, const char *name,
+                             int64_t value)
+{
+    const int32_t i = kv_param_find(ops, name);
+    if (i < 0 || params == NULL || !kv_param_accepts(&ops->params[i], value))
+        return KV_ERR_INVALID;
+    *field(&ops->params[i], params) = (int32_t)value;
+    return KV_OK;
+}
+
+int32_t kv_params_get(const struct kv_strategy_ops *ops, const void *params, int32_t i)
+{
+    KV_ASSERT(ops != NULL && params != NULL && i >= 0 && i < ops->n_params);
+    return field_get(&ops->params[i], params);
+}
+
+enum kv_status kv_params_check(const struct kv_strategy_ops *ops,
+                               const struct kv_cache_config *cfg, const void *params,
+                               char *why, size_t why_len)
+{
+    if (why != NULL && why_len > 0)
+        why[0] = '\0';
+    if (ops == NULL || cfg == NULL || (ops->params_size > 0 && params == NULL))
+        return KV_ERR_INVALID;
+    for (int32_t i = 0; i < ops->n_params; i++) {
+        const struct kv_param *p = &ops->params[i];
+        const int32_t v = field_get(p, params);
+        if (!kv_param_accepts(p, v)) {
+            if (why != NULL && why_len > 0) {
+                char range[128];
+                kv_param_range_str(p, range, sizeof range);
+                snprintf(why, why_len, "%s expects %s, got %d", p->flag, range, v);
+            }
+            return KV_ERR_INVALID;
+        }
+    }
+    if (ops->check != NULL)
+        return ops->check(cfg, params, why, why_len);
+    return KV_OK;
+}
+
+int kv_params_format(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n)
+{
+    if (n == 0)
+        return 0;
+    buf[0] = '\0';
+    if (ops == NULL || ops->n_params == 0)
+        return snprintf(buf, n, "-");
+    int w = 0;
+    for (int32_t i = 0; i < ops->n_params && w >= 0 && (size_t)w < n; i++)
+        w += snprintf(buf + w, n - (size_t)w, "%s%s=%d", i ? ";" : "", ops->params[i].name,
+                      field_get(&ops->params[i], params));
+    return w;
+}
+
+enum kv_status kv_params_parse(const struct kv_strategy_ops *ops, void *params, const char *text)
+{
+    if (ops == NULL || params == NULL || text == NULL)
+        return KV_ERR_INVALID;
+    if (strcmp(text, "-") == 0 || text[0] == '\0')
+        return KV_OK;
+    const char *p = text;
+    for (;;) {
+        const size_t len = strcspn(p, ";");
+        const char *eq = memchr(p, '=', len);
+        char name[64], num[32];
+        if (eq == NULL || (size_t)(eq - p) >= sizeof name || len - (size_t)(eq - p) - 1 >= sizeof num)
+            return KV_ERR_INVALID;
+        memcpy(name, p, (size_t)(eq - p));
+        name[eq - p] = '\0';
+        const size_t nl = len - (size_t)(eq - p) - 1;
+        memcpy(num, eq + 1, nl);
+        num[nl] = '\0';
+        char *end;
+        errno = 0;
+        long long v = strtoll(num, &end, 10);
+        if (nl == 0 || *end != '\0' || errno != 0 || kv_params_set(ops, params, name, v) != KV_OK)
+            return KV_ERR_INVALID;
+        if (p[len] == '\0')
+            return KV_OK;
+        p += len + 1;
+    }
+}
