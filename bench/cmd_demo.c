@@ -175,7 +175,10 @@ static void usage(FILE *f)
         "Model options (--layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
         "--mlp --seed) and cache options (--window --bits --group --residual) as\n"
         "for 'kvlab generate'. Demo defaults: --dim 16 --hidden 32 --layers 2\n"
-        "--heads 2 --max-len 128 --window 6 --group 8 --residual 2; one thread.\n");
+        "--heads 2 --max-len 128 --window 6 --group 8 --residual 2; one thread.\n"
+        "Strategy parameters (each strategy takes those of its own table; the\n"
+        "defaults shown are the tables', the demo's own are above):\n");
+    kv_cli_print_param_help(f);
 }
 
 /* Returns 1 consumed, 0 not ours, -1 error (printed). */

@@ -16,6 +16,7 @@
  * and --list prints the plan (shard.h decides both).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,14 +37,67 @@
 #include "sysinfo.h"
 
 /* ------------------------------------------------------------------------ */
-/* Columns: schema v1 (DESIGN.md, in this order), then extras               */
+/* Columns: schema v2 (DESIGN.md, in this order), then extras               */
 
+/*
+ * The extras after the schema's columns: X(ID, "name", printf format,
+ * value). The schema's own columns (csv_schema.h) get their format and
+ * value from SWEEP_V_<ID> below, so the header and every row come from the
+ * same lists: a column without a value does not compile, and names and
+ * values cannot drift apart.
+ */
+#define SWEEP_EXTRA_COLUMNS(X)                                                               \
+    X(LABEL, "label", "%s", st->label)                                                       \
+    X(MLP, "mlp", "%d", mc->mlp)                                                             \
+    X(WARMUP, "warmup", "%d", row->warmup)                                                   \
+    X(SEQ_LEN_LO, "seq_len_lo", "%d", row->seq_len_lo)                                       \
+    X(SEQ_LEN_HI, "seq_len_hi", "%d", row->seq_len_hi)                                       \
+    X(STEP_MIN, "step_ns_min", "%" PRId64, row->step_ns_min)                                 \
+    X(STEP_MEAN, "step_ns_mean", "%.0f", row->step_ns_mean)                                  \
+    X(GEMM_FLOPS, "gemm_flops_step", "%" PRId64, row->gemm_flops_step)                       \
+    X(ACH_GBPS, "achieved_gbps", "%.3f", med > 0 ? (double)row->bytes_step / med : NAN)      \
+    X(ACH_GFLOPS, "achieved_gflops", "%.3f", med > 0 ? (double)row->flops_step / med : NAN)  \
+    X(ACC_MEASURED, "acc_measured", "%d", row->acc_measured)                                 \
+    X(CPU_UTIL, "cpu_util", "%.3f", row->cpu_util)                                           \
+    X(ATTEMPTS, "attempts", "%d", row->attempts)                                             \
+    X(ATTN_BYTES, KV_SWEEP_COL_ATTN_BYTES, "%zu", row->attn_bytes_step)
+
+/* Values of the schema's columns, by id (names in csv_schema.h). */
+#define SWEEP_V_STRATEGY "%s", st->ops->name
+#define SWEEP_V_LAYERS "%d", mc->n_layers
+#define SWEEP_V_DIM "%d", mc->dim
+#define SWEEP_V_HEADS "%d", mc->n_heads
+#define SWEEP_V_KV_HEADS "%d", mc->n_kv_heads
+#define SWEEP_V_HEAD_DIM "%d", mc->dim / mc->n_heads
+#define SWEEP_V_HIDDEN "%d", mc->hidden_dim
+#define SWEEP_V_BATCH "%d", r->cfg->batch
+#define SWEEP_V_WINDOW "%d", row->window
+#define SWEEP_V_BITS "%d", row->bits
+#define SWEEP_V_GROUP "%d", row->group
+#define SWEEP_V_RESIDUAL "%d", row->residual
+#define SWEEP_V_THREADS "%d", r->cfg->threads
+#define SWEEP_V_SEQ_LEN "%d", row->seq_len
+#define SWEEP_V_REPS "%d", row->reps
+#define SWEEP_V_STEP_MED "%" PRId64, row->step_ns_median
+#define SWEEP_V_STEP_P95 "%" PRId64, row->step_ns_p95
+#define SWEEP_V_ATTN_MED "%" PRId64, row->attn_ns_median
+#define SWEEP_V_FLOPS "%" PRId64, row->flops_step
+#define SWEEP_V_ATTN_FLOPS "%" PRId64, row->attn_flops_step
+#define SWEEP_V_BYTES "%zu", row->bytes_step
+#define SWEEP_V_CACHE_BYTES "%zu", row->cache_bytes
+#define SWEEP_V_COPY_BYTES "%.1f", row->copy_bytes_step
+#define SWEEP_V_PEAK_RSS "%zu", row->peak_rss_bytes
+#define SWEEP_V_MAX_ABS_ERR "%.6g", row->max_abs_err
+#define SWEEP_V_REL_ERR "%.6g", row->rel_err
+#define SWEEP_V_TOKEN_MATCH "%.4f", row->token_match
+#define SWEEP_V_DTYPE "%s", kv_type_traits[kv_strategy_dtype(st->ops, st->params)].name
+#define SWEEP_V_PARAMS "%s", params
+
+#define SWEEP_EXTRA_NAME_(id, name, fmt, val) name,
 static const char *const sweep_columns[] = {
-    KV_SCHEMA_V1_NAMES /* schema v1, in DESIGN.md's order (csv_schema.h) */
-    /* extras */
-    "label", "mlp", "warmup", "seq_len_lo", "seq_len_hi", "step_ns_min", "step_ns_mean",
-    "gemm_flops_step", "achieved_gbps", "achieved_gflops", "acc_measured", "cpu_util", "attempts",
-    KV_SWEEP_COL_ATTN_BYTES};
+    KV_SCHEMA_V2_NAMES /* schema v2, in DESIGN.md's order (csv_schema.h) */
+    SWEEP_EXTRA_COLUMNS(SWEEP_EXTRA_NAME_)};
+#undef SWEEP_EXTRA_NAME_
 #define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))
 
 #define DEFAULT_MAX_SEQ 8192
@@ -145,33 +199,49 @@ static void on_row(void *user, const struct kv_sweep_row *row,
 /* ------------------------------------------------------------------------ */
 /* CSV                                                                      */
 
+/* One CSV line being formatted: fields appended comma-separated. */
+struct line {
+    char buf[2048];
+    size_t len;
+    int fields, overflow;
+};
+
+__attribute__((format(printf, 2, 3))) static void emit(struct line *L, const char *fmt, ...)
+{
+    if (L->overflow)
+        return;
+    if (L->fields > 0 && L->len + 1 < sizeof L->buf)
+        L->buf[L->len++] = ',';
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(L->buf + L->len, sizeof L->buf - L->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof L->buf - L->len)
+        L->overflow = 1;
+    else
+        L->len += (size_t)n;
+    L->fields++;
+}
+
 static enum kv_status add_row(struct kv_csv_writer *w, const struct run *r,
                               const struct kv_sweep_row *row)
 {
     const struct kv_model_config *mc = &r->m->cfg;
     const struct kv_sweep_strategy *st = &r->cfg->strategies[row->strategy];
-    double med = (double)row->step_ns_median;
-    double gbps = med > 0 ? (double)row->bytes_step / med : NAN;
-    double gflops = med > 0 ? (double)row->flops_step / med : NAN;
-    char line[2048];
-    int n = snprintf(
-        line, sizeof(line),
-        "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,"
-        "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ","
-        "%zu,%zu,%.1f,%zu,%.6g,%.6g,%.4f,"
-        "%s,%d,%d,%d,%d,%" PRId64 ",%.0f,%" PRId64 ",%.3f,%.3f,%d,%.3f,%d,%zu",
-        st->ops->name, mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads,
-        mc->dim / mc->n_heads, mc->hidden_dim, r->cfg->batch, row->window, row->bits,
-        row->group, row->residual, r->cfg->threads, row->seq_len, row->reps,
-        row->step_ns_median, row->step_ns_p95, row->attn_ns_median, row->flops_step,
-        row->attn_flops_step, row->bytes_step, row->cache_bytes, row->copy_bytes_step,
-        row->peak_rss_bytes, row->max_abs_err, row->rel_err, row->token_match, st->label,
-        mc->mlp, row->warmup, row->seq_len_lo, row->seq_len_hi, row->step_ns_min,
-        row->step_ns_mean, row->gemm_flops_step, gbps, gflops, row->acc_measured,
-        row->cpu_util, row->attempts, row->attn_bytes_step);
-    if (n < 0 || (size_t)n >= sizeof(line))
+    const double med = (double)row->step_ns_median;
+    char params[512];
+    kv_params_format(st->ops, st->params, params, sizeof params);
+    struct line L = {.len = 0};
+#define SWEEP_EMIT_SCHEMA_(id, name) emit(&L, SWEEP_V_##id);
+#define SWEEP_EMIT_EXTRA_(id, name, fmt, val) emit(&L, fmt, val);
+    KV_SCHEMA_V1_COLUMNS(SWEEP_EMIT_SCHEMA_)
+    KV_SCHEMA_V2_EXTRA_COLUMNS(SWEEP_EMIT_SCHEMA_)
+    SWEEP_EXTRA_COLUMNS(SWEEP_EMIT_EXTRA_)
+#undef SWEEP_EMIT_SCHEMA_
+#undef SWEEP_EMIT_EXTRA_
+    if (L.overflow || L.fields != N_SWEEP_COLUMNS)
         return KV_ERR_OVERFLOW;
-    return kv_csv_writer_add_row(w, line);
+    return kv_csv_writer_add_row(w, L.buf);
 }
 
 /* Rows ordered by strategy (as listed), then T. */
@@ -844,7 +914,8 @@ int kv_cmd_sweep(int argc, char **argv)
         set_meta_common(w, &si, &cfg, &rl, argc, argv);
         kv_csv_writer_set_meta(w, "partial", partial ? "1" : "0");
         kv_csv_writer_set_meta(w, "roofline", rl_runs == 2 ? "best of 2 (before and after)"
-                                              : rl_runs == 1 ? "before the sweep" : "none");
+                                              : rl_runs == 1 ? "before the sweep"
+                                                             : "skipped (--no-roofline)");
         kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - t0) / 1e9);
         kv_csv_writer_set_metaf(w, "sweep_s", "%.3f", (double)t_sweep / 1e9);
         if (plan != NULL) {

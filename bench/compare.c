@@ -49,12 +49,29 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
                      "(not a kvlab sweep CSV?)");
         return KV_ERR_FORMAT;
     }
-    if (strcmp(m->value, KV_SWEEP_SCHEMA) != 0) {
+    const int v2 = strcmp(m->value, KV_SWEEP_SCHEMA) == 0;
+    if (!v2 && strcmp(m->value, KV_SWEEP_SCHEMA_V1) != 0) {
         kv_csv_excerpt(ex, sizeof ex, m->value, 16);
         kv_csv_error(err, err_len, c->name, m->line,
-                     "schema version '%s', but this kvlab reads schema %s", ex,
-                     KV_SWEEP_SCHEMA);
+                     "schema version '%s', but this kvlab reads schemas %s and %s", ex,
+                     KV_SWEEP_SCHEMA_V1, KV_SWEEP_SCHEMA);
         return KV_ERR_FORMAT;
+    }
+    static const char *const ext[2] = {KV_SWEEP_COL_DTYPE, KV_SWEEP_COL_PARAMS};
+    for (int e = 0; e < 2 && v2; e++) {
+        const int32_t j = kv_csv_col(c, ext[e]);
+        if (j < 0) {
+            kv_csv_error(err, err_len, c->name, m->line,
+                         "schema version '%s' needs the columns dtype and params "
+                         "(the header on line %lld has no '%s')", KV_SWEEP_SCHEMA,
+                         (long long)c->header_line, ext[e]);
+            return KV_ERR_FORMAT;
+        }
+        for (int64_t r = 0; r < c->n_rows && e == 0; r++) /* params may be empty */
+            if (kv_csv_cell(c, r, j)[0] == '\0') {
+                kv_csv_error(err, err_len, c->name, c->row_line[r], "empty '%s'", ext[e]);
+                return KV_ERR_FORMAT;
+            }
     }
     for (int j = 0; j < KV_SWEEP_N_REQUIRED; j++) {
         col[j] = kv_csv_col(c, kv_sweep_required[j]);
@@ -107,11 +124,17 @@ int kv_sweep_key_cmp(const struct kv_sweep_key *a, const struct kv_sweep_key *b)
     int c = strcmp(a->strategy, b->strategy);
     if (c != 0)
         return c;
-    for (int k = 0; k < N_INT_KEYS; k++) {
+    for (int k = 0; k < N_INT_KEYS - 1; k++) {
         if (a->v[k] != b->v[k])
             return a->v[k] < b->v[k] ? -1 : 1;
     }
-    return 0;
+    /* dtype and params before seq_len: a group's rows stay together */
+    for (int e = 0; e < 2; e++) {
+        if (a->ext[e] != NULL && b->ext[e] != NULL && (c = strcmp(a->ext[e], b->ext[e])) != 0)
+            return c;
+    }
+    const int64_t ta = a->v[N_INT_KEYS - 1], tb = b->v[N_INT_KEYS - 1];
+    return ta == tb ? 0 : ta < tb ? -1 : 1;
 }
 
 static int key_qsort(const void *pa, const void *pb)
@@ -142,14 +165,25 @@ static double cell_num(const struct kv_csv *c, int64_t r, int32_t j)
 }
 
 void kv_sweep_key_fill(struct kv_sweep_key *k, const struct kv_csv *c,
-                       const int32_t col[KV_SWEEP_N_REQUIRED])
+                       const int32_t col[KV_SWEEP_N_REQUIRED], const int32_t *ext)
 {
     for (int64_t r = 0; r < c->n_rows; r++) {
         k[r].strategy = kv_csv_cell(c, r, col[COL_STRATEGY]);
         for (int j = 0; j < N_INT_KEYS; j++)
             k[r].v[j] = cell_int(c, r, col[j + 1]);
+        for (int e = 0; e < 2; e++)
+            k[r].ext[e] = ext != NULL ? kv_csv_cell(c, r, ext[e]) : NULL;
+        if (ext != NULL && k[r].ext[1][0] == '\0') /* no parameters, as kvlab writes it */
+            k[r].ext[1] = KV_SWEEP_NO_PARAMS;
         k[r].row = r;
     }
+}
+
+int kv_sweep_ext_cols(const struct kv_csv *c, int32_t ext[2])
+{
+    ext[0] = kv_csv_col(c, KV_SWEEP_COL_DTYPE);
+    ext[1] = kv_csv_col(c, KV_SWEEP_COL_PARAMS);
+    return ext[0] >= 0 && ext[1] >= 0;
 }
 
 void kv_sweep_key_describe(char *buf, size_t n, const struct kv_sweep_key *k)
@@ -158,6 +192,15 @@ void kv_sweep_key_describe(char *buf, size_t n, const struct kv_sweep_key *k)
     kv_csv_excerpt(strat, sizeof strat, k->strategy, 64);
     size_t w = (size_t)snprintf(buf, n, "%s", strat);
     for (int j = 0; j < N_INT_KEYS && w < n; j++) {
+        for (int e = 0; e < 2 && j + 1 == COL_SEQ_LEN && k->ext[e] != NULL && w < n; e++) {
+            char v[72];
+            kv_csv_excerpt(v, sizeof v, k->ext[e], 64);
+            int m = snprintf(buf + w, n - w, " %s=%s",
+                             e == 0 ? KV_SWEEP_COL_DTYPE : KV_SWEEP_COL_PARAMS, v);
+            w += m > 0 ? (size_t)m : 0;
+        }
+        if (w >= n)
+            break;
         int m = snprintf(buf + w, n - w, " %s=%lld",
                          j + 1 == COL_SEQ_LEN ? "T" : kv_sweep_required[j + 1],
                          (long long)k->v[j]);
@@ -165,21 +208,22 @@ void kv_sweep_key_describe(char *buf, size_t n, const struct kv_sweep_key *k)
     }
 }
 
-/* keys (n_rows), sorted; KV_ERR_FORMAT on a duplicate. */
+/* keys (n_rows), sorted; KV_ERR_FORMAT on a duplicate. ext: the dtype and
+ * params columns when they join (else NULL). */
 static enum kv_status keys_build(struct kv_sweep_key **out, const struct kv_csv *c,
-                                 const int32_t col[KV_SWEEP_N_REQUIRED], char *err,
-                                 size_t err_len)
+                                 const int32_t col[KV_SWEEP_N_REQUIRED], const int32_t *ext,
+                                 char *err, size_t err_len)
 {
     struct kv_sweep_key *k = kv_alloc((size_t)c->n_rows * sizeof *k);
     if (k == NULL)
         return KV_ERR_NOMEM;
-    kv_sweep_key_fill(k, c, col);
+    kv_sweep_key_fill(k, c, col, ext);
     qsort(k, (size_t)c->n_rows, sizeof *k, key_qsort);
     for (int64_t r = 1; r < c->n_rows; r++) {
         if (kv_sweep_key_cmp(&k[r], &k[r - 1]) == 0) {
             kv_csv_error(err, err_len, c->name, c->row_line[k[r].row],
-                         "duplicate configuration: same strategy, layers .. threads "
-                         "and seq_len as line %lld",
+                         "duplicate configuration: same strategy, layers .. threads%s "
+                         "and seq_len as line %lld", ext != NULL ? ", dtype, params" : "",
                          (long long)c->row_line[k[r - 1].row]);
             kv_free(k);
             return KV_ERR_FORMAT;
@@ -527,8 +571,13 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
                                        (res->col_attn_bytes_cur < 0 ? 2 : 0);
     }
 
-    if ((st = keys_build(kb, base, res->col_base, err, err_len)) != KV_OK ||
-        (st = keys_build(kc, cur, res->col_cur, err, err_len)) != KV_OK)
+    /* schema 2 on both sides: dtype and params join too */
+    res->use_ext = kv_sweep_ext_cols(base, res->col_ext_base) &&
+                   kv_sweep_ext_cols(cur, res->col_ext_cur);
+    if ((st = keys_build(kb, base, res->col_base, res->use_ext ? res->col_ext_base : NULL, err,
+                         err_len)) != KV_OK ||
+        (st = keys_build(kc, cur, res->col_cur, res->use_ext ? res->col_ext_cur : NULL, err,
+                         err_len)) != KV_OK)
         return st;
 
     int64_t nb = base->n_rows, nc = cur->n_rows;
@@ -557,8 +606,9 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
         kv_csv_excerpt(other, sizeof other, base->name, 64);
         kv_csv_error(err, err_len, cur->name, cur->row_line[0],
                      "no configuration in common with %s (none of %lld rows here "
-                     "matches any of its %lld on strategy, layers .. threads, seq_len)",
-                     other, (long long)nc, (long long)nb);
+                     "matches any of its %lld on strategy, layers .. threads%s, seq_len)",
+                     other, (long long)nc, (long long)nb,
+                     res->use_ext ? ", dtype, params" : "");
         return KV_ERR_FORMAT;
     }
 
@@ -571,6 +621,15 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
                                : cell_int(cur, t - nb, res->col_cur[k]);
             if (v != v0)
                 res->varying |= 1u << k;
+        }
+    }
+    for (int e = 0; e < 2 && res->use_ext; e++) {
+        const char *v0 = kv_csv_cell(base, 0, res->col_ext_base[e]);
+        for (int64_t t = 0; t < nb + nc && !(res->ext_varying & (1u << e)); t++) {
+            const char *v = t < nb ? kv_csv_cell(base, t, res->col_ext_base[e])
+                                   : kv_csv_cell(cur, t - nb, res->col_ext_cur[e]);
+            if (strcmp(v, v0) != 0)
+                res->ext_varying |= 1u << e;
         }
     }
 
@@ -689,20 +748,30 @@ static void ratio_fmt(char *buf, size_t n, double v)
 
 /*
  * "strategy<sep>bits=B<sep>window=W...<sep>T=N": bits always, the other
- * configuration columns only when they differ between rows.
+ * configuration columns only when they differ between rows, and (schema 2)
+ * the dtype and params cells when they differ.
  * with_t = 0 leaves out the seq_len part (group titles).
  */
 static void row_label(char *buf, size_t n, const struct kv_compare_result *r,
                       const struct kv_csv *c, const int32_t *col, int64_t row,
                       char sep, int with_t)
 {
+    const int32_t *ext = c == r->base ? r->col_ext_base : r->col_ext_cur;
     size_t w = 0;
     char strat[72];
     kv_csv_excerpt(strat, sizeof strat, kv_csv_cell(c, row, col[COL_STRATEGY]), 64);
     int k = snprintf(buf, n, "%s", strat);
     w = k > 0 ? (size_t)k : 0;
     for (int j = 1; j < KV_SWEEP_N_KEY && w < n; j++) {
-        if (j == COL_SEQ_LEN && !with_t)
+        for (int e = 0; e < 2 && j == COL_SEQ_LEN && r->use_ext && w < n; e++) {
+            if (!(r->ext_varying & (1u << e)))
+                continue;
+            char v[72];
+            kv_csv_excerpt(v, sizeof v, kv_csv_cell(c, row, ext[e]), 64);
+            k = snprintf(buf + w, n - w, "%c%s", sep, v);
+            w += k > 0 ? (size_t)k : 0;
+        }
+        if (w >= n || (j == COL_SEQ_LEN && !with_t))
             break;
         if (j != COL_BITS && j != COL_SEQ_LEN && !(r->varying & (1u << j)))
             continue;
@@ -723,6 +792,11 @@ static int same_group(const struct kv_compare_result *r, int64_t a, int64_t b)
         return 0;
     for (int j = 1; j < COL_SEQ_LEN; j++) {
         if (cell_int(c, ra, r->col_base[j]) != cell_int(c, rb, r->col_base[j]))
+            return 0;
+    }
+    for (int e = 0; e < 2 && r->use_ext; e++) {
+        if (strcmp(kv_csv_cell(c, ra, r->col_ext_base[e]),
+                   kv_csv_cell(c, rb, r->col_ext_base[e])) != 0)
             return 0;
     }
     return 1;

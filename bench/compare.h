@@ -36,8 +36,12 @@
  * the machine's state minutes later, the rest of the step does not.
  *
  * Rows are joined on the configuration key: strategy and every
- * configuration column (layers .. threads) plus seq_len; reps is not part
- * of the key. Each file must have unique keys.
+ * configuration column (layers .. threads) plus seq_len, and, when both
+ * files are schema 2, the dtype and params columns (two configurations of a
+ * strategy that differ only in a parameter the v1 columns do not show, a
+ * sink count or a page size, stay apart); reps is not part of the key. A
+ * schema-1 file (an older baseline) joins a schema-2 one on the v1 key.
+ * Each file must have unique keys.
  *
  * With aggregate on, the verdict that counts is per group (one strategy and
  * configuration across its seq_lens): the median of its rows' relative
@@ -65,11 +69,12 @@
 #define KV_METRIC_ATTN_VS_REST "attn_vs_rest" /* derived, see above */
 
 /*
- * Checks that a parsed CSV is a usable sweep file: `# schema=1`, every
- * required column, at least one row, integers in the key columns and reps,
- * numbers (nan/inf allowed) in the other required columns, a non-empty
- * strategy. Fills col[] with the index of each required column.
- * KV_ERR_FORMAT with "FILE:LINE: reason" on failure.
+ * Checks that a parsed CSV is a usable sweep file: `# schema=1` or
+ * `# schema=2`, every required column (schema 2: also dtype and params, non-
+ * empty), at least one row, integers in the key columns and reps, numbers
+ * (nan/inf allowed) in the other required columns, a non-empty strategy.
+ * Fills col[] with the index of each required column. KV_ERR_FORMAT with
+ * "FILE:LINE: reason" on failure.
  */
 enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_REQUIRED],
                                  char *err, size_t err_len);
@@ -77,16 +82,22 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
 /* ------------------------------------------------------------------------ */
 /* The join key (shared with kvlab merge)                                   */
 
-/* A row's configuration: strategy, layers .. threads, seq_len (not reps). */
+/* A row's configuration: strategy, layers .. threads, seq_len (not reps),
+ * and, when schema-2 files are joined, dtype and params. */
 struct kv_sweep_key {
     const char *strategy;             /* points into the file's cells */
     int64_t v[KV_SWEEP_N_KEY - 1];    /* layers .. threads, seq_len */
+    const char *ext[2];               /* dtype, params cells; NULL: not in the key */
     int64_t row;                      /* row index in its file */
 };
 
-/* k[0 .. c->n_rows) from the rows of a file validated by kv_sweep_validate. */
+/* k[0 .. c->n_rows) from the rows of a file validated by kv_sweep_validate;
+ * ext: its dtype and params columns (kv_sweep_ext_cols) to put them in the
+ * key, or NULL (a join with a schema-1 file). */
 void kv_sweep_key_fill(struct kv_sweep_key *k, const struct kv_csv *c,
-                       const int32_t col[KV_SWEEP_N_REQUIRED]);
+                       const int32_t col[KV_SWEEP_N_REQUIRED], const int32_t *ext);
+/* ext[] = the dtype and params columns (-1 when absent); 1 when both exist. */
+int kv_sweep_ext_cols(const struct kv_csv *c, int32_t ext[2]);
 /* Total order on keys (not on row); 0 when two rows are the same configuration. */
 int kv_sweep_key_cmp(const struct kv_sweep_key *a, const struct kv_sweep_key *b);
 /* "dynamic layers=4 ... T=512" for messages (one line, cut to n). */
@@ -162,6 +173,9 @@ struct kv_compare_result {
     int pred_attn; /* t_pred from attn_bytes_step (or cache_bytes) and
                       attn_flops_step, not the step's */
     int32_t col_attn_bytes_base, col_attn_bytes_cur; /* -1: no attn_bytes_step */
+    int use_ext;                    /* both files are schema 2: params and dtype join */
+    int32_t col_ext_base[2], col_ext_cur[2]; /* dtype, params columns (schema 2) */
+    uint32_t ext_varying;           /* bit 0: dtype, bit 1: params differ between rows */
     double base_read_gbps, base_gflops, cur_read_gbps, cur_gflops;
     int32_t col_rate[2][2]; /* [base, new][read_gbps, sgemm_gflops] per-row columns, -1 */
 };

@@ -1,7 +1,7 @@
 /*
- * csv_schema.h - the sweep CSV's schema v1 columns (../shared/DESIGN.md),
- * written once for the file's writer (cmd_sweep.c) and its reader
- * (compare.c).
+ * csv_schema.h - the sweep CSV's schema columns (../shared/DESIGN.md: v1,
+ * and v2 = v1 + dtype + params), written once for the file's writer
+ * (cmd_sweep.c) and its reader (compare.c).
  *
  * The one design decision: the column list is an X-macro, so the names, their
  * order and the readers' column indices all come from the same lines and
@@ -14,7 +14,9 @@
 /* ------------------------------------------------------------------------ */
 /* Schema v1: required columns in DESIGN.md's order                         */
 
-#define KV_SWEEP_SCHEMA "1"
+/* What `kvlab sweep` writes; readers take both. */
+#define KV_SWEEP_SCHEMA "2"
+#define KV_SWEEP_SCHEMA_V1 "1"
 
 /* X(ID, "name"); the first 14 (strategy .. seq_len) form a row's key. */
 #define KV_SCHEMA_V1_COLUMNS(X)                                                          \
@@ -40,6 +42,19 @@ enum kv_schema_col { KV_SCHEMA_V1_COLUMNS(KV_SCHEMA_COL_ENUM_) KV_SCHEMA_COL_COU
 
 #define KV_SWEEP_N_REQUIRED KV_SCHEMA_COL_COUNT
 #define KV_SWEEP_N_KEY (KV_SCHEMA_COL_SEQ_LEN + 1) /* strategy, layers .. threads, seq_len */
+
+/*
+ * Schema v2: the v1 columns in order, then these two (written right after
+ * them): the cache's storage dtype (kv_type_traits name: f32, int8, int4)
+ * and the strategy's parameters as `k=v;k=v` from its table ("-" for a
+ * strategy without parameters; readers take an empty cell the same way).
+ * compare's key includes both when both files have them.
+ */
+#define KV_SCHEMA_V2_EXTRA_COLUMNS(X) X(DTYPE, "dtype") X(PARAMS, "params")
+#define KV_SCHEMA_V2_NAMES KV_SCHEMA_V1_NAMES KV_SCHEMA_V2_EXTRA_COLUMNS(KV_SCHEMA_COL_NAME_)
+#define KV_SWEEP_COL_DTYPE "dtype"
+#define KV_SWEEP_COL_PARAMS "params"
+#define KV_SWEEP_NO_PARAMS "-"
 
 /* Optional extra column: K/V bytes attention read per step (compare.h). */
 #define KV_SWEEP_COL_ATTN_BYTES "attn_bytes_step"

@@ -320,16 +320,22 @@ static enum kv_status join_rows(struct entry **out, int64_t *n_out,
     enum kv_status st = e == NULL ? KV_ERR_NOMEM : KV_OK;
     for (int32_t k = 0; k < n && st == KV_OK; k++)
         st = labels_add(&lab, meta(in[k], "strategies"));
+    /* dtype and params are in the key when every input has them (schema 2) */
+    int use_ext = 1;
+    int32_t ext[2];
+    for (int32_t k = 0; k < n; k++)
+        use_ext &= kv_sweep_ext_cols(in[k], ext);
     int64_t at = 0;
     for (int32_t k = 0; k < n && st == KV_OK; k++) {
         const struct kv_csv *c = in[k];
+        kv_sweep_ext_cols(c, ext);
         kv_free(tmp);
         tmp = kv_alloc((size_t)c->n_rows * sizeof *tmp);
         if (tmp == NULL) {
             st = KV_ERR_NOMEM;
             break;
         }
-        kv_sweep_key_fill(tmp, c, col[k]);
+        kv_sweep_key_fill(tmp, c, col[k], use_ext ? ext : NULL);
         int32_t jl = kv_csv_col(c, "label");
         for (int64_t r = 0; r < c->n_rows; r++, at++) {
             e[at].key = tmp[r];
@@ -528,6 +534,10 @@ static const char *summary(const struct kv_csv *const *in, int32_t n, const char
                 return "1";
         return "0";
     }
+    /* schemas 1 and 2 (validated): the merged file is what both are, schema
+     * 1; schema 2's dtype and params stay as extra columns */
+    if (strcmp(key, "schema") == 0)
+        return KV_SWEEP_SCHEMA_V1;
     if (strcmp(key, "date") == 0) {
         const char *newest = "";
         for (int32_t k = 0; k < n; k++) {

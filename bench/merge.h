@@ -13,8 +13,10 @@
  * row). Metadata that all inputs share stays as it was; metadata that
  * differs is kept per input as `# source.K.key=value` and summarised at the
  * top: limits and times by their largest value (the best the machines did,
- * the longest shard), `partial` by any, `date` by the newest, anything else
- * as "mixed".
+ * the longest shard), `partial` by any, `date` by the newest, `schema` (1
+ * and 2, with allow_mixed) by 1, which every input satisfies (schema 2's
+ * dtype and params stay as extra columns), anything else as "mixed". The
+ * join key includes dtype and params when every input has them.
  *
  * Refused, each as bad input with one line naming the file (KV_ERR_FORMAT):
  * a file that is not a kvlab sweep CSV; a file marked `# partial=1`

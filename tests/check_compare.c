@@ -683,6 +683,104 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Joining                                                                  */
 
+/*
+ * Schema 2 (dtype and params after the v1 columns): two configurations that
+ * the v1 columns cannot tell apart (a parameter of the strategy's own, here
+ * a sink count) are distinct keys and join with their own rows; against a
+ * schema-1 base they join on the v1 key alone, which then sees them as the
+ * same configuration; a schema-2 file without the two columns is refused at
+ * the schema line, an empty dtype cell at its row; an empty params cell
+ * reads as "-" (no parameters).
+ */
+START_TEST(test_schema2)
+{
+#define V2_ROW(strat, T, med, dtype, params)                                                  \
+    strat ",4,512,8,8,64,1376,1,512,32,0,0,2," #T ",9," #med "," #med ",1,1,1,1,1,0,1,0,0,1," \
+    dtype "," params "\n"
+    char text[4096], pb[128], pn[128], err[KV_CSV_ERR_LEN];
+    snprintf(text, sizeof text,
+             "# schema=2\n%s,dtype,params\n"
+             V2_ROW("sinks", 64, 1e6, "f32", "window=512;sinks=4")
+             V2_ROW("sinks", 64, 2e6, "f32", "window=512;sinks=8")
+             V2_ROW("sinks", 128, 1e6, "f32", "window=512;sinks=4")
+             V2_ROW("sinks", 128, 2e6, "f32", "window=512;sinks=8"),
+             HEADER);
+    tmp_path(pb, sizeof pb, "v2_base.csv");
+    file_put(pb, text, strlen(text));
+    snprintf(text, sizeof text,
+             "# schema=2\n%s,dtype,params\n"
+             V2_ROW("sinks", 128, 2e6, "f32", "window=512;sinks=8")
+             V2_ROW("sinks", 64, 1e6, "f32", "window=512;sinks=4")
+             V2_ROW("sinks", 64, 3e6, "f32", "window=512;sinks=8")
+             V2_ROW("sinks", 128, 1e6, "f32", "window=512;sinks=4"),
+             HEADER);
+    tmp_path(pn, sizeof pn, "v2_new.csv");
+    file_put(pn, text, strlen(text));
+    struct kv_compare_opts o;
+    kv_compare_opts_defaults(&o);
+    o.aggregate = 1;
+    struct kv_csv *b, *c;
+    struct kv_compare_result *r;
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->use_ext, 1);
+    ck_assert_int_eq(r->n_items, 4); /* every row found its own partner */
+    ck_assert_int_eq(r->n_only_base + r->n_only_new, 0);
+    ck_assert_int_eq(r->n_regressed, 1); /* sinks=8 at T=64: 2e6 -> 3e6 */
+    ck_assert_int_eq(r->n_groups, 2);    /* one group per parameter set */
+    for (int64_t t = 0; t < r->n_items; t++) /* joined on their own params */
+        ck_assert_str_eq(kv_csv_cell(b, r->items[t].base_row, r->col_ext_base[1]),
+                         kv_csv_cell(c, r->items[t].new_row, r->col_ext_cur[1]));
+    /* the table names the parameters where they differ */
+    char *tbl = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&tbl, &len);
+    ck_assert_int_eq(kv_compare_write(m, r, KV_COMPARE_TABLE), KV_OK);
+    fclose(m);
+    ck_assert_ptr_nonnull(strstr(tbl, "sinks=8"));
+    free(tbl);
+    release(b, c, r);
+
+    /* a schema-1 base: the v1 key only, so the v2 file's two rows per T are
+     * duplicates of each other there */
+    struct row rb[1] = {row_of("sinks", 32, 64, 1e6)};
+    write_sweep("v2_oldbase.csv", pb, sizeof pb, 20, 100, rb, 1);
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err, "duplicate configuration"));
+    release(b, c, r);
+
+    /* schema 2 without its columns, or with an empty params cell */
+    snprintf(text, sizeof text, "# schema=2\n%s\n%s\n", HEADER,
+             "dynamic,4,512,8,8,64,1376,1,512,32,32,32,2,64,5,1,1,1,1,1,1,1,0,1,0,0,1");
+    tmp_path(pn, sizeof pn, "v2_nocols.csv");
+    file_put(pn, text, strlen(text));
+    ck_assert_int_eq(load_compare(pn, pn, &o, &b, &c, &r, err, sizeof err), KV_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err, "v2_nocols.csv:1:"));
+    ck_assert_ptr_nonnull(strstr(err, "dtype and params"));
+    release(b, c, r);
+    snprintf(text, sizeof text, "# schema=2\n%s,dtype,params\n%s,,-\n", HEADER,
+             "dynamic,4,512,8,8,64,1376,1,512,32,32,32,2,64,5,1,1,1,1,1,1,1,0,1,0,0,1");
+    tmp_path(pn, sizeof pn, "v2_empty.csv");
+    file_put(pn, text, strlen(text));
+    ck_assert_int_eq(load_compare(pn, pn, &o, &b, &c, &r, err, sizeof err), KV_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err, "v2_empty.csv:3: empty 'dtype'"));
+    release(b, c, r);
+    /* empty params against "-": the same configuration */
+    snprintf(text, sizeof text, "# schema=2\n%s,dtype,params\n%s,f32,-\n", HEADER,
+             "dynamic,4,512,8,8,64,1376,1,512,32,32,32,2,64,5,1,1,1,1,1,1,1,0,1,0,0,1");
+    tmp_path(pb, sizeof pb, "v2_dash.csv");
+    file_put(pb, text, strlen(text));
+    snprintf(text, sizeof text, "# schema=2\n%s,dtype,params\n%s,f32,\n", HEADER,
+             "dynamic,4,512,8,8,64,1376,1,512,32,32,32,2,64,5,1,1,1,1,1,1,1,0,1,0,0,1");
+    tmp_path(pn, sizeof pn, "v2_noparams.csv");
+    file_put(pn, text, strlen(text));
+    ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_OK);
+    ck_assert_int_eq(r->use_ext, 1);
+    ck_assert_int_eq(r->n_items, 1);
+    release(b, c, r);
+#undef V2_ROW
+}
+END_TEST
+
 START_TEST(test_join)
 {
     /* base: dynamic T=64,128,256 and static T=64; new: shuffled, with
@@ -1060,6 +1158,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("join");
     tcase_add_test(tc, test_join);
+    tcase_add_test(tc, test_schema2);
     suite_add_tcase(s, tc);
     tc = tcase_create("bad_input");
     tcase_set_timeout(tc, 60);

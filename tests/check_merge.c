@@ -352,6 +352,87 @@ END_TEST
 
 /* Files that are not kvlab sweep CSVs, or are merges themselves: refused,
  * naming the file. */
+/*
+ * Schema 2: rows that the v1 columns cannot tell apart but whose params
+ * differ (a sink count) are distinct keys and both kept; the same params
+ * twice are the same configuration and refused; a schema-1 file merged with
+ * a schema-2 one (--allow-mixed) makes a schema-1 file, which every input
+ * satisfies, and reads back.
+ */
+static void v2_text(char *buf, size_t cap, const char *params_a, const char *params_b)
+{
+    buf[0] = '\0';
+    add_meta(buf, cap, "abc", "2025-01-01T10:00:00Z", "node1", 20.0, NULL, 0);
+    char *p = strstr(buf, "# schema=1");
+    p[9] = '2';
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n,
+             "strategy,layers,dim,heads,kv_heads,head_dim,hidden,batch,window,bits,group,"
+             "residual,threads,seq_len,reps,step_ns_median,step_ns_p95,attn_ns_median,"
+             "flops_step,attn_flops_step,bytes_step,cache_bytes,copy_bytes_step,peak_rss_bytes,"
+             "max_abs_err,rel_err,token_match,dtype,params,label\n"
+             "sinks,2,64,4,2,16,128,1,0,32,0,0,2,64,3,1000,1100,250,1,1,1,1,512,1000,0,0,1,f32,"
+             "%s,sinks\n"
+             "sinks,2,64,4,2,16,128,1,0,32,0,0,2,64,3,2000,2100,500,1,1,1,1,512,1000,0,0,1,f32,"
+             "%s,sinks\n",
+             params_a, params_b);
+}
+
+START_TEST(schema2_params_are_in_the_key)
+{
+    struct files f = {0};
+    struct kv_merge_result *r = NULL;
+    char err[KV_CSV_ERR_LEN];
+    v2_text(t1, sizeof t1, "sinks=4", "sinks=8");
+    v2_text(t2, sizeof t2, "sinks=16", "sinks=32");
+    parse_into(&f, t1, "v2-1.csv");
+    parse_into(&f, t2, "v2-2.csv");
+    ck_assert_msg(merge(&r, &f, (struct kv_merge_opts){0}, err) == KV_OK, "%s", err);
+    ck_assert_int_eq(r->n_rows, 4);
+    struct kv_csv *m = merged_csv(r);
+    ck_assert_str_eq(meta(m, "schema"), "2");
+    int32_t jp = kv_csv_col(m, "params");
+    ck_assert_int_ge(jp, 0);
+    int seen = 0;
+    for (int64_t q = 0; q < m->n_rows; q++)
+        seen |= strcmp(kv_csv_cell(m, q, jp), "sinks=32") == 0;
+    ck_assert(seen);
+    kv_csv_destroy(m);
+    kv_merge_destroy(r);
+    files_free(&f);
+
+    /* the same params in both files: a repeated key */
+    v2_text(t2, sizeof t2, "sinks=8", "sinks=64");
+    parse_into(&f, t1, "v2-1.csv");
+    parse_into(&f, t2, "v2-2.csv");
+    ck_assert_int_eq(merge(&r, &f, (struct kv_merge_opts){0}, err), KV_ERR_FORMAT);
+    ck_assert_msg(strstr(err, "v2-2.csv:") == err && strstr(err, "params=sinks=8") != NULL,
+                  "%s", err);
+    files_free(&f);
+
+    /* schema 1 with schema 2: the v1 key (here the two v2 rows collide with
+     * each other, so keep the newest), schema 1 out */
+    t2[0] = '\0';
+    add_meta(t2, sizeof t2, "abc", "2025-01-01T10:05:00Z", "node2", 30.0, NULL, 0);
+    strncat(t2, HEADER, sizeof t2 - strlen(t2) - 1);
+    add_row(t2, sizeof t2, "dynamic", 64, 1000);
+    add_row(t2, sizeof t2, "dynamic", 128, 1100);
+    parse_into(&f, t1, "v2-1.csv");
+    parse_into(&f, t2, "v1.csv");
+    ck_assert_msg(merge(&r, &f, (struct kv_merge_opts){.allow_mixed = 1, .prefer_newest = 1},
+                        err) == KV_OK,
+                  "%s", err);
+    ck_assert_int_eq(r->n_rows, 3); /* one sinks row, dynamic at 64 and 128 */
+    m = merged_csv(r);
+    ck_assert_str_eq(meta(m, "schema"), "1");
+    int32_t col[KV_SWEEP_N_REQUIRED];
+    ck_assert_msg(kv_sweep_validate(m, col, err, sizeof err) == KV_OK, "%s", err);
+    kv_csv_destroy(m);
+    kv_merge_destroy(r);
+    files_free(&f);
+}
+END_TEST
+
 START_TEST(foreign_and_merged_files_are_refused)
 {
     struct files f = {0};
@@ -471,6 +552,7 @@ static Suite *merge_suite(void)
     tcase_add_test(t, partial_shard_is_refused_unless_allowed);
     tcase_add_test(t, repeated_keys_refused_or_newest_kept);
     tcase_add_test(t, mixed_commits_and_schemas_need_allow_mixed);
+    tcase_add_test(t, schema2_params_are_in_the_key);
     tcase_add_test(t, foreign_and_merged_files_are_refused);
     tcase_add_test(t, compare_normalizes_merged_rows_by_their_own_limits);
     tcase_add_test(t, allocation_failures_clean_up);

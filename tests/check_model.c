@@ -6,12 +6,15 @@
  *   here from the weights (embedding, RMSNorm, RoPE, causal GQA attention,
  *   SwiGLU, classifier), for a prefill and for decode steps;
  * - conformance, looped over kv_strategy_count()/kv_strategy_at() so a new
- *   strategy is tested by registering it: a strategy whose spans are f32 must
- *   give the greedy tokens of `none` (run with the strategy's mask window)
- *   over 64 generated tokens, and logits within float tolerance at every
- *   step; a strategy with quantized spans is run at 8 and 4 bits, teacher-
- *   forced in lockstep with `dynamic`, and its logit error at every step must
- *   stay under a bound derived from the quantization step (printed);
+ *   strategy is tested by registering it (two test-only paged strategies,
+ *   tests/test_paged.h, are registered in main()), driven by capabilities:
+ *   a strategy without KV_CAP_LOSSY must give the greedy tokens of the
+ *   no-history strategy (run with the strategy's mask window) over 64
+ *   generated tokens, and logits within float tolerance at every step; a
+ *   KV_CAP_LOSSY one is run with its default parameters and each of its
+ *   presets, teacher-forced in lockstep with the exact reference (keeps
+ *   history, lossless, no eviction), and its logit error at every step must
+ *   stay under a bound derived from its dtype's quantization step (printed);
  * - left padding: each sequence of a padded batch of 3 gives the tokens it
  *   gives alone, for every strategy;
  * - FLOP and byte counters against closed forms, for `none` and `dynamic`;
@@ -26,6 +29,7 @@
 #include <string.h>
 
 #include "test_params.h"
+#include "test_paged.h"
 #include "../bench/kv_model.h"
 #include "../kernels/kv_ops.h"
 
@@ -174,7 +178,24 @@ static double max_abs_diff(const float *a, const float *b, size_t n)
     return d;
 }
 
-/* Whether the strategy exposes quantized spans once it holds n tokens. */
+/* The no-history strategy (the `none` semantics) and the exact reference. */
+static const struct kv_strategy_ops *no_cache_ops(void)
+{
+    const struct kv_strategy_ops *o = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
+    ck_assert_ptr_nonnull(o);
+    return o;
+}
+
+static const struct kv_strategy_ops *exact_ops(void)
+{
+    const struct kv_strategy_ops *o =
+        kv_strategy_with(KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+    ck_assert_ptr_nonnull(o);
+    return o;
+}
+
+/* Whether the strategy exposes quantized spans once it holds n tokens; it
+ * must say so by KV_CAP_LOSSY. */
 static int strategy_is_lossy(const struct kv_model *m, const struct kv_strategy_ops *ops,
                              int32_t bits)
 {
@@ -199,6 +220,7 @@ static int strategy_is_lossy(const struct kv_model *m, const struct kv_strategy_
     kv_cache_destroy(c);
     free(k);
     free(v);
+    ck_assert_int_eq(lossy, (ops->caps & KV_CAP_LOSSY) != 0);
     return lossy;
 }
 
@@ -394,21 +416,24 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Conformance over every registered strategy                               */
 
-/* Teacher-forced lockstep of `ops` (at `bits`) against `dynamic`: both fed
- * the reference's greedy tokens; checks the logit error at every step. */
+/* Teacher-forced lockstep of `ops` (with `params`) against the exact
+ * reference: both fed the reference's greedy tokens; checks the logit error
+ * at every step against a bound from the dtype's step (err_step = half a
+ * step of the group's range, so the step is 2 * err_step of it). */
 static double check_lossy(const struct kv_model *m, const struct kv_strategy_ops *ops,
-                        int32_t bits, const int32_t *prompt)
+                          const void *params, const int32_t *prompt)
 {
-    const struct kv_strategy_ops *exact = kv_strategy_find("dynamic");
-    ck_assert_ptr_nonnull(exact);
+    const struct kv_strategy_ops *exact = exact_ops();
     const int32_t V = m->cfg.vocab_size, L = m->cfg.n_layers;
-    struct kv_cache_config cc = cache_cfg(&m->cfg, 1, bits);
-    struct kv_cache *ce = make_cache(exact, &cc), *cq = make_cache(ops, &cc);
+    const struct kv_type_traits *tr = &kv_type_traits[kv_strategy_dtype(ops, params)];
+    struct kv_cache_config cc = cache_cfg(&m->cfg, 1, 8);
+    struct kv_cache *ce = make_cache(exact, &cc), *cq = NULL;
+    ck_assert_int_eq(kv_cache_create(&cq, ops, &cc, params), KV_OK);
     struct kv_runner *re = NULL, *rq = NULL;
     ck_assert_int_eq(kv_runner_create(&re, m, 1, PROMPT, THREADS), KV_OK);
     ck_assert_int_eq(kv_runner_create(&rq, m, 1, PROMPT, THREADS), KV_OK);
     float *le = malloc((size_t)V * sizeof *le), *lq = malloc((size_t)V * sizeof *lq);
-    const double delta = 1.0 / (double)((1 << bits) - 1);
+    const double delta = 2.0 * tr->err_step;
     const double bound = QUANT_GAIN * L * delta;
     double worst_rel = 0, worst_abs = 0;
     int agree = 0;
@@ -427,17 +452,16 @@ static double check_lossy(const struct kv_model *m, const struct kv_strategy_ops
         }
         double rel = sqrt(num / den);
         worst_rel = fmax(worst_rel, rel);
-        ck_assert_msg(rel <= bound, "%s int%d step %d: relative L2 logit error %.3g > bound %.3g",
-                      ops->name, bits, step, rel, bound);
+        ck_assert_msg(rel <= bound, "%s %s step %d: relative L2 logit error %.3g > bound %.3g",
+                      ops->name, tr->name, step, rel, bound);
         int32_t te = kv_argmax(le, V);
         agree += te == kv_argmax(lq, V);
         tok = te;
     }
     fprintf(stderr,
-            "  %s int%d: max abs logit error %.3g, max relative L2 %.3g (bound %.3g = %g x "
-            "%d layers x step 1/%d), greedy token agrees at %d/%d steps\n",
-            ops->name, bits, worst_abs, worst_rel, bound, QUANT_GAIN, L, (1 << bits) - 1,
-            agree, NEW);
+            "  %s %s: max abs logit error %.3g, max relative L2 %.3g (bound %.3g = %g x "
+            "%d layers x step %.3g), greedy token agrees at %d/%d steps\n",
+            ops->name, tr->name, worst_abs, worst_rel, bound, QUANT_GAIN, L, delta, agree, NEW);
     /* the error is really there (the strategy quantizes) */
     ck_assert(worst_rel > 0.0);
     free(le);
@@ -452,23 +476,48 @@ static double check_lossy(const struct kv_model *m, const struct kv_strategy_ops
 START_TEST(test_conformance)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i);
-    const struct kv_strategy_ops *none = kv_strategy_find("none");
+    const struct kv_strategy_ops *none = no_cache_ops();
     ck_assert_ptr_nonnull(ops);
-    ck_assert_ptr_nonnull(none);
     struct kv_model_config mc = small_cfg();
     struct kv_model *m = make_model(&mc, 7);
     int32_t prompt[PROMPT];
     make_prompt(prompt, PROMPT, mc.vocab_size, 100);
 
     if (strategy_is_lossy(m, ops, 8)) {
-        double e8 = check_lossy(m, ops, 8, prompt);
-        double e4 = check_lossy(m, ops, 4, prompt);
-        /* the error comes from the step size: it scales with the step ratio
-         * 255/15 = 17 (within a factor 4 either way), which a bug that does
-         * not depend on the bit width (a wrong position, a lost token)
-         * would not do */
-        ck_assert_msg(e4 / e8 > 17.0 / 4 && e4 / e8 < 17.0 * 4,
-                      "%s: int4/int8 error ratio %.3g, expected about 17", ops->name, e4 / e8);
+        /* the default parameters and every preset, one run per dtype */
+        struct test_param_block blk[8];
+        double err[8], step[8];
+        int32_t n_runs = 0;
+        for (int32_t k = -1; k < ops->n_presets && n_runs < 8; k++) {
+            const struct kv_strategy_ops *o;
+            struct test_params tp = cur_tp;
+            test_params_fill(ops, &blk[n_runs], &tp);
+            if (k >= 0)
+                ck_assert_int_eq(kv_params_parse(ops, blk[n_runs].b, ops->presets[k].params),
+                                 KV_OK);
+            (void)o;
+            const double s_k = kv_type_traits[kv_strategy_dtype(ops, blk[n_runs].b)].err_step;
+            int seen = 0;
+            for (int32_t j = 0; j < n_runs; j++)
+                seen |= step[j] == s_k;
+            if (seen)
+                continue;
+            step[n_runs] = s_k;
+            err[n_runs] = check_lossy(m, ops, blk[n_runs].b, prompt);
+            n_runs++;
+        }
+        /* the error comes from the step size: between two dtypes it scales
+         * with their step ratio (255/15 = 17 for int8/int4) within a factor
+         * 4 either way, which a bug that does not depend on the step (a
+         * wrong position, a lost token) would not do */
+        for (int32_t a = 0; a < n_runs; a++)
+            for (int32_t b = 0; b < n_runs; b++) {
+                const double want = step[a] / step[b], got = err[a] / err[b];
+                if (want > 1.0)
+                    ck_assert_msg(got > want / 4 && got < want * 4,
+                                  "%s: error ratio %.3g between dtypes, expected about %.3g",
+                                  ops->name, got, want);
+            }
         kv_model_destroy(m);
         return;
     }
@@ -1109,6 +1158,7 @@ static Suite *model_suite(void)
 
 int main(void)
 {
+    kv_test_register_paged(); /* the test-only paged strategies join the loops */
     SRunner *sr = srunner_create(model_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -2,7 +2,11 @@
  * check_strategies.c - proves the cache strategies correct.
  *
  * The design decision: one conformance suite walks the registry, so a new
- * strategy is tested by registering it. It feeds random keys/values (token
+ * strategy is tested by registering it; what it checks follows from the
+ * strategy's capability flags and its dtypes' error bounds, never from its
+ * name. Two test-only strategies (tests/test_paged.h: a dynamic cache in
+ * 4-token pages, one span per page or one paged span) are registered in
+ * main() and pass the suite unchanged. It feeds random keys/values (token
  * by token, prefill then decode, uneven chunks; batch > 1; several layers
  * with different data) and after every update reads everything back through
  * the spans, honouring strides and dtypes, against the history the test
@@ -27,6 +31,7 @@
 #include "../kernels/kv_quant.h"
 #include "../strategies/strategy.h"
 #include "test_params.h"
+#include "test_paged.h"
 
 /*
  * A test configuration: the cache's shape and the strategy parameters of
@@ -293,6 +298,9 @@ static struct seen check_view(struct feed *f, const struct kv_cache *c, int32_t 
                           kv_type_traits[sp->v.dtype].has_qparams;
         if (lossy)
             s.n_quant += sp->n_tokens;
+        /* only a strategy that says it is lossy may hold lossy rows */
+        REQUIRE(!lossy || kv_cache_has(c, KV_CAP_LOSSY), "%s: lossy span without KV_CAP_LOSSY",
+                c->ops->name);
         for (int32_t t = 0; t < sp->n_tokens; t++) {
             const int32_t p = sp->pos0 + t;
             REQUIRE(!mark[p], "layer %d: position %d visible twice", l, p);
@@ -322,6 +330,33 @@ static struct seen check_view(struct feed *f, const struct kv_cache *c, int32_t 
     if (s.count == 0)
         s.lo = 0;
     return s;
+}
+
+/*
+ * What a strategy may forget: a strategy without KV_CAP_EVICTS holds every
+ * position of [0, q_end); one with it may drop a position only if the mask
+ * its view carries hides it from every query of the step, [q_first, q_end)
+ * (so attention over the view is exact under that mask).
+ */
+static void check_coverage(const struct kv_cache *c, int32_t l, int32_t q_first, int32_t q_end)
+{
+    struct kv_view view;
+    char *held = calloc((size_t)q_end + 1, 1);
+    ck_assert(held != NULL);
+    ck_assert_int_eq(kv_cache_view(c, l, &view), KV_OK);
+    for (int32_t i = 0; i < view.n_spans; i++)
+        for (int32_t t = 0; t < view.spans[i].n_tokens; t++)
+            held[view.spans[i].pos0 + t] = 1;
+    for (int32_t p = 0; p < q_end; p++) {
+        if (held[p])
+            continue;
+        REQUIRE(kv_cache_has(c, KV_CAP_EVICTS), "%s: layer %d lost position %d without "
+                "KV_CAP_EVICTS", c->ops->name, l, p);
+        for (int32_t q = q_first; q < q_end; q++)
+            REQUIRE(!kv_attn_key_visible(&view.mask, 0, q, p), "%s: layer %d evicted position "
+                    "%d that the query at %d still sees", c->ops->name, l, p, q);
+    }
+    free(held);
 }
 
 /* The number of spans of layer l's view (asserting it can be taken). */
@@ -371,15 +406,16 @@ static enum kv_status feed_step(struct feed *f, struct kv_cache *c, int32_t len,
             ck_assert_int_le(s.lo, need_lo);
             ck_assert_int_eq(s.count, q_end - s.lo); /* contiguous */
         }
+        check_coverage(c, l, q_first, q_end);
     }
     return KV_OK;
 }
 
 /*
- * Runs a schedule of update sizes. A strategy with a mask window may refuse
- * a multi-token update into a non-empty cache (KV_ERR_INVALID, documented
- * for sliding); the cache must then be unchanged, and the chunk is fed one
- * token at a time instead.
+ * Runs a schedule of update sizes. A strategy without KV_CAP_CHUNKED_APPEND
+ * may refuse a multi-token update into a non-empty cache (KV_ERR_INVALID);
+ * the cache must then be unchanged, and the chunk is fed one token at a
+ * time instead. One with the flag must take every update.
  */
 static void run_schedule(struct feed *f, struct kv_cache *c, const int32_t *sched, int32_t n_sched)
 {
@@ -388,7 +424,7 @@ static void run_schedule(struct feed *f, struct kv_cache *c, const int32_t *sche
         const int32_t n = sched[i];
         const size_t copied = kv_cache_copied_bytes(c);
         enum kv_status st = feed_step(f, c, len, n);
-        if (st == KV_ERR_INVALID && kv_cache_mask_window(c) > 0 && len > 0 && n > 1) {
+        if (st == KV_ERR_INVALID && !kv_cache_has(c, KV_CAP_CHUNKED_APPEND) && len > 0 && n > 1) {
             ck_assert_int_eq(kv_cache_seq_len(c, 0), len);
             ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
             for (int32_t j = 0; j < n; j++)
@@ -629,8 +665,8 @@ START_TEST(test_conformance_alloc_failure)
         int gave_up = 0;
         for (int32_t i = 0; i < n_sched && !gave_up; i++) {
             const int32_t n = sched[i];
-            if (n > 1 && len > 0 && kv_cache_mask_window(c) > 0)
-                continue; /* sliding refuses these by design; skip (tested elsewhere) */
+            if (n > 1 && len > 0 && !kv_cache_has(c, KV_CAP_CHUNKED_APPEND))
+                continue; /* refused by design without the flag; tested elsewhere */
             for (int32_t l = 0; l < cfg->n_layers; l++) {
                 const int hist = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
                 const int32_t p0 = hist ? len : 0, cnt = hist ? n : len + n;
@@ -749,6 +785,250 @@ START_TEST(test_conformance_attention)
 }
 END_TEST
 
+/* The table: complete, self-describing, parameters that round-trip through
+ * their text form and refuse what their range refuses, presets that
+ * resolve and pass the strategy's own check on a shape they fit. */
+START_TEST(test_conformance_table)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    const struct kv_cache_config cc = cc_of(&conf_cfgs[0]);
+    ck_assert_int_eq(kv_strategy_validate(ops), KV_OK);
+    struct test_param_block a, b;
+    test_params_fill(ops, &a, NULL);
+    char txt[512], line[512];
+    ck_assert_int_gt(kv_params_format(ops, a.b, txt, sizeof txt), 0);
+    ck_assert_int_lt(strlen(txt), sizeof txt - 1);
+    memset(&b, 0xA5, sizeof b);
+    kv_params_defaults(ops, b.b);
+    ck_assert_int_eq(kv_params_parse(ops, b.b, txt), KV_OK);
+    ck_assert(memcmp(a.b, b.b, ops->params_size) == 0);
+    for (int32_t k = 0; k < ops->n_params; k++) {
+        const struct kv_param *p = &ops->params[k];
+        ck_assert_int_eq(kv_param_find(ops, p->name), k);
+        ck_assert_int_eq(kv_params_set(ops, b.b, p->name, p->def), KV_OK);
+        ck_assert_int_eq(kv_params_get(ops, b.b, k), p->def);
+        if (p->type == KV_PARAM_INT) {
+            ck_assert_int_eq(kv_params_set(ops, b.b, p->name, p->lo - 1), KV_ERR_INVALID);
+            ck_assert_int_eq(kv_params_set(ops, b.b, p->name, p->hi + 1), KV_ERR_INVALID);
+        } else {
+            int64_t bad = 0;
+            while (kv_param_accepts(p, bad))
+                bad++;
+            ck_assert_int_eq(kv_params_set(ops, b.b, p->name, bad), KV_ERR_INVALID);
+        }
+        ck_assert_int_eq(kv_params_get(ops, b.b, k), p->def); /* refused: unchanged */
+        ck_assert(p->help[0] != '\0' && strncmp(p->flag, "--", 2) == 0);
+    }
+    ck_assert_int_eq(kv_params_set(ops, b.b, "no-such-parameter", 1), KV_ERR_INVALID);
+    ck_assert_int_gt(kv_strategy_describe(ops, &cc, a.b, line, sizeof line), 0);
+    ck_assert_int_gt(kv_strategy_label(ops, a.b, line, sizeof line), 0);
+    ck_assert(kv_dtype_traits(kv_strategy_dtype(ops, a.b)) != NULL);
+    /* the dtype says whether it is lossy, the flag too */
+    ck_assert_int_eq(kv_type_traits[kv_strategy_dtype(ops, a.b)].has_qparams ||
+                         kv_type_traits[kv_strategy_dtype(ops, a.b)].err_rel > 0.0,
+                     (ops->caps & KV_CAP_LOSSY) != 0);
+    const struct conf *t = &conf_cfgs[0];
+    const struct test_params tp = {.window = t->window, .bits = t->bits, .group = t->group,
+                                   .residual = t->residual};
+    for (int32_t k = 0; k < ops->n_presets; k++) {
+        const struct kv_strategy_ops *o = NULL;
+        ck_assert_int_eq(kv_strategy_lookup(ops->presets[k].name, &o, b.b, sizeof b.b), KV_OK);
+        ck_assert_ptr_eq(o, ops);
+        /* on the test's parameters for this shape, the preset's on top */
+        test_params_fill(ops, &b, &tp);
+        ck_assert_int_eq(kv_params_parse(ops, b.b, ops->presets[k].params), KV_OK);
+        ck_assert_msg(kv_params_check(ops, &cc, b.b, line, sizeof line) == KV_OK, "%s: %s",
+                      ops->presets[k].name, line);
+    }
+    const struct kv_strategy_ops *o = NULL;
+    ck_assert_int_eq(kv_strategy_lookup(ops->name, &o, NULL, 0), KV_OK);
+    ck_assert_ptr_eq(o, ops);
+}
+END_TEST
+
+/*
+ * Memory accounting against the strategy's own promise: after every step
+ * of every schedule, resident bytes <= bytes_for(the tokens held); a
+ * preallocating strategy's resident bytes never move and its updates make
+ * no allocation at all.
+ */
+START_TEST(test_conformance_memory)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i / N_SCHEDS);
+    const struct sched *sc = &scheds[_i % N_SCHEDS];
+    const struct conf *cfg = &conf_cfgs[0];
+    const struct kv_cache_config cc = cc_of(cfg);
+    struct feed f;
+    feed_init(&f, cfg, sched_total(sc->sizes, sc->n), 300 + (uint64_t)_i);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK);
+    const size_t resident0 = kv_cache_resident_bytes(c);
+    const int prealloc = kv_cache_has(c, KV_CAP_PREALLOCATES);
+    int32_t len = 0;
+    for (int32_t i = 0; i < sc->n; i++) {
+        const int32_t n = sc->sizes[i];
+        if (n > 1 && len > 0 && !kv_cache_has(c, KV_CAP_CHUNKED_APPEND)) {
+            len += n; /* fed one by one below */
+            for (int32_t p = len - n; p < len; p++)
+                ck_assert_int_eq(feed_step(&f, c, p, 1), KV_OK);
+        } else {
+            kv_alloc_fail_at(0, 0); /* resets the allocation count */
+            ck_assert_int_eq(feed_step(&f, c, len, n), KV_OK);
+            if (prealloc)
+                ck_assert_int_eq(kv_alloc_count(), 0);
+            len += n;
+        }
+        const size_t res = kv_cache_resident_bytes(c);
+        if (prealloc)
+            ck_assert_uint_eq(res, resident0);
+        size_t bound;
+        enum kv_status st = kv_cache_bytes_for(ops, &cc, c->params, len, &bound);
+        ck_assert(st == KV_OK || st == KV_ERR_UNSUPPORTED);
+        if (st == KV_OK)
+            ck_assert_msg(res <= bound, "%s after %d tokens: resident %zu > bytes_for %zu",
+                          ops->name, len, res, bound);
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* Positions past max_len: refused by a KV_CAP_BOUNDED strategy (KV_ERR_FULL,
+ * nothing changed), taken by one without the flag. */
+START_TEST(test_conformance_bounds)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    struct conf cfg = conf_cfgs[0];
+    cfg.max_len = 20;
+    struct feed f;
+    feed_init(&f, &cfg, 30, 31);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(tcreate(&c, ops, &cfg), KV_OK);
+    for (int32_t p = 0; p < 20; p++)
+        ck_assert_int_eq(feed_step(&f, c, p, 1), KV_OK);
+    const size_t copied = kv_cache_copied_bytes(c);
+    const int32_t len = kv_cache_seq_len(c, 0);
+    enum kv_status st = feed_step(&f, c, 20, 1);
+    if (ops->caps & KV_CAP_BOUNDED) {
+        ck_assert_int_eq(st, KV_ERR_FULL);
+        ck_assert_int_eq(kv_cache_seq_len(c, 0), len);
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+    } else {
+        ck_assert_int_eq(st, KV_OK);
+        for (int32_t p = 21; p < 30; p++)
+            ck_assert_int_eq(feed_step(&f, c, p, 1), KV_OK);
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* history (n_layers, batch, t_max, heads, head_dim): sequence b <- perm[b]. */
+static void feed_permute(struct feed *f, const int32_t *perm)
+{
+    const struct conf *c = &f->cfg;
+    const size_t seq = (size_t)f->t_max * c->n_kv_heads * c->head_dim;
+    float *tmp = malloc((size_t)c->batch * seq * sizeof(float));
+    ck_assert_ptr_nonnull(tmp);
+    for (int kv = 0; kv < 2; kv++) {
+        float *h = kv ? f->v : f->k;
+        for (int32_t l = 0; l < c->n_layers; l++) {
+            float *base = h + (size_t)l * c->batch * seq;
+            memcpy(tmp, base, (size_t)c->batch * seq * sizeof(float));
+            for (int32_t b = 0; b < c->batch; b++)
+                memcpy(base + (size_t)b * seq, tmp + (size_t)perm[b] * seq, seq * sizeof(float));
+        }
+    }
+    free(tmp);
+}
+
+/* Every layer's view after feeding [0, len) reads back exactly. */
+static void check_all_layers(struct feed *f, const struct kv_cache *c, int32_t len)
+{
+    for (int32_t l = 0; l < f->cfg.n_layers; l++) {
+        struct seen s = check_view(f, c, l, len);
+        ck_assert_int_eq(s.hi, len);
+    }
+}
+
+/*
+ * crop, fork and reorder, where the capability is declared: crop keeps
+ * exactly the first len tokens and the cache goes on from there; a fork
+ * holds the same tokens and the two then grow apart without touching each
+ * other; reorder permutes the sequences (bad permutations refused). Where
+ * not declared: KV_ERR_UNSUPPORTED and nothing changes.
+ */
+START_TEST(test_conformance_optional)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    const struct conf *cfg = &conf_cfgs[0]; /* batch 3 */
+    struct feed f;
+    feed_init(&f, cfg, 48, 41);
+    struct kv_cache *c = NULL, *d = NULL;
+    ck_assert_int_eq(tcreate(&c, ops, cfg), KV_OK);
+    const int hist = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
+    const int32_t n_sched = (int32_t)(sizeof sched_prefill / sizeof sched_prefill[0]);
+    run_schedule(&f, c, sched_prefill, n_sched);
+    int32_t len = sched_total(sched_prefill, n_sched);
+
+    if (ops->caps & KV_CAP_CROP) {
+        ck_assert_int_eq(kv_cache_crop(c, len + 1), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_crop(c, -1), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_crop(c, 17), KV_OK);
+        for (int32_t l = 0; l < cfg->n_layers; l++)
+            ck_assert_int_eq(kv_cache_seq_len(c, l), 17);
+        check_all_layers(&f, c, 17);
+        for (int32_t p = 17; p < 21; p++) /* and goes on from there */
+            ck_assert_int_eq(feed_step(&f, c, p, 1), KV_OK);
+        len = 21;
+    } else {
+        ck_assert_int_eq(kv_cache_crop(c, 1), KV_ERR_UNSUPPORTED);
+        if (hist)
+            ck_assert_int_eq(kv_cache_seq_len(c, 0), len);
+    }
+
+    if (ops->caps & KV_CAP_FORK) {
+        ck_assert_int_eq(kv_cache_fork(&d, c), KV_OK);
+        ck_assert_ptr_nonnull(d);
+        check_all_layers(&f, d, len);
+        const size_t copied_c = kv_cache_copied_bytes(c);
+        for (int32_t p = len; p < len + 3; p++) /* the fork grows; c does not move */
+            ck_assert_int_eq(feed_step(&f, d, p, 1), KV_OK);
+        ck_assert_int_eq(kv_cache_seq_len(c, 0), len);
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), copied_c);
+        check_all_layers(&f, c, len);
+        ck_assert_int_eq(kv_cache_crop(d, 0) == KV_OK || !(ops->caps & KV_CAP_CROP), 1);
+        check_all_layers(&f, c, len); /* and is untouched by what the fork does */
+        kv_cache_destroy(d);
+        d = NULL;
+    } else {
+        d = (struct kv_cache *)&f; /* must be overwritten */
+        ck_assert_int_eq(kv_cache_fork(&d, c), KV_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(d);
+    }
+
+    if (ops->caps & KV_CAP_REORDER) {
+        static const int32_t dup[3] = {0, 0, 1}, out[3] = {0, 1, 3}, perm[3] = {2, 0, 1};
+        const size_t copied = kv_cache_copied_bytes(c);
+        ck_assert_int_eq(kv_cache_reorder(c, dup), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_reorder(c, out), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_reorder(c, NULL), KV_ERR_INVALID);
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+        ck_assert_int_eq(kv_cache_reorder(c, perm), KV_OK);
+        ck_assert_uint_ge(kv_cache_copied_bytes(c), copied);
+        feed_permute(&f, perm);
+        check_all_layers(&f, c, len);
+        for (int32_t p = len; p < len + 3; p++) /* the next tokens land in order */
+            ck_assert_int_eq(feed_step(&f, c, p, 1), KV_OK);
+    } else {
+        static const int32_t id[3] = {0, 1, 2};
+        ck_assert_int_eq(kv_cache_reorder(c, id), KV_ERR_UNSUPPORTED);
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Registry and wrapper defaults                                            */
 
@@ -775,6 +1055,21 @@ START_TEST(test_registry)
     }
     ck_assert_ptr_null(kv_strategy_at(-1));
     ck_assert_ptr_null(kv_strategy_at(n));
+    /* registration refuses a taken name (a strategy's or a preset's), an
+     * incomplete table and a capability without its method */
+    struct kv_strategy_ops dupl = *kv_strategy_at(0);
+    ck_assert_int_eq(kv_strategy_register(&dupl), KV_ERR_INVALID);
+    dupl.name = "quantized-int8";
+    ck_assert_int_eq(kv_strategy_register(&dupl), KV_ERR_INVALID);
+    dupl.name = "fresh-name";
+    dupl.view = NULL;
+    ck_assert_int_eq(kv_strategy_register(&dupl), KV_ERR_INVALID);
+    dupl = *kv_strategy_find("dynamic");
+    dupl.name = "fresh-name";
+    dupl.crop = NULL;
+    ck_assert_int_eq(kv_strategy_register(&dupl), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_strategy_register(NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_strategy_count(), n);
     ck_assert_ptr_null(kv_strategy_find("nope"));
     ck_assert_ptr_null(kv_strategy_find(""));
     ck_assert_ptr_null(kv_strategy_find(NULL));
@@ -1355,6 +1650,10 @@ static Suite *strategies_suite(void)
     tcase_add_loop_test(tc, test_conformance_bad_configs, 0, n);
     tcase_add_loop_test(tc, test_conformance_alloc_failure, 0, 2 * n);
     tcase_add_loop_test(tc, test_conformance_attention, 0, n);
+    tcase_add_loop_test(tc, test_conformance_table, 0, n);
+    tcase_add_loop_test(tc, test_conformance_memory, 0, n * N_SCHEDS);
+    tcase_add_loop_test(tc, test_conformance_bounds, 0, n);
+    tcase_add_loop_test(tc, test_conformance_optional, 0, n);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("core");
@@ -1382,6 +1681,8 @@ static Suite *strategies_suite(void)
 
 int main(void)
 {
+    /* the test-only paged strategies: the suite runs them like the others */
+    kv_test_register_paged();
     SRunner *sr = srunner_create(strategies_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

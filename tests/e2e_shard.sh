@@ -94,13 +94,16 @@ check "merged: the same rows as the unsharded run, in the same order, exact colu
 if ! cmp -s "$TMP/whole.rows" "$TMP/merged.rows"; then
     diff "$TMP/whole.rows" "$TMP/merged.rows" | head -5
 fi
+ncols=$(grep -v '^#' "$TMP/whole.csv" | head -1 | tr ',' '\n' | wc -l)
 check "merged keeps the schema's columns first, in order" \
-    test "$(grep -v '^#' "$TMP/merged.csv" | head -1 | cut -d, -f1-41)" = \
+    test "$(grep -v '^#' "$TMP/merged.csv" | head -1 | cut -d, -f1-"$ncols")" = \
          "$(grep -v '^#' "$TMP/whole.csv" | head -1)"
 check "merged rows carry source,shard,host,cpu,commit,date and limits" \
-    test "$(grep -v '^#' "$TMP/merged.csv" | head -1 | cut -d, -f42-)" = \
+    test "$(grep -v '^#' "$TMP/merged.csv" | head -1 | cut -d, -f$((ncols + 1))-)" = \
          "source,shard,host,cpu,commit,date,read_gbps,copy_gbps,sgemm_gflops"
-check "merged metadata: schema kept" grep -qx '# schema=1' "$TMP/merged.csv"
+check "merged metadata: schema kept" grep -qx "$(grep -m1 '^# schema=' "$TMP/whole.csv")" \
+    "$TMP/merged.csv"
+check "merged metadata: the sweep's schema is 2" grep -qx '# schema=2' "$TMP/merged.csv"
 check "merged metadata: partial=0" grep -qx '# partial=0' "$TMP/merged.csv"
 check "merged metadata: each shard's file kept" \
     test "$(grep -c '^# source\.[0-9]*\.file=' "$TMP/merged.csv")" = $N

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_sweep.sh - `kvlab sweep` end to end on a tiny model (seconds): the CSV
-# parses, its header is schema v1, there is one row per (strategy, bits, T),
+# parses, its header is schema v2 (v1's columns, then dtype and params), there is one row per (strategy, bits, T),
 # attention FLOPs grow quadratically without a cache and linearly with one
 # (log-log slope fitted from the rows, and the exact closed forms), every
 # strategy's cache bytes and the attention bytes (attn_bytes_step) follow
@@ -67,7 +67,7 @@ for key in schema commit date cpu threads blas_core blas_config cflags read_gbps
     n=$(grep -c "^# $key=" "$CSV")
     check "metadata key '$key' appears once" test "$n" = 1
 done
-check "schema=1" grep -qx '# schema=1' "$CSV"
+check "schema=2" grep -qx '# schema=2' "$CSV"
 check "partial=0 for a complete run" grep -qx '# partial=0' "$CSV"
 check "--no-roofline writes nan" grep -qx '# read_gbps=nan' "$CSV"
 check "threads recorded" grep -qx '# threads=2' "$CSV"
@@ -77,6 +77,8 @@ required_n=$(echo "$REQUIRED" | tr ',' '\n' | wc -l)
 check "schema v1 has 27 required columns (test's own list)" test "$required_n" = 27
 check "header starts with schema v1's 27 columns, in order" \
     test "$(echo "$header" | cut -d, -f1-27)" = "$REQUIRED"
+check "schema v2: dtype and params right after them" \
+    test "$(echo "$header" | cut -d, -f28-29)" = "dtype,params"
 
 # every row has as many fields as the header, no empty cell
 check "every row has the header's field count and no empty cell" \
