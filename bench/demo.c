@@ -21,7 +21,8 @@ static int32_t head_dim_of(const struct kv_model *m) { return m->cfg.dim / m->cf
 static void read_row(float *x, const struct kv_span *s, const struct kv_tensor *td, int32_t b,
                      int32_t h, int32_t t, int32_t hd)
 {
-    kv_tensor_row_float(x, td, s->page_tokens, kv_tensor_off(td, b, h),
+    const struct kv_tensor tb = kv_tensor_of_seq(td, b); /* its own page table, if any */
+    kv_tensor_row_float(x, &tb, s->page_tokens, kv_tensor_off(td, b, h),
                         kv_tensor_qp_off(td, b, h), t, hd);
 }
 

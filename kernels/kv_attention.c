@@ -233,6 +233,8 @@ static_assert(KV_DTYPE_COUNT == 3, "a new dtype needs a rows_<type>.c line in ro
 /* One span of one (sequence, kv head), as the decode blocks read it. */
 struct dec_span {
     const struct kv_span *s;
+    struct kv_tensor k, v;           /* the span's sides as this sequence reads
+                                        them (its own page table, if any) */
     struct kv_dec_job J;
     size_t koff, voff, kqoff, vqoff; /* (b, h) offsets in K/V rows and qparams */
     int k_generic, v_generic;        /* read through kv_tensor_row_float into a tile */
@@ -262,6 +264,8 @@ static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int
     struct kv_dec_job *J = &D->J;
     memset(D, 0, sizeof *D);
     D->s = s;
+    D->k = kv_tensor_of_seq(&s->k, b);
+    D->v = kv_tensor_of_seq(&s->v, b);
     D->koff = kv_tensor_off(&s->k, b, h);
     D->voff = kv_tensor_off(&s->v, b, h);
     D->kqoff = kv_tensor_qp_off(&s->k, b, h);
@@ -327,8 +331,8 @@ static void prefetch_block(const struct dec_span *D, int32_t t, int32_t nb)
         return;
     }
     for (int32_t j = 0; j < nb; j++) {
-        const char *k = kv_tensor_row_at(&s->k, s->page_tokens, D->koff, t + j);
-        const char *v = kv_tensor_row_at(&s->v, s->page_tokens, D->voff, t + j);
+        const char *k = kv_tensor_row_at(&D->k, s->page_tokens, D->koff, t + j);
+        const char *v = kv_tensor_row_at(&D->v, s->page_tokens, D->voff, t + j);
         for (size_t o = 0; o < row; o += 64) {
             __builtin_prefetch(k + o, 0, 3);
             __builtin_prefetch(v + o, 0, 3);
@@ -342,7 +346,7 @@ static void dec_tile(float *dst, const struct dec_span *D, int is_v, int32_t d, 
                      int32_t nb)
 {
     const struct kv_span *s = D->s;
-    const struct kv_tensor *x = is_v ? &s->v : &s->k;
+    const struct kv_tensor *x = is_v ? &D->v : &D->k;
     const size_t off = is_v ? D->voff : D->koff, qoff = is_v ? D->vqoff : D->kqoff;
     const kv_rows_dequant_fn fn = is_v ? D->J.v_tile : D->J.k_tile;
     if ((is_v ? D->v_generic : D->k_generic) || fn == NULL) {
@@ -392,8 +396,8 @@ static void dec_block(float *part, const struct attn_layout *L, const struct dec
     } else {
         for (int32_t j = 0; j < nb;) {
             const int32_t run = kv_span_run(s, t + j, nb - j);
-            J->scores(sc + j, J, &J->k, kv_tensor_row_at(&s->k, page, D->koff, t + j),
-                      D->k_qp ? kv_tensor_qp_at(&s->k, page, D->kqoff, t + j) : NULL, run);
+            J->scores(sc + j, J, &J->k, kv_tensor_row_at(&D->k, page, D->koff, t + j),
+                      D->k_qp ? kv_tensor_qp_at(&D->k, page, D->kqoff, t + j) : NULL, run);
             j += run;
         }
     }
@@ -429,8 +433,8 @@ static void dec_block(float *part, const struct attn_layout *L, const struct dec
         for (int32_t j = 0; j < nb;) {
             const int32_t run = kv_span_run(s, t + j, nb - j);
             J->pv(part, L->slot, X->msum, X->w, sc + j, J, &J->v,
-                  kv_tensor_row_at(&s->v, page, D->voff, t + j),
-                  D->v_qp ? kv_tensor_qp_at(&s->v, page, D->vqoff, t + j) : NULL, run);
+                  kv_tensor_row_at(&D->v, page, D->voff, t + j),
+                  D->v_qp ? kv_tensor_qp_at(&D->v, page, D->vqoff, t + j) : NULL, run);
             j += run;
         }
     }
@@ -621,8 +625,9 @@ static void pre_gather(float *dst, const struct kv_span *s, const struct kv_tens
                        int32_t d, int32_t b, int32_t h, int32_t t0, int32_t n)
 {
     const size_t off = kv_tensor_off(x, b, h), qoff = kv_tensor_qp_off(x, b, h);
+    const struct kv_tensor xb = kv_tensor_of_seq(x, b);
     for (int32_t j = 0; j < n; j++)
-        kv_tensor_row_float(dst + (size_t)j * d, x, s->page_tokens, off, qoff, t0 + j, d);
+        kv_tensor_row_float(dst + (size_t)j * d, &xb, s->page_tokens, off, qoff, t0 + j, d);
 }
 
 /* The f32 rows [t, t + nk) of one side for a tile GEMM: the span's own rows
@@ -634,7 +639,8 @@ static const float *pre_rows(float *buf, int *ld, const struct kv_span *s,
 {
     if (x->dtype == KV_DTYPE_F32 && kv_span_run(s, t, nk) == nk) {
         *ld = nk == 1 ? d : (int)(x->row_stride / sizeof(float));
-        return (const float *)kv_tensor_row_at(x, s->page_tokens, kv_tensor_off(x, b, h), t);
+        const struct kv_tensor xb = kv_tensor_of_seq(x, b);
+        return (const float *)kv_tensor_row_at(&xb, s->page_tokens, kv_tensor_off(x, b, h), t);
     }
     pre_gather(buf, s, x, d, b, h, t, nk);
     *ld = d;

@@ -17,12 +17,18 @@
  *            elements at
  *              contiguous (page_tokens == 0):
  *                (const char *)data + b*seq_stride + h*head_stride + t*row_stride
- *              paged (page_tokens == P > 0): token t lives in page t / P,
- *                (const char *)pages[t / P] + b*seq_stride + h*head_stride
- *                                           + (t % P)*row_stride
+ *              paged (page_tokens == P > 0): token t lives in page t / P of
+ *                sequence b's page table tab = pages + b*table_stride,
+ *                (const char *)tab[t / P] + b*seq_stride + h*head_stride
+ *                                         + (t % P)*row_stride
+ *                (table_stride 0: one table for the whole batch, each page
+ *                holding every sequence seq_stride apart; table_stride > 0:
+ *                a table per sequence, pages of one sequence each, seq_stride
+ *                usually 0, and sequences may share pages, as a paged cache
+ *                with prefix sharing does)
  *            and its qparams (qp / qp_pages and the qp_*_stride fields, same
- *            rule) hold, per token (KV_QAXIS_TOKEN), head_dim/group pairs for
- *            row t at qp_row index t, or per channel (KV_QAXIS_CHANNEL),
+ *            rule and table_stride) hold, per token (KV_QAXIS_TOKEN),
+ *            head_dim/group pairs for row t at qp_row index t, or per channel (KV_QAXIS_CHANNEL),
  *            head_dim pairs for the block of tokens t / group at qp_row index
  *            t / group (paged: (t % P) / group in page t / P, and group
  *            divides P). Codes are laid out as kv_quant.h says.
@@ -53,6 +59,8 @@ struct kv_tensor {
     size_t row_stride;            /* bytes between consecutive tokens */
     size_t head_stride;           /* bytes between kv heads */
     size_t seq_stride;            /* bytes between batch sequences */
+    size_t table_stride;          /* paged spans: entries of pages (and qp_pages)
+                                     between sequences' tables; 0: one table */
     /* quantized dtypes (kv_type_traits[dtype].has_qparams) only */
     enum kv_qaxis axis;
     int32_t group;                /* TOKEN: elements per pair; CHANNEL: tokens */

@@ -30,6 +30,21 @@ static inline size_t kv_tensor_qp_off(const struct kv_tensor *x, int32_t b, int3
     return (size_t)b * x->qp_seq_stride + (size_t)h * x->qp_head_stride;
 }
 
+/* Descriptor x as sequence b reads it: with a page table per sequence
+ * (table_stride > 0) its pages and qp_pages start at sequence b's table, so
+ * the helpers below find a page by t / P alone; otherwise x itself. Callers
+ * that address the rows of sequence b go through this first. */
+static inline struct kv_tensor kv_tensor_of_seq(const struct kv_tensor *x, int32_t b)
+{
+    struct kv_tensor y = *x;
+    const size_t skip = (size_t)b * x->table_stride;
+    if (skip != 0 && y.pages != NULL)
+        y.pages += skip;
+    if (skip != 0 && y.qp_pages != NULL)
+        y.qp_pages += skip;
+    return y;
+}
+
 /* Row t of descriptor x in a span of `page` tokens per page (0: contiguous),
  * off = kv_tensor_off(x, b, h). */
 static inline const char *kv_tensor_row_at(const struct kv_tensor *x, int32_t page, size_t off,

@@ -20,7 +20,8 @@ static void ref_row(float *x, const struct kv_span *s, const struct kv_attn_para
                     int32_t b, int32_t h, int32_t t, int is_v)
 {
     const struct kv_tensor *td = is_v ? &s->v : &s->k;
-    kv_tensor_row_float(x, td, s->page_tokens, kv_tensor_off(td, b, h),
+    const struct kv_tensor tb = kv_tensor_of_seq(td, b);
+    kv_tensor_row_float(x, &tb, s->page_tokens, kv_tensor_off(td, b, h),
                         kv_tensor_qp_off(td, b, h), t, p->head_dim);
 }
 

@@ -44,13 +44,18 @@ static enum kv_status check_tensor(const struct kv_attn_params *p, const struct 
     /* element loads must be aligned: 4 bytes for f32, none for packed codes */
     const size_t ea = tr->bits >= 8 && tr->bits % 8 == 0 ? (size_t)tr->bits / 8 : 1;
     const int32_t n_pages = page > 0 ? (int32_t)(((int64_t)s->n_tokens + page - 1) / page) : 1;
+    /* a table per sequence: every sequence's n_pages entries are read */
+    const int32_t n_tables = page > 0 && x->table_stride > 0 ? p->batch : 1;
     if (page == 0 ? x->data == NULL : x->pages == NULL)
         return KV_ERR_INVALID;
-    for (int32_t i = 0; i < n_pages; i++) {
-        const void *base = page == 0 ? x->data : x->pages[i];
-        if (base == NULL || !aligned(base, ea, x->row_stride, x->head_stride, x->seq_stride))
-            return KV_ERR_INVALID;
-    }
+    if (x->table_stride > (size_t)PTRDIFF_MAX / sizeof(void *) / (size_t)n_tables)
+        return KV_ERR_INVALID; /* the last table's address would not be one */
+    for (int32_t b = 0; b < n_tables; b++)
+        for (int32_t i = 0; i < n_pages; i++) {
+            const void *base = page == 0 ? x->data : x->pages[(size_t)b * x->table_stride + (size_t)i];
+            if (base == NULL || !aligned(base, ea, x->row_stride, x->head_stride, x->seq_stride))
+                return KV_ERR_INVALID;
+        }
     /* consecutive tokens must not overlap */
     const int32_t rows_together = page == 0 ? s->n_tokens : page;
     if (s->n_tokens > 1 && rows_together > 1 && x->row_stride < kv_dtype_row_bytes(x->dtype, d))
@@ -66,12 +71,14 @@ static enum kv_status check_tensor(const struct kv_attn_params *p, const struct 
         return KV_ERR_INVALID; /* a block of tokens may not straddle pages */
     if (page == 0 ? x->qp == NULL : x->qp_pages == NULL)
         return KV_ERR_INVALID;
-    for (int32_t i = 0; i < n_pages; i++) {
-        const void *base = page == 0 ? (const void *)x->qp : x->qp_pages[i];
-        if (base == NULL || !aligned(base, alignof(struct kv_qparams), x->qp_row_stride,
-                                     x->qp_head_stride, x->qp_seq_stride))
-            return KV_ERR_INVALID;
-    }
+    for (int32_t b = 0; b < n_tables; b++)
+        for (int32_t i = 0; i < n_pages; i++) {
+            const void *base = page == 0 ? (const void *)x->qp
+                                         : x->qp_pages[(size_t)b * x->table_stride + (size_t)i];
+            if (base == NULL || !aligned(base, alignof(struct kv_qparams), x->qp_row_stride,
+                                         x->qp_head_stride, x->qp_seq_stride))
+                return KV_ERR_INVALID;
+        }
     /* qparams rows must not overlap either */
     const int64_t qp_rows = x->axis == KV_QAXIS_TOKEN
                                 ? rows_together

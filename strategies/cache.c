@@ -9,8 +9,9 @@
  * parameters (the table's ranges, then the strategy's own check against the
  * shape) are validated before anything is allocated; update arguments
  * (layer in range, n_new >= 1, pos0 >= 0, pos0 + n_new fitting in int32),
- * crop lengths and reorder permutations before the strategy runs, so each
- * strategy only checks what depends on its state (pos0 == length, room).
+ * crop lengths and reorder maps (and the new batch's shape) before the
+ * strategy runs, so each strategy only checks what depends on its state
+ * (pos0 == length, room).
  * Optional methods that are NULL get defaults here: max_spans 1, reset =
  * free + init, 0 for seq_len/resident/copied, no spans for view, the name
  * for label and describe, f32 for dtype, KV_ERR_UNSUPPORTED for crop, fork
@@ -322,19 +323,66 @@ enum kv_status kv_cache_fork(struct kv_cache **out, const struct kv_cache *c)
     return KV_OK;
 }
 
-enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *perm)
+enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *src, int32_t n)
 {
-    if (c == NULL || perm == NULL)
+    if (c == NULL || src == NULL || n < 1)
         return KV_ERR_INVALID;
     if (c->ops->reorder == NULL)
         return KV_ERR_UNSUPPORTED;
-    /* a permutation: every index once (batch is small: a quadratic check) */
-    for (int32_t b = 0; b < c->cfg.batch; b++) {
-        if (perm[b] < 0 || perm[b] >= c->cfg.batch)
+    for (int32_t b = 0; b < n; b++)
+        if (src[b] < 0 || src[b] >= c->cfg.batch)
             return KV_ERR_INVALID;
-        for (int32_t a = 0; a < b; a++)
-            if (perm[a] == perm[b])
-                return KV_ERR_INVALID;
-    }
-    return c->ops->reorder(c->state, perm);
+    struct kv_cache_config cfg = c->cfg;
+    cfg.batch = n;
+    enum kv_status st = kv_cache_check_config(&cfg); /* a new batch must fit too */
+    if (st != KV_OK)
+        return st;
+    st = c->ops->reorder(c->state, src, n);
+    if (st == KV_OK)
+        c->cfg.batch = n;
+    return st;
+}
+
+/* The reorder maps of the two convenience forms, in a small fixed array
+ * when the batch is small (the common case), else allocated. */
+#define SEQ_MAP_INLINE 64
+
+static enum kv_status reorder_mapped(struct kv_cache *c, int32_t drop, int32_t src,
+                                     int32_t dst)
+{
+    const int32_t B = c->cfg.batch, n = drop >= 0 ? B - 1 : B;
+    int32_t small[SEQ_MAP_INLINE], *map = small;
+    if (B > SEQ_MAP_INLINE && (map = kv_alloc((size_t)B * sizeof *map)) == NULL)
+        return KV_ERR_NOMEM;
+    for (int32_t b = 0, k = 0; b < B; b++)
+        if (b != drop)
+            map[k++] = b;
+    if (drop < 0)
+        map[dst] = src;
+    enum kv_status st = kv_cache_reorder(c, map, n);
+    if (map != small)
+        kv_free(map);
+    return st;
+}
+
+enum kv_status kv_cache_free_seq(struct kv_cache *c, int32_t b)
+{
+    if (c == NULL)
+        return KV_ERR_INVALID;
+    if (c->ops->reorder == NULL)
+        return KV_ERR_UNSUPPORTED;
+    if (b < 0 || b >= c->cfg.batch || c->cfg.batch < 2)
+        return KV_ERR_INVALID;
+    return reorder_mapped(c, b, 0, 0);
+}
+
+enum kv_status kv_cache_copy_seq(struct kv_cache *c, int32_t src, int32_t dst)
+{
+    if (c == NULL)
+        return KV_ERR_INVALID;
+    if (c->ops->reorder == NULL)
+        return KV_ERR_UNSUPPORTED;
+    if (src < 0 || src >= c->cfg.batch || dst < 0 || dst >= c->cfg.batch)
+        return KV_ERR_INVALID;
+    return reorder_mapped(c, -1, src, dst);
 }

@@ -345,47 +345,52 @@ static inline enum kv_status kv_grow_fork(void *dst, const void *src)
     return KV_OK;
 }
 
-/* Sequence b <- sequence perm[b], every layer: into new buffers, all
- * allocated before any is written (KV_ERR_NOMEM leaves the cache as it
- * was); the rows moved count as copied bytes. */
-static inline enum kv_status kv_grow_reorder(void *state, const int32_t *perm)
+/* Sequence b <- sequence src[b] for b < n, every layer, the batch becoming
+ * n: into new buffers of n sequences, all allocated before any is written
+ * (KV_ERR_NOMEM leaves the cache as it was); the rows written count as
+ * copied bytes. */
+static inline enum kv_status kv_grow_reorder(void *state, const int32_t *src, int32_t n)
 {
     struct kv_grow_state *s = state;
-    const struct kv_cache_config *c = &s->cfg;
-    const size_t row = kv_store_row_bytes(c), nh = (size_t)c->n_kv_heads;
-    float **bufs = kv_alloc((size_t)c->n_layers * sizeof *bufs);
+    struct kv_cache_config nc = s->cfg; /* the new shape */
+    nc.batch = n;
+    const size_t row = kv_store_row_bytes(&nc), nh = (size_t)nc.n_kv_heads;
+    float **bufs = kv_alloc((size_t)nc.n_layers * sizeof *bufs);
     if (bufs == NULL)
         return KV_ERR_NOMEM;
-    for (int32_t l = 0; l < c->n_layers; l++) {
+    for (int32_t l = 0; l < nc.n_layers; l++) {
         size_t half;
         if (s->layers[l].cap == 0)
             continue;
-        if (kv_store_bytes(&half, c, (size_t)s->layers[l].cap, row) != KV_OK ||
-            (bufs[l] = kv_alloc_uninit(2 * half)) == NULL) {
+        enum kv_status st = kv_store_bytes(&half, &nc, (size_t)s->layers[l].cap, row);
+        if (st == KV_OK && (bufs[l] = kv_alloc_uninit(2 * half)) == NULL)
+            st = KV_ERR_NOMEM;
+        if (st != KV_OK) {
             while (l-- > 0)
                 kv_free(bufs[l]);
             kv_free(bufs);
-            return KV_ERR_NOMEM;
+            return st;
         }
     }
-    for (int32_t l = 0; l < c->n_layers; l++) {
+    for (int32_t l = 0; l < nc.n_layers; l++) {
         struct kv_grow_layer *g = &s->layers[l];
         if (g->cap == 0)
             continue;
         const size_t seq = nh * (size_t)g->cap * row; /* bytes of one sequence of K */
-        const size_t half = (size_t)c->batch * seq;
-        for (int32_t b = 0; b < c->batch; b++)
+        const size_t old_half = (size_t)s->cfg.batch * seq, new_half = (size_t)n * seq;
+        for (int32_t b = 0; b < n; b++)
             for (int kv = 0; kv < 2; kv++)
                 for (size_t h = 0; h < nh; h++)
-                    memcpy((char *)bufs[l] + kv * half + (size_t)b * seq + h * g->cap * row,
-                           (const char *)g->buf + kv * half + (size_t)perm[b] * seq +
+                    memcpy((char *)bufs[l] + kv * new_half + (size_t)b * seq + h * g->cap * row,
+                           (const char *)g->buf + kv * old_half + (size_t)src[b] * seq +
                                h * g->cap * row,
                            (size_t)g->len * row);
         kv_free(g->buf);
         g->buf = bufs[l];
-        s->copied += (size_t)g->len * kv_store_token_bytes(c);
+        s->copied += (size_t)g->len * kv_store_token_bytes(&nc);
     }
     kv_free(bufs);
+    s->cfg.batch = n;
     return KV_OK;
 }
 

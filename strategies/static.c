@@ -8,8 +8,9 @@
  * take a layer past max_len returns KV_ERR_FULL before writing anything;
  * resident bytes are flat at max_len from the first step. reset only forgets
  * the lengths and keeps the storage (the point of preallocating). crop only
- * shortens the lengths; reorder permutes the sequences in place through a
- * temporary of one sequence's rows.
+ * shortens the lengths; reorder moves sequences in place (a parallel move
+ * through a temporary of one sequence's rows) and can shrink the batch or
+ * grow it back up to the creation batch, never past it.
  */
 #include <stdio.h>
 
@@ -23,6 +24,8 @@ struct static_state {
     float *buf;        /* (n_layers, 2, batch, n_kv_heads, max_len, head_dim) */
     size_t half;       /* bytes of one K (or V) block of one layer */
     int32_t *len;      /* (n_layers) tokens held per layer */
+    int32_t cap_batch; /* sequences the storage holds: the creation batch
+                          (cfg.batch, the current one, may be fewer) */
     size_t copied;
 };
 
@@ -32,6 +35,7 @@ static enum kv_status static_init(void *state, const struct kv_cache_config *cfg
     (void)params;
     struct static_state *s = state;
     s->cfg = *cfg;
+    s->cap_batch = cfg->batch;
     if (cfg->max_len < 1)
         return KV_ERR_INVALID;
     size_t half, total, lens;
@@ -198,47 +202,82 @@ static void seq_rows_copy(char *dst, const char *src, const struct kv_cache_conf
         memcpy(dst + h * hrow, src + h * hrow, (size_t)len * row);
 }
 
-/* Sequence b <- sequence perm[b], in place, cycle by cycle through one
- * sequence's rows (allocated here, before anything moves); every sequence
- * block written counts as copied bytes. */
-static enum kv_status static_reorder(void *state, const int32_t *perm)
+/*
+ * Sequence b <- sequence src[b] for b < n (n at most the creation batch,
+ * else KV_ERR_FULL), in place, as a parallel move: a sequence is
+ * overwritten only once no pending move still reads it; what is left then
+ * is cycles, each broken by parking one sequence's rows in a temporary
+ * (allocated here, before anything moves). Every sequence block written
+ * counts as copied bytes.
+ */
+static enum kv_status static_reorder(void *state, const int32_t *src, int32_t n)
 {
     struct static_state *s = state;
     const struct kv_cache_config *c = &s->cfg;
+    if (n > s->cap_batch)
+        return KV_ERR_FULL;
     const size_t seq = (size_t)c->n_kv_heads * (size_t)c->max_len * kv_store_row_bytes(c);
     char *tmp = kv_alloc_uninit(seq);
-    unsigned char *done = kv_alloc((size_t)c->batch);
-    if (tmp == NULL || done == NULL) {
+    int32_t *from = kv_alloc((size_t)n * sizeof *from);          /* pending source, or -1 */
+    int32_t *readers = kv_alloc((size_t)s->cap_batch * sizeof *readers);
+    if (tmp == NULL || from == NULL || readers == NULL) {
         kv_free(tmp);
-        kv_free(done);
+        kv_free(from);
+        kv_free(readers);
         return KV_ERR_NOMEM;
     }
+    enum { PARKED = -2, DONE = -1 };
     for (int32_t l = 0; l < c->n_layers; l++) {
         const int32_t len = s->len[l];
         const size_t seq_written = (size_t)len * (size_t)c->n_kv_heads * kv_store_row_bytes(c);
         for (int kv = 0; kv < 2; kv++) {
             char *base = (char *)(kv ? static_v(s, l) : static_k(s, l));
-            memset(done, 0, (size_t)c->batch);
-            for (int32_t b0 = 0; b0 < c->batch; b0++) {
-                if (done[b0] || perm[b0] == b0)
-                    continue;
-                /* the cycle b0 <- perm[b0] <- perm[perm[b0]] <- ... <- b0 */
-                seq_rows_copy(tmp, base + (size_t)b0 * seq, c, len);
-                int32_t b = b0;
-                while (perm[b] != b0) {
-                    seq_rows_copy(base + (size_t)b * seq, base + (size_t)perm[b] * seq, c, len);
-                    s->copied += seq_written;
-                    done[b] = 1;
-                    b = perm[b];
+            memset(readers, 0, (size_t)s->cap_batch * sizeof *readers);
+            int32_t pending = 0;
+            for (int32_t b = 0; b < n; b++) {
+                from[b] = src[b] == b ? DONE : src[b];
+                if (from[b] != DONE) {
+                    readers[src[b]]++;
+                    pending++;
                 }
-                seq_rows_copy(base + (size_t)b * seq, tmp, c, len);
-                s->copied += seq_written;
-                done[b] = 1;
+            }
+            while (pending > 0) {
+                int moved = 0;
+                for (int32_t b = 0; b < n; b++) {
+                    if (from[b] == DONE || readers[b] > 0)
+                        continue; /* done, or another move still reads b */
+                    const char *from_rows = from[b] == PARKED ? tmp : base + (size_t)from[b] * seq;
+                    seq_rows_copy(base + (size_t)b * seq, from_rows, c, len);
+                    s->copied += seq_written;
+                    if (from[b] != PARKED)
+                        readers[from[b]]--;
+                    from[b] = DONE;
+                    pending--;
+                    moved = 1;
+                }
+                if (moved || pending == 0)
+                    continue;
+                /* stuck: every pending target is read by a pending move, so
+                 * (one source per target) they form plain cycles; park one
+                 * sequence of one cycle, which then unwinds completely
+                 * before tmp could be needed again */
+                int32_t b0 = 0;
+                while (from[b0] == DONE)
+                    b0++;
+                const int32_t victim = from[b0];
+                seq_rows_copy(tmp, base + (size_t)victim * seq, c, len);
+                for (int32_t b = 0; b < n; b++)
+                    if (from[b] == victim) {
+                        from[b] = PARKED;
+                        readers[victim]--;
+                    }
             }
         }
     }
     kv_free(tmp);
-    kv_free(done);
+    kv_free(from);
+    kv_free(readers);
+    s->cfg.batch = n;
     return KV_OK;
 }
 

@@ -225,9 +225,18 @@ struct kv_strategy_ops {
      * alone. KV_ERR_NOMEM with dst as init left it. */
     enum kv_status (*fork)(void *dst, const void *src);
 
-    /* Sequence b of every layer <- sequence perm[b] (perm: a permutation of
-     * 0..batch-1, checked by the core), e.g. after a beam search step. */
-    enum kv_status (*reorder)(void *state, const int32_t *perm);
+    /*
+     * Sequence b of every layer <- sequence src[b] of before, for b < n, and
+     * the batch becomes n (the core checked n >= 1, every src[b] in
+     * 0..batch-1 and the new shape; a source may be picked several times or
+     * not at all): a reorder (a permutation), a beam-search step (each beam
+     * its parent's tokens), n continuations of one prompt (n zeros), finished
+     * sequences dropped. The strategy updates its own copy of cfg.batch.
+     * KV_ERR_FULL when its storage cannot hold n sequences (a preallocated
+     * cache past its creation batch), KV_ERR_NOMEM; both with the cache
+     * unchanged.
+     */
+    enum kv_status (*reorder)(void *state, const int32_t *src, int32_t n);
 };
 
 /* ------------------------------------------------------------------------ */
@@ -338,12 +347,19 @@ const struct kv_strategy_ops *kv_strategy_with(uint32_t have, uint32_t lack);
 
 /* Optional operations (KV_ERR_UNSUPPORTED without the capability):
  * keep the first len tokens (0 <= len <= every layer's length, else
- * KV_ERR_INVALID); a new cache *out with a copy of c's tokens; sequence b
- * <- sequence perm[b] (perm a permutation of 0..batch-1, else
- * KV_ERR_INVALID). */
+ * KV_ERR_INVALID); a new cache *out with a copy of c's tokens (same batch);
+ * sequence b <- sequence src[b] for b < n, the batch becoming n (n >= 1,
+ * each src[b] in 0..batch-1, repeats allowed, else KV_ERR_INVALID; see the
+ * ops table's reorder), c->cfg.batch updated on success. */
 enum kv_status kv_cache_crop(struct kv_cache *c, int32_t len);
 enum kv_status kv_cache_fork(struct kv_cache **out, const struct kv_cache *c);
-enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *perm);
+enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *src, int32_t n);
+/* Convenience forms of kv_cache_reorder: drop sequence b (the batch shrinks
+ * by one, the later sequences move down; KV_ERR_INVALID for the last one
+ * left or b out of range); sequence dst <- a copy of sequence src (the
+ * batch unchanged). */
+enum kv_status kv_cache_free_seq(struct kv_cache *c, int32_t b);
+enum kv_status kv_cache_copy_seq(struct kv_cache *c, int32_t src, int32_t dst);
 
 /* Upper bound of the resident bytes of a cache of this strategy holding
  * n_tokens per layer, before creating one (ops->bytes_for; KV_ERR_UNSUPPORTED

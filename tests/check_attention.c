@@ -9,7 +9,8 @@
  * in double. The kernel is fed the same data laid out as spans in several
  * ways (one span, token-major strides, a wrapped ring buffer as two spans
  * given out of order, a quantized span plus an f32 residual, all quantized,
- * one paged span, one span per small page, per-channel quantized keys with
+ * one paged span, one span per small page, one paged span with a block table
+ * per sequence sharing pages, per-channel quantized keys with
  * per-token values, quantized keys with f32 values), so the span addressing,
  * the masking (windows, attention sinks, padding) and the quantized paths are
  * all checked against the same dense truth.
@@ -61,6 +62,11 @@ enum layout {
     LAYOUT_QUANT_F32, /* quantized older tokens, then an f32 residual span */
     LAYOUT_PAGED,     /* one span over pages of PAGE_TOKENS tokens (a block table) */
     LAYOUT_PAGES,     /* one span per page of PAGE_TOKENS tokens: many spans */
+    LAYOUT_SEQ_PAGED, /* one span over a block table PER SEQUENCE (table_stride):
+                         pages of one sequence each, taken from a pool in
+                         scrambled order, the first page shared by all
+                         sequences (a shared prompt), NULL entries between
+                         the tables that nothing may read */
     LAYOUT_CHANNEL,   /* keys quantized per channel over groups of tokens,
                          values per token (KIVI-style) */
     LAYOUT_MIXED,     /* quantized keys, f32 values */
@@ -89,7 +95,10 @@ struct fixture {
     struct kv_span *spans; /* (n_spans) */
     int32_t n_spans;
     struct kv_view view;   /* spans and the case's mask */
-    const void **pages;    /* (4, n_pages): K, V, K qparams, V qparams pages */
+    const void **pages;    /* (4, n_pages): K, V, K qparams, V qparams pages;
+                              LAYOUT_SEQ_PAGED: (4, batch, n_pages + 2) tables */
+    void **owned;          /* LAYOUT_SEQ_PAGED: the pool's pages, each once */
+    int32_t n_owned;
     float *kd, *vd;       /* dense truth (batch, kv_heads, T, d) */
     float *q;             /* (batch, n_q, heads, d) */
     void *kbuf, *vbuf;    /* span storage */
@@ -159,6 +168,95 @@ static void f32_span(struct kv_span *s, const struct acase *c, const float *k, c
                           .pos0 = pos0};
 }
 
+/*
+ * LAYOUT_SEQ_PAGED: a page per (sequence, block of PAGE_TOKENS tokens),
+ * (kv_heads, PAGE_TOKENS, row) codes or floats, its qparams likewise; each
+ * sequence's table has n_pages + 2 entries, the last two NULL. Page 0 is
+ * one page shared by every sequence, so the dense truth of sequences b > 0
+ * is made equal to sequence 0's there first. The pages are allocated in a
+ * scrambled order (a pool hands out blocks as they come).
+ */
+static void seq_paged_build(struct fixture *f, int32_t n_pages)
+{
+    const struct acase *c = &f->c;
+    const int32_t d = c->d, stride = n_pages + 2;
+    const int quant = c->dt != KV_DTYPE_F32;
+    const size_t rb = kv_dtype_row_bytes(c->dt, d);
+    const size_t qb = quant ? (size_t)(d / c->group) * sizeof(struct kv_qparams) : 0;
+    const size_t prow = (size_t)c->kv_heads * PAGE_TOKENS;
+    const size_t tab = (size_t)c->batch * stride;
+    for (int32_t b = 1; b < c->batch; b++)
+        for (int32_t h = 0; h < c->kv_heads; h++)
+            for (int32_t t = 0; t < PAGE_TOKENS && t < c->T; t++) {
+                memcpy(f->kd + dense_at(c, b, h, t), f->kd + dense_at(c, 0, h, t), d * sizeof(float));
+                memcpy(f->vd + dense_at(c, b, h, t), f->vd + dense_at(c, 0, h, t), d * sizeof(float));
+            }
+    f->pages = calloc(4 * tab, sizeof *f->pages);
+    f->owned = calloc(4 * tab, sizeof *f->owned);
+    ck_assert(f->pages != NULL && f->owned != NULL);
+    /* (b, pg) in a scrambled order: i = k * m + 3 modulo the count, m
+     * coprime with it (so every i comes once) */
+    const int32_t n = c->batch * n_pages;
+    int32_t m = 7;
+    for (;;) {
+        int32_t a = n, r = m;
+        while (r != 0) {
+            const int32_t t = a % r;
+            a = r;
+            r = t;
+        }
+        if (a == 1)
+            break;
+        m += 2;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t i = (int32_t)(((int64_t)k * m + 3) % n), b = i % c->batch, pg = i / c->batch;
+        if (pg == 0 && b > 0)
+            continue; /* shares sequence 0's */
+        for (int w = 0; w < 4; w++) {
+            if (w >= 2 && !quant)
+                continue;
+            void *page = malloc(prow * (w < 2 ? rb : qb) + 8);
+            ck_assert(page != NULL);
+            f->owned[f->n_owned++] = page;
+            f->pages[(size_t)w * tab + (size_t)b * stride + pg] = page;
+        }
+    }
+    for (int32_t b = 1; b < c->batch; b++)
+        for (int w = 0; w < 4; w++)
+            f->pages[(size_t)w * tab + (size_t)b * stride] = f->pages[(size_t)w * tab];
+    for (int32_t b = 0; b < c->batch; b++)
+        for (int32_t h = 0; h < c->kv_heads; h++)
+            for (int32_t t = 0; t < c->T; t++) {
+                const size_t e = (size_t)b * stride + t / PAGE_TOKENS;
+                const size_t r = (size_t)h * PAGE_TOKENS + t % PAGE_TOKENS;
+                for (int kv = 0; kv < 2; kv++) {
+                    float *x = (kv ? f->vd : f->kd) + dense_at(c, b, h, t);
+                    char *codes = (char *)f->pages[(size_t)kv * tab + e] + r * rb;
+                    struct kv_qparams *qp =
+                        quant ? (struct kv_qparams *)f->pages[(size_t)(2 + kv) * tab + e] +
+                                    r * (qb / sizeof(struct kv_qparams))
+                              : NULL;
+                    kv_quantize_row(codes, qp, x, c->dt, d, c->group);
+                    kv_dequantize_row(x, codes, qp, c->dt, d, c->group);
+                }
+            }
+    struct kv_tensor side = {.dtype = c->dt, .row_stride = rb, .head_stride = rb * PAGE_TOKENS,
+                             .seq_stride = 0, .table_stride = (size_t)stride,
+                             .axis = KV_QAXIS_TOKEN, .group = quant ? c->group : 0,
+                             .qp_row_stride = qb, .qp_head_stride = qb * PAGE_TOKENS};
+    struct kv_span *sp = &f->spans[0];
+    *sp = (struct kv_span){.k = side, .v = side, .n_tokens = c->T, .pos0 = 0,
+                           .page_tokens = PAGE_TOKENS};
+    sp->k.pages = f->pages;
+    sp->v.pages = f->pages + tab;
+    if (quant) {
+        sp->k.qp_pages = f->pages + 2 * tab;
+        sp->v.qp_pages = f->pages + 3 * tab;
+    }
+    f->n_spans = 1;
+}
+
 static void fixture_build(struct fixture *f, const struct acase *c, uint64_t seed)
 {
     memset(f, 0, sizeof(*f));
@@ -181,7 +279,9 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
     const int32_t n_pages = (T + PAGE_TOKENS - 1) / PAGE_TOKENS;
     f->spans = calloc((size_t)(n_pages > 2 ? n_pages : 2), sizeof *f->spans);
     ck_assert(f->spans != NULL);
-    if (c->layout == LAYOUT_PAGED || c->layout == LAYOUT_PAGES) {
+    if (c->layout == LAYOUT_SEQ_PAGED) {
+        seq_paged_build(f, n_pages);
+    } else if (c->layout == LAYOUT_PAGED || c->layout == LAYOUT_PAGES) {
         /* every page its own allocation: (batch, kv_heads, PAGE_TOKENS, row)
          * codes or floats, and its qparams likewise */
         const int quant = c->dt != KV_DTYPE_F32;
@@ -400,7 +500,12 @@ static void fixture_free(struct fixture *f)
     free(f->vbuf2);
     free(f->kqp);
     free(f->vqp);
-    if (f->pages != NULL) {
+    if (f->owned != NULL) {
+        for (int32_t i = 0; i < f->n_owned; i++)
+            free(f->owned[i]);
+        free(f->owned);
+        free(f->pages);
+    } else if (f->pages != NULL) {
         const int32_t n_pages = (f->c.T + PAGE_TOKENS - 1) / PAGE_TOKENS;
         for (int32_t i = 0; i < 4 * n_pages; i++)
             free((void *)f->pages[i]);
@@ -702,6 +807,15 @@ static const struct acase table[] = {
     {1, 1, 8, 8, 64, 333, 0, {0}, F32, 0, LAYOUT_PAGES, 2, 0},
     {2, 9, 8, 2, 64, 100, 20, {0, 3}, Q4, 32, LAYOUT_PAGES, 2, 2},
     {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_PAGES, 3, 0},
+    /* a block table per sequence, pages shared: decode (MHA, GQA, split-K,
+     * padding, window and sinks), every dtype, prefill over tiles */
+    {3, 1, 8, 8, 64, 333, 0, {0, 0, 0}, F32, 0, LAYOUT_SEQ_PAGED, 2, 0},
+    {2, 1, 8, 2, 128, 200, 30, {0, 7}, F32, 0, LAYOUT_SEQ_PAGED, 2, 3},
+    {1, 1, 8, 1, 64, 257, 0, {0}, F32, 0, LAYOUT_SEQ_PAGED, 3, 0},
+    {3, 1, 16, 2, 64, 129, 0, {0, 2, 0}, Q8, 32, LAYOUT_SEQ_PAGED, 2, 0},
+    {2, 1, 8, 8, 64, 150, 0, {0, 0}, Q4, 32, LAYOUT_SEQ_PAGED, 2, 0},
+    {2, 40, 8, 2, 64, 333, 0, {0, 0}, F32, 0, LAYOUT_SEQ_PAGED, 2, 0},
+    {2, 300, 4, 4, 64, 700, 0, {0, 0}, Q8, 32, LAYOUT_SEQ_PAGED, 2, 0},
     /* separate K and V descriptors: keys per channel over 16-token blocks
      * with values per token (KIVI); quantized keys with f32 values */
     {1, 1, 8, 2, 64, 333, 0, {0}, Q8, 32, LAYOUT_CHANNEL, 2, 0},
@@ -929,6 +1043,24 @@ START_TEST(test_check_rejects)
     f.pages[2] = saved;
     f.spans[0].k.axis = KV_QAXIS_CHANNEL;
     f.spans[0].k.group = 2; /* 2 does not divide the 5-token pages */
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_ERR_INVALID);
+    fixture_free(&f);
+
+    /* a table per sequence: a NULL page of the last sequence's table, a
+     * table reaching one entry too far (into the NULLs between tables), a
+     * stride whose last table is no address */
+    struct acase sq = {3, 1, 4, 2, 64, 23, 0, {0, 0, 0}, Q8, 32, LAYOUT_SEQ_PAGED, 2, 0};
+    fixture_build(&f, &sq, 2);
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_OK);
+    const size_t last = 2 * (size_t)f.spans[0].k.table_stride + 3;
+    saved = f.pages[last];
+    f.pages[last] = NULL;
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_ERR_INVALID);
+    f.pages[last] = saved;
+    f.spans[0].n_tokens = 5 * 5 + 1; /* 6 pages: the first NULL entry */
+    ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_ERR_INVALID);
+    f.spans[0].n_tokens = 23;
+    f.spans[0].v.table_stride = SIZE_MAX / 4;
     ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_ERR_INVALID);
     fixture_free(&f);
 }
