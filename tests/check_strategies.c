@@ -1008,13 +1008,15 @@ START_TEST(test_conformance_optional)
     }
 
     if (ops->caps & KV_CAP_REORDER) {
-        static const int32_t dup[3] = {0, 0, 1}, out[3] = {0, 1, 3}, perm[3] = {2, 0, 1};
+        /* (repeats and other batch sizes: tests/check_cache_ops.c) */
+        static const int32_t neg[3] = {0, -1, 1}, out[3] = {0, 1, 3}, perm[3] = {2, 0, 1};
         const size_t copied = kv_cache_copied_bytes(c);
-        ck_assert_int_eq(kv_cache_reorder(c, dup), KV_ERR_INVALID);
-        ck_assert_int_eq(kv_cache_reorder(c, out), KV_ERR_INVALID);
-        ck_assert_int_eq(kv_cache_reorder(c, NULL), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_reorder(c, neg, 3), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_reorder(c, out, 3), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_reorder(c, perm, 0), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_reorder(c, NULL, 3), KV_ERR_INVALID);
         ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
-        ck_assert_int_eq(kv_cache_reorder(c, perm), KV_OK);
+        ck_assert_int_eq(kv_cache_reorder(c, perm, 3), KV_OK);
         ck_assert_uint_ge(kv_cache_copied_bytes(c), copied);
         feed_permute(&f, perm);
         check_all_layers(&f, c, len);
@@ -1022,7 +1024,7 @@ START_TEST(test_conformance_optional)
             ck_assert_int_eq(feed_step(&f, c, p, 1), KV_OK);
     } else {
         static const int32_t id[3] = {0, 1, 2};
-        ck_assert_int_eq(kv_cache_reorder(c, id), KV_ERR_UNSUPPORTED);
+        ck_assert_int_eq(kv_cache_reorder(c, id, 3), KV_ERR_UNSUPPORTED);
     }
     kv_cache_destroy(c);
     feed_free(&f);

@@ -44,6 +44,7 @@ struct tp_layer {
 struct tp_state {
     struct kv_cache_config cfg;
     int32_t page, max_pages;
+    int32_t cap_batch; /* sequences a page holds: the creation batch */
     size_t page_bytes; /* one K (or V) page: batch * heads * page * head_dim * 4 */
     struct tp_layer *layers;
     size_t copied;
@@ -89,6 +90,7 @@ static enum kv_status tp_init(void *state, const struct kv_cache_config *cfg, co
     struct tp_state *s = state;
     s->cfg = *cfg;
     s->page = ((const struct tp_params *)params)->page;
+    s->cap_batch = cfg->batch;
     if (s->page < 1 || cfg->max_len < 1)
         return KV_ERR_INVALID;
     s->max_pages = (int32_t)(((int64_t)cfg->max_len + s->page - 1) / s->page);
@@ -300,25 +302,29 @@ static enum kv_status tp_fork(void *dst, const void *src)
 }
 
 /* Sequence b <- sequence perm[b] in every page, through one page's copy. */
-static enum kv_status tp_reorder(void *state, const int32_t *perm)
+static enum kv_status tp_reorder(void *state, const int32_t *src, int32_t n)
 {
     struct tp_state *s = state;
+    if (n > s->cap_batch)
+        return KV_ERR_FULL; /* a page holds the creation batch's sequences */
     float *tmp = kv_alloc_uninit(s->page_bytes);
     if (tmp == NULL)
         return KV_ERR_NOMEM;
-    const size_t seq = s->page_bytes / (size_t)s->cfg.batch;
+    const size_t seq = s->page_bytes / (size_t)s->cap_batch;
     for (int32_t l = 0; l < s->cfg.n_layers; l++) {
         struct tp_layer *L = &s->layers[l];
         for (int32_t p = 0; p < L->pages; p++)
             for (int kv = 0; kv < 2; kv++) {
                 float *pg = kv ? L->v[p] : L->k[p];
                 memcpy(tmp, pg, s->page_bytes);
-                for (int32_t b = 0; b < s->cfg.batch; b++)
-                    memcpy((char *)pg + (size_t)b * seq, (const char *)tmp + (size_t)perm[b] * seq,
+                for (int32_t b = 0; b < n; b++)
+                    memcpy((char *)pg + (size_t)b * seq, (const char *)tmp + (size_t)src[b] * seq,
                            seq);
             }
-        s->copied += (size_t)L->len * tp_token_bytes(s);
     }
+    s->cfg.batch = n;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        s->copied += (size_t)s->layers[l].len * tp_token_bytes(s);
     kv_free(tmp);
     return KV_OK;
 }
