@@ -150,6 +150,9 @@ bench: deps
 	  mv $(STEPS_MD).tmp $(STEPS_MD)
 	@$(MAKE) --no-print-directory kernel-bench-run
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
+	@if [ -f $(MODEL) ] && [ -d /usr/share/games/fortunes ]; then \
+	  $(MAKE) --no-print-directory bench-perplexity; \
+	else echo "bench: no bits-per-byte table (needs $(MODEL) and the fortunes package)"; fi
 	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV) and $(KERNEL_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
 
 # Time the attention kernel alone (the machine's limits first, same threads)
@@ -461,6 +464,86 @@ valgrind:
 	  --steps 2 >/dev/null
 	valgrind $(VG_FLAGS) build/vg/kvlab $(VG_SWEEP)
 	@echo "valgrind: demo and a tiny sweep are memcheck-clean"
+
+# ---- the trained model (issue 15): train, perplexity, streaming ---------
+.PHONY: train-model model-plot bench-perplexity streaming heldout stale-cache
+# Debian's Python with python3-torch (the `python3` on PATH may lack it)
+TRAIN_PYTHON ?= /usr/bin/python3
+# where train-model writes the checkpoint, tokenizer, card and loss curve
+TRAIN_OUT ?= notebooks_data
+# extra options for bench/train_model.py, e.g. TRAIN_ARGS='--steps 100'
+TRAIN_ARGS ?=
+MODEL ?= notebooks_data/fortunes-model.bin
+# the held-out split of the corpus (bench/corpus.py, the training seed)
+HELDOUT ?= out/heldout.txt
+PPL_CSV ?= out/perplexity.csv
+# bench-perplexity: bytes of the held-out text scored (empty: all of it),
+# the context (the cache is reset every PPL_CONTEXT tokens), threads
+PPL_MAX_TOKENS ?= 65536
+PPL_CONTEXT ?= 512
+PPL_THREADS ?= 1
+# streaming: pieces of the held-out text, their length, the bucket width
+STREAM_SEGMENTS ?= 4
+STREAM_LENGTH ?= 2048
+STREAM_BUCKET ?= 128
+STREAM_THREADS ?= 1
+need_torch = $(TRAIN_PYTHON) -c 'import torch' 2>/dev/null || \
+  { echo "$@: needs PyTorch; run: sudo apt-get install -y python3-torch" >&2; exit 2; }
+need_fortunes = test -d /usr/share/games/fortunes || \
+  { echo "$@: needs the corpus; run: sudo apt-get install -y fortunes" >&2; exit 2; }
+
+# Train the shipped model (about 30 min on 2 cores) into $(TRAIN_OUT)/, draw its loss curve.
+train-model:
+	@$(need_torch)
+	@$(need_fortunes)
+	nice -n 10 $(TRAIN_PYTHON) bench/train_model.py --out-dir $(TRAIN_OUT) $(TRAIN_ARGS)
+	@$(MAKE) --no-print-directory model-plot
+
+# Re-draw the loss curve $(TRAIN_OUT)/fortunes-model-loss.png from its CSV.
+model-plot:
+	gnuplot -e "csv='$(TRAIN_OUT)/fortunes-model-loss.csv'; out='$(TRAIN_OUT)/fortunes-model-loss.tmp'" \
+	  plots/model/loss.gp && mv $(TRAIN_OUT)/fortunes-model-loss.tmp.png $(TRAIN_OUT)/fortunes-model-loss.png
+
+# The held-out text (the fortunes the model never saw), made from the installed package.
+heldout $(HELDOUT):
+	@$(need_fortunes)
+	@mkdir -p $(dir $(HELDOUT))
+	$(TRAIN_PYTHON) bench/corpus.py --heldout-out $(HELDOUT)
+
+# The bits-per-byte table: every configuration of bench/ppl_table.sh on the
+# held-out text, into $(PPL_CSV) and $(PPL_CSV:.csv=.md).
+bench-perplexity: $(CLI) $(HELDOUT)
+	@test -f $(MODEL) || { echo "$@: no $(MODEL) (make train-model)" >&2; exit 2; }
+	PPL_MAX_TOKENS=$(PPL_MAX_TOKENS) PPL_CONTEXT=$(PPL_CONTEXT) PPL_THREADS=$(PPL_THREADS) \
+	  bash bench/ppl_table.sh $(CLI) $(MODEL) $(HELDOUT) $(PPL_CSV) $(PPL_CSV:.csv=.md)
+	@cat $(PPL_CSV:.csv=.md)
+
+# StreamingLLM's experiment: loss vs position past the training context per
+# configuration (out/streaming.csv, $(PLOTS_DIR)/streaming.png), and the
+# attention on the first token per layer and head (out/attn_sinks.*,
+# $(PLOTS_DIR)/attn_sinks.png; needs PyTorch).
+streaming: $(CLI) $(HELDOUT)
+	@test -f $(MODEL) || { echo "$@: no $(MODEL) (make train-model)" >&2; exit 2; }
+	STREAM_SEGMENTS=$(STREAM_SEGMENTS) STREAM_LENGTH=$(STREAM_LENGTH) STREAM_BUCKET=$(STREAM_BUCKET) \
+	  STREAM_THREADS=$(STREAM_THREADS) bash bench/streaming.sh $(CLI) $(MODEL) $(HELDOUT) out
+	gnuplot -e "dat='out/streaming.dat'; outdir='$(PLOTS_DIR)'" plots/model/streaming.gp
+	@$(need_torch)
+	$(TRAIN_PYTHON) bench/attn_sinks.py $(MODEL) $(HELDOUT) out --segments $(STREAM_SEGMENTS) \
+	  --length $(STREAM_LENGTH)
+	gnuplot -e "dat='out/attn_sinks.dat'; outdir='$(PLOTS_DIR)'; heads=$$(od -An -t d4 -j 12 -N 4 $(MODEL) | tr -d ' '); bucket=64" \
+	  plots/model/sinks.gp
+	@echo "streaming: out/streaming.csv, out/attn_sinks.md; plots $(PLOTS_DIR)/streaming.png and $(PLOTS_DIR)/attn_sinks.png"
+
+# The seed's warning, shown: the model one optimizer step of the training
+# script later (out/fortunes-model-step1.bin, PyTorch), then `kvlab
+# stale-cache` decodes with the old cache and the new weights.
+stale-cache: $(CLI)
+	@test -f $(MODEL) || { echo "$@: no $(MODEL) (make train-model)" >&2; exit 2; }
+	@$(need_torch)
+	@$(need_fortunes)
+	@mkdir -p out
+	$(TRAIN_PYTHON) bench/train_model.py --one-step-from $(MODEL) --one-step-out out/fortunes-model-step1.bin
+	$(CLI) stale-cache --model $(MODEL) --updated out/fortunes-model-step1.bin
 
 # Play the narrated demo tour (under 30 s; DEMO_PAUSE=1 pauses between parts on a terminal).
 demo: deps

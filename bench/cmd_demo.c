@@ -18,6 +18,14 @@
  * `none` run is driven alongside with the same tokens, which gives the
  * no-cache FLOPs of the very same step and the reference logits for "where
  * do outputs diverge". This file parses options and renders; demo.c runs.
+ *
+ * Output fits the width of a classroom terminal (the terminal's, else
+ * COLUMNS, else 100; termout.h): prose lines are built whole and wrapped at
+ * spaces with a hanging indent under their label; rows of keys (mask and
+ * attention shades) keep the first ROW_HEAD and the newest keys and show the
+ * rest as one '~'; the brief table drops its least needed columns, and the
+ * side-by-side compare table becomes one line per strategy and step when it
+ * does not fit. Colour escapes take no columns.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -30,6 +38,7 @@
 #include "cli_opts.h"
 #include "commands.h"
 #include "demo.h"
+#include "termout.h"
 #include "tokenizer.h"
 
 /* Logit differences below this are float rounding between two exact
@@ -95,8 +104,8 @@ static const char *tok_text(const struct vocab_view *vv, int32_t prev, int32_t i
     return kv_token_text(vv->tok, vv->vocab, prev, id, buf, cap);
 }
 
-/* "0..5 8 10..12" for the set bits of held[0..n). */
-static void print_ranges(const unsigned char *held, int32_t n)
+/* "0..5 8 10..12" for the set bits of held[0..n), appended to L. */
+static void line_ranges(struct kv_line *L, const unsigned char *held, int32_t n)
 {
     int first = 1;
     for (int32_t i = 0; i < n;) {
@@ -107,16 +116,49 @@ static void print_ranges(const unsigned char *held, int32_t n)
         int32_t j = i;
         while (j + 1 < n && held[j + 1])
             j++;
-        printf(first ? "" : " ");
+        kv_line_addf(L, first ? "" : " ");
         if (j == i)
-            printf("%" PRId32, i);
+            kv_line_addf(L, "%" PRId32, i);
         else
-            printf("%" PRId32 "..%" PRId32, i, j);
+            kv_line_addf(L, "%" PRId32 "..%" PRId32, i, j);
         first = 0;
         i = j + 1;
     }
     if (first)
-        printf("-");
+        kv_line_addf(L, "-");
+}
+
+/* Longest byte string shown whole; longer ones keep their first and last
+ * bytes (DEMO_BYTES_HEAD, DEMO_BYTES_TAIL) around " ... ". */
+#define DEMO_BYTES_MAX 240
+#define DEMO_BYTES_HEAD 160
+#define DEMO_BYTES_TAIL 60
+
+/* Bytes as one quoted string: printable ASCII as is, the rest escaped,
+ * with a soft break after every byte so a string without spaces still
+ * wraps. */
+static void line_bytes(struct kv_line *L, const int32_t *ids, int32_t n)
+{
+    kv_line_addf(L, "\"");
+    for (int32_t i = 0; i < n; i++) {
+        if (n > DEMO_BYTES_MAX && i == DEMO_BYTES_HEAD) {
+            kv_line_addf(L, "\" ... \"");
+            i = n - DEMO_BYTES_TAIL;
+        }
+        int c = ids[i];
+        if (c == '\n')
+            kv_line_addf(L, "\\n");
+        else if (c == '\t')
+            kv_line_addf(L, "\\t");
+        else if (c == '"' || c == '\\')
+            kv_line_addf(L, "\\%c", c);
+        else if (c >= 0x20 && c < 0x7f)
+            kv_line_addf(L, "%c", c);
+        else
+            kv_line_addf(L, "\\x%02x", c & 0xff);
+        kv_line_addf(L, "%c", KV_LINE_SOFT);
+    }
+    kv_line_addf(L, "\"");
 }
 
 static float max_abs_diff(const float *a, const float *b, size_t n)
@@ -144,6 +186,7 @@ struct demo_opts {
     int show_time;
     int color;      /* -1 auto */
     int32_t slots;  /* static capacity; 0: --max-len */
+    int32_t width;  /* columns; 0: the terminal's, else COLUMNS, else 100 */
 };
 
 static void usage(FILE *f)
@@ -171,7 +214,10 @@ static void usage(FILE *f)
         "                    tokens and is left-padded, to show padding masks\n"
         "  --brief           one line per step; --every K prints every K-th step\n"
         "  --time            also print each step's wall time (not reproducible)\n"
-        "  --color auto|always|never   colour (auto: on a terminal, unless NO_COLOR)\n"
+        "  --color auto|always|never   colour of the mask, the attention shades and\n"
+        "                    evicted slots (auto: on a terminal, unless NO_COLOR is set)\n"
+        "  --width N         columns to fit (default: the terminal's width, else\n"
+        "                    COLUMNS, else 100); long rows of keys are elided with '~'\n"
         "Model options (--layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
         "--mlp --seed) and cache options (--window --bits --group --residual) as\n"
         "for 'kvlab generate'. Demo defaults: --dim 16 --hidden 32 --layers 2\n"
@@ -197,7 +243,8 @@ static int parse_own(struct demo_opts *o, int argc, char **argv, int *i)
         return 1;
     }
     static const char *const with_val[] = {"--steps", "--prompt", "--prompt-tokens",
-                                           "--compare", "--every", "--color", "--slots"};
+                                           "--compare", "--every", "--color", "--slots",
+                                           "--width"};
     int k = -1;
     for (int j = 0; j < (int)(sizeof with_val / sizeof with_val[0]); j++)
         if (strcmp(a, with_val[j]) == 0)
@@ -227,7 +274,9 @@ static int parse_own(struct demo_opts *o, int argc, char **argv, int *i)
             return -1;
         }
         return 1;
-    default: return kv_cli_i32(a, val, 1, 1 << 30, &o->slots) == 0 ? 1 : -1;
+    case 6: return kv_cli_i32(a, val, 1, 1 << 30, &o->slots) == 0 ? 1 : -1;
+    default:
+        return kv_cli_i32(a, val, KV_TERM_MIN_WIDTH, KV_TERM_MAX_WIDTH, &o->width) == 0 ? 1 : -1;
     }
 }
 
@@ -237,6 +286,8 @@ static int parse_own(struct demo_opts *o, int argc, char **argv, int *i)
 struct session {
     struct demo_opts *o;
     struct style S;
+    int width;              /* columns every line must fit */
+    struct kv_line L;       /* the line being built */
     struct kv_model *model;
     struct kv_tokenizer *tok;
     struct vocab_view vv;
@@ -266,34 +317,68 @@ static const char *tok_after(const struct session *x, const int32_t *seq, int32_
     return tok_text(&x->vv, seq_tok(x, seq, b, t - 1), id, buf, cap);
 }
 
-static void print_model_line(const struct session *x)
+/* Prints the session's line, wrapped to the width, continuation lines
+ * indented by `indent` columns. */
+static void emit(struct session *x, int indent)
+{
+    kv_line_emit(stdout, &x->L, x->width, indent);
+}
+
+/* Byte-level text (no tokenizer and at most 256 tokens, or a tokenizer
+ * whose token i is the byte i): one quoted string reads better than a list
+ * of one-byte tokens. */
+static int bytes_vocab(const struct session *x)
+{
+    if (x->tok == NULL)
+        return x->vv.vocab <= 256;
+    if (kv_tokenizer_vocab_size(x->tok) != 256)
+        return 0;
+    for (int32_t i = 0; i < 256; i++) {
+        int32_t len;
+        const char *p = kv_tokenizer_piece(x->tok, i, &len);
+        if (p == NULL || len != 1 || (unsigned char)p[0] != i)
+            return 0;
+    }
+    return 1;
+}
+
+static void print_model_line(struct session *x)
 {
     const struct kv_model_config *c = &x->model->cfg;
-    printf("%smodel%s  %s: %" PRId32 " layers, %" PRId32 " heads (%" PRId32
-           " kv heads) x head_dim %" PRId32 " = dim %" PRId32 ", hidden %" PRId32
-           ", vocab %" PRId32 "%s\n",
-           x->S.bold, x->S.reset, x->o->c.model_path ? x->o->c.model_path : "synthetic",
-           c->n_layers, c->n_heads, c->n_kv_heads, c->dim / c->n_heads, c->dim,
-           c->mlp ? c->hidden_dim : 0, c->vocab_size, c->mlp ? "" : " (no MLP)");
-    printf("%sprompt%s ", x->S.bold, x->S.reset);
+    struct kv_line *L = &x->L;
+    kv_line_addf(L, "%smodel%s  %s: %" PRId32 " layers, %" PRId32 " heads (%" PRId32
+                 " kv heads) x head_dim %" PRId32 " = dim %" PRId32 ", hidden %" PRId32
+                 ", vocab %" PRId32 "%s",
+                 x->S.bold, x->S.reset, x->o->c.model_path ? x->o->c.model_path : "synthetic",
+                 c->n_layers, c->n_heads, c->n_kv_heads, c->dim / c->n_heads, c->dim,
+                 c->mlp ? c->hidden_dim : 0, c->vocab_size, c->mlp ? "" : " (no MLP)");
+    emit(x, 8);
+    kv_line_addf(L, "%sprompt%s ", x->S.bold, x->S.reset);
     for (int32_t b = 0; b < x->B; b++) {
         if (x->B > 1)
-            printf("%sseq %" PRId32 " (pad %" PRId32 "): ", b ? "; " : "", b, x->pad[b]);
+            kv_line_addf(L, "%sseq %" PRId32 " (pad %" PRId32 "): ", b ? "; " : "", b, x->pad[b]);
+        if (bytes_vocab(x)) {
+            line_bytes(L, x->seq_a + (size_t)b * x->stride + x->pad[b], x->P - x->pad[b]);
+            continue;
+        }
         char buf[64];
         for (int32_t t = x->pad[b]; t < x->P; t++)
-            printf("%s%s", t > x->pad[b] ? " " : "",
-                   tok_after(x, x->seq_a, b, t, seq_tok(x, x->seq_a, b, t), buf, sizeof buf));
+            kv_line_addf(L, "%s%s", t > x->pad[b] ? " " : "",
+                         tok_after(x, x->seq_a, b, t, seq_tok(x, x->seq_a, b, t), buf,
+                                   sizeof buf));
     }
-    printf("  (%" PRId32 " token%s%s)\n", x->P, x->P == 1 ? "" : "s",
-           x->B > 1 ? " with padding" : "");
+    kv_line_addf(L, "  (%" PRId32 " token%s%s)", x->P, x->P == 1 ? "" : "s",
+                 x->B > 1 ? " with padding" : "");
+    emit(x, 7);
 }
 
 /* The strategy describes itself, with its parameters' values. */
-static void print_cache_config(const struct session *x, const struct kv_demo_run *R)
+static void print_cache_config(struct session *x, const struct kv_demo_run *R)
 {
     char line[512];
     kv_cache_describe(R->cache, line, sizeof line);
-    printf("%scache%s  %s: %s\n", x->S.bold, x->S.reset, R->name, line);
+    kv_line_addf(&x->L, "%scache%s  %s: %s", x->S.bold, x->S.reset, R->name, line);
+    emit(x, 8);
 }
 
 /* Bytes one token slot takes in every layer (K and V, all kv heads, batch). */
@@ -303,11 +388,54 @@ static size_t slot_bytes(const struct session *x)
            (size_t)x->cc.head_dim * sizeof(float) * 2;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Rows of keys: mask and attention shades, elided to fit the width          */
+
+/* Label columns before a row of keys ("  mask   q@12        "). */
+#define ROW_LABEL 22
+/* Room kept after an attention row for "   max 0.58 at pos 123". */
+#define ROW_TAIL 22
+/* Held keys shown before the elision mark when a row does not fit. */
+#define ROW_HEAD 4
+
+/* How many key columns fit; mask and attention rows use the same, so their
+ * columns line up. */
+static int32_t row_room(const struct session *x)
+{
+    int32_t room = x->width - ROW_LABEL - ROW_TAIL;
+    return room > ROW_HEAD + 2 ? room : ROW_HEAD + 2;
+}
+
+static int32_t count_held(const unsigned char *held, int32_t n)
+{
+    int32_t c = 0;
+    for (int32_t s = 0; s < n; s++)
+        c += held[s];
+    return c;
+}
+
+/* For the k-th of n held keys: 0 show it, 1 print the elision mark '~'
+ * (it stands for keys ROW_HEAD .. n - tail - 1), 2 skip it. */
+static int row_slot(int32_t k, int32_t n, int32_t room)
+{
+    if (n <= room)
+        return 0;
+    int32_t tail = room - ROW_HEAD - 1;
+    if (k < ROW_HEAD || k >= n - tail)
+        return 0;
+    return k == ROW_HEAD ? 1 : 2;
+}
+
+static void put_elision(const struct session *x)
+{
+    printf("%s~%s", x->S.yellow, x->S.reset);
+}
+
 /* Mask rows of one sequence, over the held key positions. */
 static void print_mask(const struct session *x, const struct kv_demo_layer *lc, int32_t b)
 {
     const struct kv_attn_params *p = &lc->ap;
-    int32_t rows = p->n_q;
+    int32_t rows = p->n_q, n = count_held(lc->held, x->max_pos), room = row_room(x);
     for (int32_t i = 0; i < rows; i++) {
         if (rows > DEMO_MAX_MASK_ROWS && i == 2) {
             printf("  %-7s%-13s(%" PRId32 " more rows, one per query, the same pattern)\n",
@@ -321,8 +449,13 @@ static void print_mask(const struct session *x, const struct kv_demo_layer *lc, 
         else
             snprintf(label, sizeof label, "q@%" PRId32, qp);
         printf("  %-7s%-13s", i == 0 && b == 0 ? "mask" : "", label);
-        for (int32_t s = 0; s < x->max_pos; s++) {
+        for (int32_t s = 0, k = 0; s < x->max_pos; s++) {
             if (!lc->held[s])
+                continue;
+            int what = row_slot(k++, n, room);
+            if (what == 1)
+                put_elision(x);
+            if (what != 0)
                 continue;
             int vis = kv_attn_key_visible(&lc->mask, b, qp, s);
             if (x->S.color)
@@ -334,11 +467,13 @@ static void print_mask(const struct session *x, const struct kv_demo_layer *lc, 
     }
 }
 
-static void print_weights(const struct session *x, const struct kv_demo_run *R, int32_t l, int32_t b)
+static void print_weights(const struct session *x, const struct kv_demo_run *R, int32_t l,
+                          int32_t b)
 {
     const struct kv_demo_layer *lc = &R->lc[l];
     const float *w = lc->w + (size_t)b * x->max_pos;
     int32_t qp = lc->ap.q_pos0 + lc->ap.n_q - 1;
+    int32_t n = count_held(lc->held, x->max_pos), room = row_room(x);
     char label[64];
     if (x->B > 1)
         snprintf(label, sizeof label, "L%" PRId32 " s%" PRId32 " q@%" PRId32, l, b, qp);
@@ -350,8 +485,13 @@ static void print_weights(const struct session *x, const struct kv_demo_run *R, 
         if (lc->held[s] && w[s] >= 0.0f && (best < 0 || w[s] > w[best]))
             best = s;
     }
-    for (int32_t s = 0; s < x->max_pos; s++) {
-        if (lc->held[s])
+    for (int32_t s = 0, k = 0; s < x->max_pos; s++) {
+        if (!lc->held[s])
+            continue;
+        int what = row_slot(k++, n, room);
+        if (what == 1)
+            put_elision(x);
+        if (what == 0)
             put_shade(&x->S, w[s], best >= 0 ? w[best] : 0.0f);
     }
     if (best >= 0)
@@ -360,15 +500,17 @@ static void print_weights(const struct session *x, const struct kv_demo_run *R, 
 }
 
 /* What layer l holds after this step's update. */
-static void print_cache_layer(const struct session *x, const struct kv_demo_run *R, int32_t l)
+static void print_cache_layer(struct session *x, const struct kv_demo_run *R, int32_t l)
 {
     const struct kv_demo_layer *lc = &R->lc[l];
     const int32_t M = x->max_pos;
-    printf("  %-7sL%-12" PRId32, l == 0 ? "cache" : "", l);
+    struct kv_line *L = &x->L;
+    kv_line_addf(L, "  %-7sL%-12" PRId32, l == 0 ? "cache" : "", l);
     if (!R->keeps) {
-        printf("keeps nothing: K,V of pos ");
-        print_ranges(lc->held, M);
-        printf(" recomputed this step, dropped after it\n");
+        kv_line_addf(L, "keeps nothing: K,V of pos ");
+        line_ranges(L, lc->held, M);
+        kv_line_addf(L, " recomputed this step, dropped after it");
+        emit(x, ROW_LABEL);
         return;
     }
     int32_t window = kv_cache_mask_window(R->cache);
@@ -376,53 +518,51 @@ static void print_cache_layer(const struct session *x, const struct kv_demo_run 
     for (int32_t s = 0; s < M; s++)
         any_q |= lc->held_q[s];
     size_t res = kv_cache_resident_bytes(R->cache), sb = slot_bytes(x);
-    int32_t held_n = 0;
-    for (int32_t s = 0; s < M; s++)
-        held_n += lc->held[s];
+    int32_t held_n = count_held(lc->held, M);
     if (any_q) {
         unsigned char f32[4096] = {0}; /* only [0, n) is used */
         int32_t n = M < 4096 ? M : 4096;
         for (int32_t s = 0; s < n; s++)
             f32[s] = lc->held[s] && !lc->held_q[s];
-        printf("%s pos ", kv_type_traits[lc->q_dtype].name);
-        print_ranges(lc->held_q, M);
-        printf(" | f32 residual pos ");
-        print_ranges(f32, n);
+        kv_line_addf(L, "%s pos ", kv_type_traits[lc->q_dtype].name);
+        line_ranges(L, lc->held_q, M);
+        kv_line_addf(L, " | f32 residual pos ");
+        line_ranges(L, f32, n);
     } else if (window > 0) {
         /* Ring: slot = pos % window holds the newest held position. */
-        printf("ring [");
+        kv_line_addf(L, "ring [");
         int32_t shown = 0;
         for (int32_t slot = 0; slot < window; slot++) {
             int32_t pos = -1;
             for (int32_t s = slot; s < M; s += window)
                 if (lc->held[s])
                     pos = s;
-            printf("%s%s", slot ? " " : "", pos >= 0 ? "" : ".");
+            kv_line_addf(L, "%s%s", slot ? " " : "", pos >= 0 ? "" : ".");
             if (pos >= 0) {
-                printf("%" PRId32, pos);
+                kv_line_addf(L, "%" PRId32, pos);
                 shown++;
             }
         }
-        printf("] slot = pos %% %" PRId32, window);
+        kv_line_addf(L, "] slot = pos %% %" PRId32, window);
         if (held_n > shown)
-            printf(" (+%" PRId32 " new this step, passed through)", held_n - shown);
+            kv_line_addf(L, " (+%" PRId32 " new this step, passed through)", held_n - shown);
     } else {
         int32_t cap = sb > 0 && res % sb == 0 ? (int32_t)(res / sb) : -1;
-        printf("f32 slots [");
+        kv_line_addf(L, "f32 slots [");
         if (held_n <= 24) {
             int first = 1;
             for (int32_t s = 0; s < M; s++) {
                 if (lc->held[s]) {
-                    printf("%s%" PRId32, first ? "" : " ", s);
+                    kv_line_addf(L, "%s%" PRId32, first ? "" : " ", s);
                     first = 0;
                 }
             }
         } else {
-            print_ranges(lc->held, M);
+            line_ranges(L, lc->held, M);
         }
-        printf("]");
+        kv_line_addf(L, "]");
         if (cap >= 0)
-            printf(" %" PRId32 " of %" PRId32 " slots used", held_n, cap);
+            kv_line_addf(L, " %" PRId32 " of %" PRId32 " slots used", held_n, cap);
     }
     /* Evicted: held before or fed now, no longer held. */
     unsigned char *gone = R->gone;
@@ -433,63 +573,70 @@ static void print_cache_layer(const struct session *x, const struct kv_demo_run 
         ev |= gone[s];
     }
     if (ev) {
-        printf("  %sevicted pos ", x->S.yellow);
-        print_ranges(gone, M);
-        printf("%s", x->S.reset);
+        kv_line_addf(L, "  %sevicted pos ", x->S.yellow);
+        line_ranges(L, gone, M);
+        kv_line_addf(L, "%s", x->S.reset);
     }
-    putchar('\n');
+    emit(x, ROW_LABEL);
     if (any_q) {
+        kv_line_addf(L, "  %-7s%-13s", "", "");
         if (lc->q_pos >= 0)
-            printf("  %-7s%-13snewest quantized pos %" PRId32 ": round-trip error max "
-                   "|x - x'| = %.4f (half a quantization step: %.4f)\n",
-                   "", "", lc->q_pos, (double)lc->q_err, (double)lc->q_half_step);
+            kv_line_addf(L, "newest quantized pos %" PRId32 ": round-trip error max "
+                            "|x - x'| = %.4f (half a quantization step: %.4f)",
+                         lc->q_pos, (double)lc->q_err, (double)lc->q_half_step);
         else
-            printf("  %-7s%-13snewest quantized pos %" PRId32 ": quantized in the same "
-                   "update it arrived (no f32 copy seen)\n", "", "", lc->q_newest);
+            kv_line_addf(L, "newest quantized pos %" PRId32 ": quantized in the same "
+                            "update it arrived (no f32 copy seen)", lc->q_newest);
+        emit(x, ROW_LABEL);
     }
 }
 
 static int64_t flops_of(const struct kv_step_stats *st) { return kv_flops_total(&st->flops); }
 
 /* The full per-step report. */
-static void print_step(struct session *x, const struct kv_demo_run *R, const struct kv_demo_run *ref,
-                       int32_t step, const int32_t *seq)
+static void print_step(struct session *x, const struct kv_demo_run *R,
+                       const struct kv_demo_run *ref, int32_t step, const int32_t *seq)
 {
     const struct style *S = &x->S;
+    struct kv_line *L = &x->L;
     char buf[64];
     const int32_t T = x->P + step;
     printf("\n%s-- step %" PRId32 " %s", S->bold, step, step == 0 ? "(prefill) " : "");
-    for (int i = 0; i < 50; i++)
+    for (int i = 0; i < 50; i++) /* fits the narrowest width, 40 + a step number */
         putchar('-');
     printf("%s\n", S->reset);
     /* What is fed. */
-    printf("  %-20s", "fed");
+    kv_line_addf(L, "  %-20s", "fed");
     if (step > 0 && R->n_fed == 1) {
-        printf("1 token %s at pos %" PRId32,
-               tok_after(x, seq, 0, T - 1, seq_tok(x, seq, 0, T - 1), buf, sizeof buf), T - 1);
-        printf("  %s(without a cache: all %" PRId32 " tokens, pos 0..%" PRId32 ")%s",
-               S->dim, T, T - 1, S->reset);
+        kv_line_addf(L, "1 token %s at pos %" PRId32,
+                     tok_after(x, seq, 0, T - 1, seq_tok(x, seq, 0, T - 1), buf, sizeof buf),
+                     T - 1);
+        kv_line_addf(L, "  %s(without a cache: all %" PRId32 " tokens, pos 0..%" PRId32 ")%s",
+                     S->dim, T, T - 1, S->reset);
     } else {
-        printf("%" PRId32 " token%s, pos 0..%" PRId32, R->n_fed, R->n_fed == 1 ? "" : "s",
-               T - 1);
+        kv_line_addf(L, "%" PRId32 " token%s, pos 0..%" PRId32, R->n_fed,
+                     R->n_fed == 1 ? "" : "s", T - 1);
         if (step > 0)
-            printf("  %s(no cache: the whole sequence again, every layer recomputes "
-                   "K and V)%s", S->dim, S->reset);
+            kv_line_addf(L, "  %s(no cache: the whole sequence again, every layer "
+                            "recomputes K and V)%s", S->dim, S->reset);
     }
-    putchar('\n');
+    emit(x, ROW_LABEL);
     /* Shape and mask. */
     const struct kv_demo_layer *lc0 = &R->lc[0];
-    int32_t n_keys = 0;
-    for (int32_t s = 0; s < x->max_pos; s++)
-        n_keys += lc0->held[s];
-    printf("  %-20s(new, past+new) = (%" PRId32 ", %" PRId32 ")", "attention shape",
-           lc0->ap.n_q, n_keys);
-    printf(" = %" PRId32 " past + %" PRId32 " new", n_keys - lc0->ap.n_q, lc0->ap.n_q);
+    int32_t n_keys = count_held(lc0->held, x->max_pos), room = row_room(x);
+    kv_line_addf(L, "  %-20s(new, past+new) = (%" PRId32 ", %" PRId32 ")", "attention shape",
+                 lc0->ap.n_q, n_keys);
+    kv_line_addf(L, " = %" PRId32 " past + %" PRId32 " new", n_keys - lc0->ap.n_q, lc0->ap.n_q);
     if (lc0->mask.window > 0)
-        printf(", window %" PRId32, lc0->mask.window);
-    printf(", keys at pos ");
-    print_ranges(lc0->held, x->max_pos);
-    printf(" (%" PRId32 " span%s)\n", lc0->n_spans, lc0->n_spans == 1 ? "" : "s");
+        kv_line_addf(L, ", window %" PRId32, lc0->mask.window);
+    kv_line_addf(L, ", keys at pos ");
+    line_ranges(L, lc0->held, x->max_pos);
+    kv_line_addf(L, " (%" PRId32 " span%s)", lc0->n_spans, lc0->n_spans == 1 ? "" : "s");
+    if (n_keys > room)
+        kv_line_addf(L, "; rows show the first %d and the last %" PRId32 " keys, %s~%s stands "
+                        "for the %" PRId32 " between", ROW_HEAD, room - ROW_HEAD - 1, S->yellow,
+                     S->reset, n_keys - room + 1);
+    emit(x, ROW_LABEL);
     for (int32_t b = 0; b < x->B; b++)
         print_mask(x, lc0, b);
     for (int32_t l = 0; l < x->model->cfg.n_layers; l++)
@@ -499,63 +646,129 @@ static void print_step(struct session *x, const struct kv_demo_run *R, const str
         print_cache_layer(x, R, l);
     /* Memory and FLOPs. */
     size_t copied = kv_cache_copied_bytes(R->cache);
-    printf("  %-20sresident %zu B, written by updates %zu B this step (%zu B in total)\n",
-           "memory", kv_cache_resident_bytes(R->cache), copied - R->copied_before, copied);
+    kv_line_addf(L, "  %-20sresident %zu B, written by updates %zu B this step (%zu B in total)",
+                 "memory", kv_cache_resident_bytes(R->cache), copied - R->copied_before, copied);
+    emit(x, ROW_LABEL);
     int64_t f = flops_of(&R->st), fn = flops_of(&ref->st);
-    printf("  %-20sthis step %" PRId64 " (attention %" PRId64 ")   without a cache %"
-           PRId64 " (attention %" PRId64 ")",
-           "FLOPs", f, R->st.flops.attn, fn, ref->st.flops.attn);
+    kv_line_addf(L, "  %-20sthis step %" PRId64 " (attention %" PRId64 ")   without a cache %"
+                 PRId64 " (attention %" PRId64 ")",
+                 "FLOPs", f, R->st.flops.attn, fn, ref->st.flops.attn);
     if (f > 0 && fn != f)
-        printf("   %s%.1fx%s", S->bold, (double)fn / (double)f, S->reset);
-    printf("\n  %-20sso far %" PRId64 "   without a cache %" PRId64 "\n", "",
-           flops_of(&R->total), flops_of(&ref->total));
+        kv_line_addf(L, "   %s%.1fx%s", S->bold, (double)fn / (double)f, S->reset);
+    emit(x, ROW_LABEL);
+    kv_line_addf(L, "  %-20sso far %" PRId64 "   without a cache %" PRId64, "",
+                 flops_of(&R->total), flops_of(&ref->total));
+    emit(x, ROW_LABEL);
     /* Next token, against the no-cache reference. */
-    printf("  %-20s", "next token");
+    kv_line_addf(L, "  %-20s", "next token");
     for (int32_t b = 0; b < x->B; b++) {
         if (x->B > 1)
-            printf("%ss%" PRId32 " ", b ? "  " : "", b);
-        printf("%s%s%s", S->cyan, tok_after(x, seq, b, T, R->next[b], buf, sizeof buf),
-               S->reset);
-        printf(" (%" PRId32 ")", R->next[b]);
+            kv_line_addf(L, "%ss%" PRId32 " ", b ? "  " : "", b);
+        kv_line_addf(L, "%s%s%s (%" PRId32 ")", S->cyan,
+                     tok_after(x, seq, b, T, R->next[b], buf, sizeof buf), S->reset,
+                     R->next[b]);
     }
     if (ref != R) {
         size_t V = (size_t)x->model->cfg.vocab_size;
         float d = max_abs_diff(R->logits, ref->logits, (size_t)x->B * V);
         int same = memcmp(R->next, ref->next, (size_t)x->B * sizeof(int32_t)) == 0;
         if (same)
-            printf("   %ssame as without a cache%s", S->green, S->reset);
+            kv_line_addf(L, "   %ssame as without a cache%s", S->green, S->reset);
         else
-            printf("   %sdiffers from without a cache: %s%s", S->red,
-                   tok_text(&x->vv, -1, ref->next[0], buf, sizeof buf), S->reset);
-        printf(" (max |logit diff| %.2g)", (double)d);
+            kv_line_addf(L, "   %sdiffers from without a cache: %s%s", S->red,
+                         tok_text(&x->vv, -1, ref->next[0], buf, sizeof buf), S->reset);
+        kv_line_addf(L, " (max |logit diff| %.2g)", (double)d);
     }
-    putchar('\n');
+    emit(x, ROW_LABEL);
 }
 
-static void print_brief_header(const struct session *x)
+/* ------------------------------------------------------------------------ */
+/* The brief table: one line per step, columns dropped to fit the width     */
+
+enum brief_col {
+    BC_STEP, BC_T, BC_FED, BC_SHAPE, BC_ATTN, BC_FLOPS, BC_NOCACHE, BC_RATIO, BC_CACHE,
+    BC_WRITTEN, BC_US, BC_COUNT
+};
+static const struct {
+    const char *name;
+    int width;
+} brief_cols[BC_COUNT] = {
+    [BC_STEP] = {"step", 5},      [BC_T] = {"T", 5},           [BC_FED] = {"fed", 5},
+    [BC_SHAPE] = {"attn shape", 11}, [BC_ATTN] = {"attn FLOPs", 10}, [BC_FLOPS] = {"FLOPs", 10},
+    [BC_NOCACHE] = {"no cache", 10}, [BC_RATIO] = {"ratio", 6}, [BC_CACHE] = {"cache B", 8},
+    [BC_WRITTEN] = {"written B", 9}, [BC_US] = {"us", 7},
+};
+/* Dropped first when the table is too wide, in this order. */
+static const enum brief_col brief_drop[] = {BC_ATTN, BC_WRITTEN, BC_SHAPE, BC_T};
+/* Room kept for the next token after the columns. */
+#define BRIEF_TOKEN 10
+
+static void brief_layout(const struct session *x, int on[BC_COUNT])
 {
-    printf("\n%s%5s %5s %5s %11s %10s %10s %10s %6s %8s %9s%s  %s%s\n", x->S.bold, "step",
-           "T", "fed", "attn shape", "attn FLOPs", "FLOPs", "no cache", "ratio", "cache B",
-           "written B", x->o->show_time ? "     us" : "", "next", x->S.reset);
+    int w = BRIEF_TOKEN;
+    for (int c = 0; c < BC_COUNT; c++) {
+        on[c] = c != BC_US || x->o->show_time;
+        w += on[c] ? brief_cols[c].width + 1 : 0;
+    }
+    for (size_t k = 0; k < sizeof brief_drop / sizeof brief_drop[0] && w > x->width; k++) {
+        on[brief_drop[k]] = 0;
+        w -= brief_cols[brief_drop[k]].width + 1;
+    }
 }
 
-static void print_brief(const struct session *x, const struct kv_demo_run *R, const struct kv_demo_run *ref,
-                        int32_t step, const int32_t *seq)
+static void print_brief_header(struct session *x)
+{
+    int on[BC_COUNT];
+    brief_layout(x, on);
+    printf("\n%s", x->S.bold);
+    for (int c = 0; c < BC_COUNT; c++)
+        if (on[c])
+            printf("%s%*s", c ? " " : "", brief_cols[c].width, brief_cols[c].name);
+    printf("  %s%s\n", "next", x->S.reset);
+    int dropped = 0;
+    for (int c = 0; c < BC_COUNT; c++)
+        dropped += !on[c] && (c != BC_US || x->o->show_time);
+    if (dropped) {
+        kv_line_addf(&x->L, "%s(%d column%s left out to fit %d columns:", x->S.dim, dropped,
+                     dropped == 1 ? "" : "s", x->width);
+        for (int c = 0; c < BC_COUNT; c++)
+            if (!on[c] && (c != BC_US || x->o->show_time))
+                kv_line_addf(&x->L, " %s", brief_cols[c].name);
+        kv_line_addf(&x->L, ")%s", x->S.reset);
+        emit(x, 1);
+    }
+}
+
+static void print_brief(const struct session *x, const struct kv_demo_run *R,
+                        const struct kv_demo_run *ref, int32_t step, const int32_t *seq)
 {
     char buf[64], shape[32];
     const int32_t T = x->P + step;
-    int32_t n_keys = 0;
-    for (int32_t s = 0; s < x->max_pos; s++)
-        n_keys += R->lc[0].held[s];
+    int32_t n_keys = count_held(R->lc[0].held, x->max_pos);
     snprintf(shape, sizeof shape, "(%" PRId32 ",%" PRId32 ")", R->lc[0].ap.n_q, n_keys);
     int64_t f = flops_of(&R->st), fn = flops_of(&ref->st);
-    printf("%5" PRId32 " %5" PRId32 " %5" PRId32 " %11s %10" PRId64 " %10" PRId64 " %10" PRId64
-           " %5.1fx %8zu %9zu",
-           step, T, R->n_fed, shape, R->st.flops.attn, f, fn,
-           f > 0 ? (double)fn / (double)f : 0.0, kv_cache_resident_bytes(R->cache),
-           kv_cache_copied_bytes(R->cache));
-    if (x->o->show_time)
-        printf(" %7.0f", (double)R->step_ns / 1e3);
+    int on[BC_COUNT];
+    brief_layout(x, on);
+    for (int c = 0; c < BC_COUNT; c++) {
+        if (!on[c])
+            continue;
+        int w = brief_cols[c].width;
+        const char *sep = c ? " " : "";
+        switch ((enum brief_col)c) {
+        case BC_STEP: printf("%s%*" PRId32, sep, w, step); break;
+        case BC_T: printf("%s%*" PRId32, sep, w, T); break;
+        case BC_FED: printf("%s%*" PRId32, sep, w, R->n_fed); break;
+        case BC_SHAPE: printf("%s%*s", sep, w, shape); break;
+        case BC_ATTN: printf("%s%*" PRId64, sep, w, R->st.flops.attn); break;
+        case BC_FLOPS: printf("%s%*" PRId64, sep, w, f); break;
+        case BC_NOCACHE: printf("%s%*" PRId64, sep, w, fn); break;
+        case BC_RATIO: printf("%s%*.1fx", sep, w - 1, f > 0 ? (double)fn / (double)f : 0.0); break;
+        case BC_CACHE: printf("%s%*zu", sep, w, kv_cache_resident_bytes(R->cache)); break;
+        case BC_WRITTEN: printf("%s%*zu", sep, w, kv_cache_copied_bytes(R->cache)); break;
+        case BC_US: printf("%s%*.0f", sep, w, (double)R->step_ns / 1e3); break;
+        case BC_COUNT: break;
+        }
+    }
     printf("  %s", tok_after(x, seq, 0, T, R->next[0], buf, sizeof buf));
     if (ref != R && R->next[0] != ref->next[0])
         printf("  %s(without a cache: %s)%s", x->S.red,
@@ -572,21 +785,44 @@ static void append_next(struct session *x, int32_t *seq, const struct kv_demo_ru
         seq[(size_t)b * x->stride + T] = R->next[b];
 }
 
-static int report_failure(const struct session *x, const struct kv_demo_run *R, int32_t step,
+static int report_failure(struct session *x, const struct kv_demo_run *R, int32_t step,
                           enum kv_status s)
 {
     fflush(stdout);
     if (s == KV_ERR_FULL) {
-        printf("\n%s-- step %" PRId32 ": the %s cache is full%s: it holds %" PRId32
-               " preallocated slots and position %" PRId32 " does not fit.\n"
-               "   kv_cache_update returned KV_ERR_FULL, wrote nothing, and the walk "
-               "stops here (a static cache never grows).\n",
-               x->S.red, step, R->name, x->S.reset, x->cc.max_len, x->P + step - 1);
+        printf("\n");
+        kv_line_addf(&x->L, "%s-- step %" PRId32 ": the %s cache is full%s: it holds %" PRId32
+                            " preallocated slots and position %" PRId32 " does not fit.",
+                     x->S.red, step, R->name, x->S.reset, x->cc.max_len, x->P + step - 1);
+        emit(x, 3);
+        kv_line_addf(&x->L, "   kv_cache_update returned KV_ERR_FULL, wrote nothing, and the "
+                            "walk stops here (a static cache never grows).");
+        emit(x, 3);
         fflush(stdout);
     }
     fprintf(stderr, "kvlab: demo: step %" PRId32 " with %s: %s\n", step, R->name,
             kv_status_str(s));
     return 1;
+}
+
+/* "generated ..." of sequence 0 from position P to P + steps. */
+static void line_generated(struct session *x, const int32_t *seq, int32_t steps)
+{
+    char buf[64];
+    if (bytes_vocab(x)) {
+        kv_line_addf(&x->L, " ");
+        line_bytes(&x->L, seq + x->P, steps + 1);
+        return;
+    }
+    for (int32_t t = x->P; t <= x->P + steps; t++) {
+        if (steps >= 24 && t == x->P + 12) {
+            kv_line_addf(&x->L, " ...");
+            t = x->P + steps - 8;
+            continue;
+        }
+        kv_line_addf(&x->L, " %s", tok_after(x, seq, 0, t, seq_tok(x, seq, 0, t), buf,
+                                             sizeof buf));
+    }
 }
 
 static int walk(struct session *x, const char *name, const void *params)
@@ -639,34 +875,32 @@ static int walk(struct session *x, const char *name, const void *params)
         append_next(x, x->seq_a, &R, x->P + step);
     }
     if (rc == 0) {
-        char buf[64];
-        printf("\n%ssummary%s  %s, %" PRId32 " steps: generated", x->S.bold, x->S.reset, name,
-               o->steps + 1);
-        for (int32_t t = x->P; t <= x->P + o->steps; t++) {
-            if (o->steps >= 24 && t == x->P + 12) {
-                printf(" ...");
-                t = x->P + o->steps - 8;
-                continue;
-            }
-            printf(" %s", tok_after(x, x->seq_a, 0, t, seq_tok(x, x->seq_a, 0, t), buf,
-                                    sizeof buf));
-        }
+        struct kv_line *L = &x->L;
+        printf("\n");
+        kv_line_addf(L, "%ssummary%s  %s, %" PRId32 " steps: generated", x->S.bold, x->S.reset,
+                     name, o->steps + 1);
+        line_generated(x, x->seq_a, o->steps);
+        emit(x, 9);
         int64_t f = flops_of(&R.total), fn = flops_of(&refp->total);
-        printf("\n  FLOPs %" PRId64 " in total, %" PRId64 " without a cache", f, fn);
+        kv_line_addf(L, "  FLOPs %" PRId64 " in total, %" PRId64 " without a cache", f, fn);
         if (f > 0 && f != fn)
-            printf(" (%.1fx more)", (double)fn / (double)f);
-        printf("; tokens fed %" PRId64 " vs %" PRId64 "\n", R.total.tokens_fed,
-               refp->total.tokens_fed);
-        printf("  cache resident %zu B at the end, %zu B written by updates\n",
-               kv_cache_resident_bytes(R.cache), kv_cache_copied_bytes(R.cache));
-        if (!R.keeps)
-            printf("  %swhy each step costs more than the last:%s without a cache, step s "
-                   "feeds all P+s tokens again,\n  so every layer recomputes their K and V "
-                   "(projection and MLP FLOPs grow like s); its (P+s) queries\n  attend over "
-                   "(P+s)(P+s+1)/2 query-key pairs (attention FLOPs grow like s^2). A "
-                   "cache\n  feeds one token per step: P+s pairs and one row of projections."
-                   "\n",
-                   x->S.bold, x->S.reset);
+            kv_line_addf(L, " (%.1fx more)", (double)fn / (double)f);
+        kv_line_addf(L, "; tokens fed %" PRId64 " vs %" PRId64, R.total.tokens_fed,
+                     refp->total.tokens_fed);
+        emit(x, 2);
+        kv_line_addf(L, "  cache resident %zu B at the end, %zu B written by updates",
+                     kv_cache_resident_bytes(R.cache), kv_cache_copied_bytes(R.cache));
+        emit(x, 2);
+        if (!R.keeps) {
+            kv_line_addf(L, "  %swhy each step costs more than the last:%s without a cache, "
+                            "step s feeds all P+s tokens again, so every layer recomputes "
+                            "their K and V (projection and MLP FLOPs grow like s); its (P+s) "
+                            "queries attend over (P+s)(P+s+1)/2 query-key pairs (attention "
+                            "FLOPs grow like s^2). A cache feeds one token per step: P+s "
+                            "pairs and one row of projections.",
+                         x->S.bold, x->S.reset);
+            emit(x, 2);
+        }
     }
     kv_demo_run_destroy(&R);
     if (own_ref)
@@ -676,6 +910,62 @@ static int walk(struct session *x, const char *name, const void *params)
 
 /* ------------------------------------------------------------------------ */
 /* Compare two strategies                                                   */
+
+/* Side by side (one line per step) needs this many columns; narrower
+ * terminals get one line per strategy and step. */
+static int cmp_wide_width(int wa, int wb) { return 12 + (wa + 31) + 3 + (wb + 31) + 3 + 11; }
+
+struct cmp_row {
+    const char *tok;
+    int32_t fed;
+    int64_t flops;
+    size_t cache, written;
+};
+
+static struct cmp_row cmp_row_of(const struct kv_demo_run *R, const char *tok)
+{
+    return (struct cmp_row){tok, R->n_fed, flops_of(&R->st), kv_cache_resident_bytes(R->cache),
+                            kv_cache_copied_bytes(R->cache)};
+}
+
+static void print_cmp_header(const struct session *x, int wide, int wa, int wb, const char *na,
+                             const char *nb)
+{
+    const struct style *S = &x->S;
+    if (wide)
+        printf("\n%s%4s %4s | %-*s %4s %9s %8s %7s | %-*s %4s %9s %8s %7s | %s%s\n", S->bold,
+               "step", "T", wa, na, "fed", "FLOPs", "cache B", "written", wb, nb, "fed",
+               "FLOPs", "cache B", "written", "max|dlogit|", S->reset);
+    else
+        printf("\n%s%4s %5s  %-*s %-8s %4s %9s %7s %8s  %s%s\n", S->bold, "step", "T",
+               wa > wb ? wa : wb, "strategy", "next", "fed", "FLOPs", "cache B", "written",
+               "max|dlogit|", S->reset);
+}
+
+/* One step of the table; dlogit_or_dash printed last (already formatted). */
+static void print_cmp_step(const struct session *x, int wide, int wa, int wb, const char *na,
+                           const char *nb, int32_t step, int32_t T, const struct cmp_row *a,
+                           const struct cmp_row *b, const char *dl, int diverge)
+{
+    const struct style *S = &x->S;
+    if (wide) {
+        printf("%4" PRId32 " %4" PRId32 " | %-*s %4" PRId32 " %9" PRId64 " %8zu %7zu | %-*s %4"
+               PRId32 " %9" PRId64 " %8zu %7zu | %s",
+               step, T, wa, a->tok, a->fed, a->flops, a->cache, a->written, wb, b->tok, b->fed,
+               b->flops, b->cache, b->written, dl);
+    } else {
+        int w = wa > wb ? wa : wb;
+        printf("%4" PRId32 " %5" PRId32 "  %-*s %-8s %4" PRId32 " %9" PRId64 " %7zu %8zu\n", step,
+               T, w, na, a->tok, a->fed, a->flops, a->cache, a->written);
+        printf("%4s %5s  %-*s %-8s %4" PRId32 " %9" PRId64 " %7zu %8zu  %s", "", "", w, nb,
+               b->tok, b->fed, b->flops, b->cache, b->written, dl);
+    }
+    if (diverge && wide)
+        printf("  %s<- tokens diverge%s", S->red, S->reset);
+    putchar('\n');
+    if (diverge && !wide)
+        printf("%12s%s^ the tokens diverge at this step%s\n", "", S->red, S->reset);
+}
 
 static int compare(struct session *x, const char *na, const void *pa, const char *nb,
                    const void *pb)
@@ -699,9 +989,8 @@ static int compare(struct session *x, const char *na, const void *pa, const char
     const struct style *S = &x->S;
     const int wa = strlen(na) > 8 ? (int)strlen(na) : 8;
     const int wb = strlen(nb) > 8 ? (int)strlen(nb) : 8;
-    printf("\n%s%4s %4s | %-*s %4s %9s %8s %7s | %-*s %4s %9s %8s %7s | %s%s\n", S->bold,
-           "step", "T", wa, na, "fed", "FLOPs", "cache B", "written", wb, nb, "fed", "FLOPs",
-           "cache B", "written", "max|dlogit|", S->reset);
+    const int wide = x->width >= cmp_wide_width(wa, wb);
+    print_cmp_header(x, wide, wa, wb, na, nb);
     int32_t diverged = -1, logit_diff = -1, rc = 0;
     float worst = 0.0f;
     int32_t last_step = -1;
@@ -727,22 +1016,18 @@ static int compare(struct session *x, const char *na, const void *pa, const char
         int show = step == 0 || step == o->steps || o->every == 0 || step % o->every == 0 ||
                    (same_hist && !same_tok);
         if (show) {
-            char ta[64], tb[64];
-            printf("%4" PRId32 " %4" PRId32 " | %-*s %4" PRId32 " %9" PRId64 " %8zu %7zu | %-*s %4"
-                   PRId32 " %9" PRId64 " %8zu %7zu | ",
-                   step, T, wa, tok_after(x, x->seq_a, 0, T, A.next[0], ta, sizeof ta),
-                   A.n_fed, flops_of(&A.st), kv_cache_resident_bytes(A.cache),
-                   kv_cache_copied_bytes(A.cache), wb,
-                   tok_after(x, x->seq_b, 0, T, B.next[0], tb, sizeof tb), B.n_fed,
-                   flops_of(&B.st), kv_cache_resident_bytes(B.cache),
-                   kv_cache_copied_bytes(B.cache));
+            char ta[64], tb[64], dl[48];
+            struct cmp_row ra = cmp_row_of(&A, tok_after(x, x->seq_a, 0, T, A.next[0], ta,
+                                                         sizeof ta));
+            struct cmp_row rb = cmp_row_of(&B, tok_after(x, x->seq_b, 0, T, B.next[0], tb,
+                                                         sizeof tb));
             if (same_hist)
-                printf("%s%.1e%s", d > DEMO_SAME_LOGIT ? S->yellow : "", (double)d, S->reset);
+                snprintf(dl, sizeof dl, "%s%.1e%s", d > DEMO_SAME_LOGIT ? S->yellow : "",
+                         (double)d, S->reset);
             else
-                printf("%-7s", "-");
-            if (same_hist && !same_tok)
-                printf("  %s<- tokens diverge%s", S->red, S->reset);
-            putchar('\n');
+                snprintf(dl, sizeof dl, "-");
+            print_cmp_step(x, wide, wa, wb, na, nb, step, T, &ra, &rb, dl,
+                           same_hist && !same_tok);
         }
         if (same_hist && !same_tok)
             diverged = step;
@@ -750,24 +1035,39 @@ static int compare(struct session *x, const char *na, const void *pa, const char
         append_next(x, x->seq_b, &B, T);
     }
     if (last_step >= 0) {
-        printf("\n%sverdict%s  ", S->bold, S->reset);
+        struct kv_line *L = &x->L;
+        printf("\n");
+        kv_line_addf(L, "%sverdict%s  ", S->bold, S->reset);
         if (diverged < 0)
-            printf("%s%s and %s chose the same %" PRId32 " tokens%s", S->green, na, nb,
-                   last_step + 1, S->reset);
+            kv_line_addf(L, "%s%s and %s chose the same %" PRId32 " tokens%s", S->green, na, nb,
+                         last_step + 1, S->reset);
         else
-            printf("%stokens diverge at step %" PRId32 " (T = %" PRId32 ")%s", S->red, diverged,
-                   x->P + diverged, S->reset);
-        printf("; max |logit difference| while their inputs were identical: %.2g", (double)worst);
+            kv_line_addf(L, "%stokens diverge at step %" PRId32 " (T = %" PRId32 ")%s", S->red,
+                         diverged, x->P + diverged, S->reset);
+        kv_line_addf(L, "; max |logit difference| while their inputs were identical: %.2g",
+                     (double)worst);
         if (logit_diff >= 0)
-            printf(" (first above %.0e at step %" PRId32 ", T = %" PRId32 ")",
-                   (double)DEMO_SAME_LOGIT, logit_diff, x->P + logit_diff);
+            kv_line_addf(L, " (first above %.0e at step %" PRId32 ", T = %" PRId32 ")",
+                         (double)DEMO_SAME_LOGIT, logit_diff, x->P + logit_diff);
         else
-            printf(" (float rounding only)");
-        printf("\n  FLOPs in total: %s %" PRId64 ", %s %" PRId64 "; cache at the end: %s %zu B,"
-               " %s %zu B; bytes written by updates: %s %zu, %s %zu\n",
-               na, flops_of(&A.total), nb, flops_of(&B.total), na,
-               kv_cache_resident_bytes(A.cache), nb, kv_cache_resident_bytes(B.cache), na,
-               kv_cache_copied_bytes(A.cache), nb, kv_cache_copied_bytes(B.cache));
+            kv_line_addf(L, " (float rounding only)");
+        emit(x, 9);
+        if (bytes_vocab(x)) { /* the text itself, when it is text */
+            kv_line_addf(L, "  %s:", diverged >= 0 ? na : "text");
+            line_generated(x, x->seq_a, last_step);
+            emit(x, 4);
+            if (diverged >= 0) {
+                kv_line_addf(L, "  %s:", nb);
+                line_generated(x, x->seq_b, last_step);
+                emit(x, 4);
+            }
+        }
+        kv_line_addf(L, "  FLOPs in total: %s %" PRId64 ", %s %" PRId64 "; cache at the end: "
+                        "%s %zu B, %s %zu B; bytes written by updates: %s %zu, %s %zu",
+                     na, flops_of(&A.total), nb, flops_of(&B.total), na,
+                     kv_cache_resident_bytes(A.cache), nb, kv_cache_resident_bytes(B.cache), na,
+                     kv_cache_copied_bytes(A.cache), nb, kv_cache_copied_bytes(B.cache));
+        emit(x, 4);
     }
     kv_demo_run_destroy(&A);
     kv_demo_run_destroy(&B);
@@ -891,6 +1191,7 @@ int kv_cmd_demo(int argc, char **argv)
                                  : (isatty(STDOUT_FILENO) &&
                                     (no_color == NULL || no_color[0] == '\0'));
     x.S = style_make(use_color);
+    x.width = o.width > 0 ? o.width : kv_term_width(STDOUT_FILENO);
     /* default: the exact growing cache (keeps history, lossless, evicts
      * nothing, grows as it goes) */
     const struct kv_strategy_ops *dflt =

@@ -16,5 +16,7 @@ int kv_cmd_merge(int argc, char **argv);      /* cmd_merge.c */
 int kv_cmd_kernel(int argc, char **argv);     /* cmd_kernel.c */
 int kv_cmd_roofline(int argc, char **argv);   /* cmd_roofline.c */
 int kv_cmd_export(int argc, char **argv);     /* cmd_export.c: export-synthetic */
+int kv_cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c */
+int kv_cmd_stale(int argc, char **argv);      /* cmd_stale.c: stale-cache */
 
 #endif /* KV_COMMANDS_H */

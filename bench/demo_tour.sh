@@ -2,10 +2,14 @@
 # demo_tour.sh - the narrated tour that `make demo` plays: what a KV cache
 # is for and what each cache strategy trades, shown with `kvlab demo` on a
 # tiny model (every figure on screen is computed live, nothing is canned).
+# Where the text matters (cache vs no cache, sliding window, quantization,
+# the stale cache) it runs kvlab's small trained model when it is there
+# (notebooks_data/fortunes-model.bin, `make train-model`; DEMO_MODEL= names
+# another, DEMO_MODEL='' forces the synthetic one), so the tokens are text.
 #
 # Runs in well under 30 seconds. Pauses between parts only when stdout is a
 # terminal and DEMO_PAUSE=1. Colour follows kvlab: on a terminal unless
-# NO_COLOR is set.
+# NO_COLOR is set. Every line fits the terminal (else COLUMNS, else 100).
 set -u
 KVLAB=${KVLAB:-build/kvlab}
 if [ ! -x "$KVLAB" ]; then
@@ -18,14 +22,37 @@ if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
 else
     B='' D='' R=''
 fi
+# The width every line fits, as kvlab demo chooses it: the terminal's, else
+# COLUMNS, else 100 (exported, so every kvlab run below agrees).
+W=
+if [ -t 1 ]; then W=$(stty size </dev/tty 2>/dev/null | cut -d' ' -f2); fi
+case "${W:-}" in '' | 0 | *[!0-9]*) W=${COLUMNS:-} ;; esac
+case "${W:-}" in '' | *[!0-9]*) W=100 ;; esac
+[ "$W" -lt 40 ] && W=40
+export COLUMNS=$W
 
 part() {
     echo
-    echo "${B}=== $* ===${R}"
+    echo "${B}=== $* ===${R}" | fold -s -w "$W" | sed 's/ *$//'
 }
-say() { printf '%s\n' "$@"; }
+# say TEXT...: one paragraph, the arguments joined and wrapped at spaces.
+say() { printf '%s\n' "$*" | fold -s -w "$W" | sed 's/ *$//'; }
+# The command line, wrapped like a shell would continue it.
+show_cmd() {
+    local line='$ kvlab' word
+    for word in "$@"; do
+        case "$word" in *[!A-Za-z0-9_./,=:+-]*) word="'$word'" ;; esac
+        if [ $((${#line} + 1 + ${#word} + 2)) -gt "$W" ]; then
+            echo "${D}${line} \\${R}"
+            line="    $word"
+        else
+            line="$line $word"
+        fi
+    done
+    echo "${D}${line}${R}"
+}
 run() {
-    echo "${D}\$ kvlab $*${R}"
+    show_cmd "$@"
     "$KVLAB" "$@"
     return 0 # a part that shows a failure (static full) must not stop the tour
 }
@@ -38,6 +65,13 @@ pause() {
 # A model big enough that step times mean something, still small (about
 # 2 MB of weights): used where the tour prints wall times.
 MID="--dim 256 --hidden 512 --layers 4 --heads 4 --kv-heads 4 --max-len 128"
+# The trained model, when present (a path relative to the repository root,
+# where `make demo` runs), and the prompt it continues.
+root=$(cd "$(dirname "$0")/.." && pwd)
+TM=${DEMO_MODEL-notebooks_data/fortunes-model.bin}
+if [ -n "$TM" ] && [ ! -f "$TM" ] && [ -f "$root/$TM" ]; then TM=$root/$TM; fi
+[ -n "$TM" ] && [ ! -f "$TM" ] && TM=
+PROMPT=${DEMO_PROMPT:-"The cache"}
 
 say "${B}kvlab demo tour: how a KV cache works, measured${R}"
 say "A decoder predicts one token at a time. Each new token attends to every" \
@@ -54,7 +88,14 @@ run demo --strategy dynamic --steps 2
 pause
 
 part "2. No cache vs cache: identical tokens, very different work"
-run demo --compare none,dynamic --steps 12 --every 4
+if [ -n "$TM" ]; then
+    say "From here on where text matters: kvlab's small trained model ($TM: a" \
+        "byte-level Llama of 1.6 M parameters trained on Debian's fortunes, see its" \
+        "model card), continuing the prompt '$PROMPT'."
+    run demo --model "$TM" --prompt "$PROMPT" --compare none,dynamic --steps 60 --every 20
+else
+    run demo --compare none,dynamic --steps 12 --every 4
+fi
 say "Same tokens (the cache changes how the result is computed, not the result)." \
     "'fed' is 1 token per step with a cache, the whole sequence without one."
 pause
@@ -91,24 +132,63 @@ run demo --strategy sliding --window 4 --steps 3
 say "Position p lives in slot p % 4; each step evicts the oldest position and the mask" \
     "hides keys older than the window. Memory is flat. But attention no longer sees" \
     "the whole past, so outputs can change. When do they start to differ?"
-run demo --compare none,sliding --window 10 --steps 12 --every 4
-say "Identical while T <= 10 (the window covers everything); the logits differ from" \
-    "the first step whose query no longer sees position 0, and tokens follow later."
+if [ -n "$TM" ]; then
+    run demo --model "$TM" --prompt "$PROMPT" --compare none,sliding --window 16 --steps 60 \
+        --every 20
+    say "Identical while T <= 16 (the window covers everything); the logits differ from" \
+        "the first step whose query no longer sees position 0, and the text follows" \
+        "later: the two continuations are printed under the verdict. How much a window" \
+        "costs on held-out text, in bits per byte: make bench-perplexity."
+else
+    run demo --compare none,sliding --window 10 --steps 12 --every 4
+    say "Identical while T <= 10 (the window covers everything); the logits differ from" \
+        "the first step whose query no longer sees position 0, and tokens follow later."
+fi
 pause
 
 part "7. quantized: memory saved, error paid"
 run demo --strategy quantized --bits 4 --residual 2 --steps 2
 say "Old tokens are stored as 4-bit codes with a scale and min per group; the newest" \
     "stay in f32 (the residual). The round-trip error stays within half a step."
-say "On a model with head_dim 64 (group 32), over 100 steps:"
-run demo --compare dynamic,quantized --bits 8 --group 32 --residual 16 --dim 128 --heads 2 \
-    --kv-heads 2 --hidden 256 --steps 100 --every 50
-run demo --compare dynamic,quantized --bits 4 --group 32 --residual 16 --dim 128 --heads 2 \
-    --kv-heads 2 --hidden 256 --steps 100 --every 50
+if [ -n "$TM" ]; then
+    say "On the trained model (head_dim 32, group 32), over 100 steps:"
+    run demo --model "$TM" --prompt "$PROMPT" --compare dynamic,quantized --bits 8 --group 32 \
+        --residual 16 --steps 100 --every 50
+    run demo --model "$TM" --prompt "$PROMPT" --compare dynamic,quantized --bits 4 --group 32 \
+        --residual 16 --steps 100 --every 50
+else
+    say "On a model with head_dim 64 (group 32), over 100 steps:"
+    run demo --compare dynamic,quantized --bits 8 --group 32 --residual 16 --dim 128 --heads 2 \
+        --kv-heads 2 --hidden 256 --steps 100 --every 50
+    run demo --compare dynamic,quantized --bits 4 --group 32 --residual 16 --dim 128 --heads 2 \
+        --kv-heads 2 --hidden 256 --steps 100 --every 50
+fi
 say "Compare the 'cache B' columns: int8 holds the same tokens in well under half of" \
     "dynamic's bytes and int4 in less still (both counts include the f32 residual and" \
     "capacity reserved ahead). The price is the max|dlogit| column: int8 moves the" \
     "logits a little, int4 more, sometimes enough to change a token."
+
+part "8. Why a cache is for inference only: a stale cache"
+# The checkpoint one training step later, made once by the training script
+# (PyTorch and the fortunes corpus needed) and kept under out/.
+STEP1=out/fortunes-model-step1.bin
+PY=${TRAIN_PYTHON:-/usr/bin/python3}
+if [ -n "$TM" ] && { [ ! -f "$STEP1" ] || [ "$TM" -nt "$STEP1" ]; } &&
+    "$PY" -c 'import torch' 2>/dev/null && [ -d /usr/share/games/fortunes ]; then
+    mkdir -p out
+    "$PY" "$root/bench/train_model.py" --one-step-from "$TM" --one-step-out "$STEP1" |
+        fold -s -w "$W"
+fi
+if [ -n "$TM" ] && [ -f "$STEP1" ]; then
+    say "Training changes the weights after every step. Cache the prompt's K and V, take" \
+        "one optimizer step of the training script, then decode one more token with the" \
+        "new weights twice: through the old cache, and without a cache."
+    run stale-cache --model "$TM" --updated "$STEP1" --threads 1
+else
+    say "(skipped: needs the trained model and, once, python3-torch and the fortunes" \
+        "package to take one training step; then: make stale-cache)"
+fi
+pause
 
 part "done"
 say "Try: kvlab demo --help, kvlab demo --strategy sliding --window 3 --batch 2" \

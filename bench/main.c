@@ -24,6 +24,8 @@ static const struct command commands[] = {
     {"kernel", kv_cmd_kernel, "time the attention kernel alone"},
     {"roofline", kv_cmd_roofline, "measure memory bandwidth and the GEMM rate"},
     {"export-synthetic", kv_cmd_export, "write the synthetic model as a llama2.c checkpoint"},
+    {"perplexity", kv_cmd_perplexity, "bits per byte of a text, streamed through a cache strategy"},
+    {"stale-cache", kv_cmd_stale, "decode with a cache the weights have moved past (why not in training)"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -4,7 +4,10 @@
  * and unshared classifiers, GQA and MLP-less models; the bytes on disk
  * follow DESIGN.md's layout (checked here with offsets computed by hand,
  * independently of checkpoint.c's layout table); malformed files are
- * rejected with KV_ERR_FORMAT before any weight is touched.
+ * rejected with KV_ERR_FORMAT before any weight is touched. The model that
+ * ships with kvlab (notebooks_data/fortunes-model.bin, written by the
+ * training script's own Python writer) loads, has the shape issue 15 asks
+ * for, and its tokenizer.bin is the byte-level vocabulary kvlab builds.
  */
 #include <check.h>
 #include <limits.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include "../bench/checkpoint.h"
+#include "../bench/tokenizer.h"
 
 /*
  * Loaded and in-memory weights are bit-identical, so the logits differ only
@@ -371,6 +375,70 @@ START_TEST(test_io_errors)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* The shipped model                                                        */
+
+/* Run from the repository root (make test does); KV_SHIPPED_MODEL and
+ * KV_SHIPPED_TOKENIZER name other files. */
+static const char *shipped(const char *env, const char *def)
+{
+    const char *p = getenv(env);
+    return p != NULL && *p != '\0' ? p : def;
+}
+
+START_TEST(test_shipped_model)
+{
+    const char *mp = shipped("KV_SHIPPED_MODEL", "notebooks_data/fortunes-model.bin");
+    const char *tp = shipped("KV_SHIPPED_TOKENIZER", "notebooks_data/fortunes-model-tokenizer.bin");
+    struct stat st;
+    ck_assert_msg(stat(mp, &st) == 0, "the shipped model %s is missing (make train-model)", mp);
+    ck_assert_msg(st.st_size <= 8500000, "%s is %lld bytes, over ~8 MB", mp, (long long)st.st_size);
+    struct kv_model *m = NULL;
+    ck_assert_int_eq(kv_checkpoint_load(mp, &m), KV_OK);
+    const struct kv_model_config *c = &m->cfg;
+    /* byte-level, tied, grouped-query attention, a context of 512 or more */
+    ck_assert_int_eq(c->vocab_size, 256);
+    ck_assert_int_eq(c->shared_classifier, 1);
+    ck_assert_int_lt(c->n_kv_heads, c->n_heads);
+    ck_assert_int_ge(c->max_len, 512);
+    size_t params = kv_model_weight_bytes(c) / sizeof(float);
+    ck_assert_msg(params >= 1000000 && params <= 5000000, "%zu parameters", params);
+    /* it runs: finite logits for a short text, through a cache */
+    struct kv_cache_config cc = {.n_layers = c->n_layers, .batch = 1,
+                                 .n_kv_heads = c->n_kv_heads, .head_dim = c->dim / c->n_heads,
+                                 .max_len = c->max_len, .window = 1, .bits = 8, .group = 1,
+                                 .residual = 1};
+    struct kv_cache *cache = NULL;
+    struct kv_runner *r = NULL;
+    ck_assert_int_eq(kv_cache_create(&cache, &kv_strategy_dynamic, &cc), KV_OK);
+    ck_assert_int_eq(kv_runner_create(&r, m, 1, 16, 1), KV_OK);
+    const char *text = "The cache keeps";
+    int32_t ids[16];
+    for (int i = 0; i < 15; i++)
+        ids[i] = (unsigned char)text[i];
+    float logits[256];
+    ck_assert_int_eq(kv_forward(r, m, cache, ids, 15, 0, NULL, logits, NULL), KV_OK);
+    for (int i = 0; i < 256; i++)
+        ck_assert(isfinite(logits[i]));
+    kv_runner_destroy(r);
+    kv_cache_destroy(cache);
+    kv_model_destroy(m);
+
+    /* tokenizer.bin: byte i is token i, exactly what kvlab writes */
+    struct kv_tokenizer *t = NULL, *bytes = NULL;
+    ck_assert_int_eq(kv_tokenizer_load(&t, tp, 256), KV_OK);
+    ck_assert_int_eq(kv_tokenizer_create_bytes(&bytes), KV_OK);
+    for (int32_t i = 0; i < 256; i++) {
+        int32_t la, lb;
+        const char *pa = kv_tokenizer_piece(t, i, &la), *pb = kv_tokenizer_piece(bytes, i, &lb);
+        ck_assert_int_eq(la, lb);
+        ck_assert(memcmp(pa, pb, (size_t)la) == 0);
+    }
+    kv_tokenizer_destroy(bytes);
+    kv_tokenizer_destroy(t);
+}
+END_TEST
+
 static Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -381,6 +449,9 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_size_mismatch);
     tcase_add_loop_test(tc, test_bad_header, 0, N_LIES);
     tcase_add_test(tc, test_io_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("shipped");
+    tcase_add_test(tc, test_shipped_model);
     suite_add_tcase(s, tc);
     return s;
 }

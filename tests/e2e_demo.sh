@@ -68,7 +68,8 @@ compare_golden() {
         if (length(sa) != length(sb)) return 0
         for (i = 1; i <= length(sa); i++) {
             ca = substr(sa, i, 1); cb = substr(sb, i, 1)
-            if (ca == "_" || cb == "_") { if (ca != cb) return 0; continue }
+            # masked keys and the elision mark must match exactly
+            if (ca == "_" || cb == "_" || ca == "~" || cb == "~") { if (ca != cb) return 0; continue }
             d = lvl(ca) - lvl(cb)
             if (lvl(ca) == 0 || lvl(cb) == 0 || d > 1 || d < -1) return 0
         }
@@ -97,12 +98,18 @@ compare_golden() {
     }' "$2" "$1"
 }
 
-# golden_case NAME WANT_RC ARGS...: runs `kvlab demo ARGS` with colour off.
+# golden_case NAME WANT_RC ARGS...: runs `kvlab demo ARGS` with colour off,
+# at $COLS columns (the default 100 when empty: stdout is not a terminal).
+COLS=
 golden_case() {
     local name=$1 want_rc=$2
     shift 2
-    NO_COLOR=1 "$KVLAB" demo "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    NO_COLOR=1 COLUMNS=$COLS "$KVLAB" demo "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
     local rc=$?
+    if [ -n "$COLS" ] && awk -v w="$COLS" 'length > w { exit 0 } END { exit 1 }' \
+        "$tmp/$name.out"; then
+        bad "demo $* at $COLS columns prints a wider line: $(awk -v w="$COLS" 'length > w' "$tmp/$name.out" | head -1)"
+    fi
     if [ "$rc" != "$want_rc" ]; then
         bad "demo $* exited $rc, expected $want_rc: $(head -c 300 "$tmp/$name.err")"
         return
@@ -144,6 +151,22 @@ golden_case one_token_brief 0 --strategy none --prompt-tokens 5 --steps 3 --brie
 golden_case one_token_cmp 0 --compare none,sliding --window 1 --prompt-tokens 5 --steps 3
 golden_case one_token_batch2 0 --strategy quantized --residual 1 --prompt-tokens 5 --batch 2 \
     --steps 2
+# A narrow (80) and a wide (160) terminal, through COLUMNS (issue 15): prose
+# wraps with a hanging indent, the compare table stacks its two strategies
+# below 113 columns, the brief table drops columns, long rows of keys elide
+# their middle with '~'; at 160 everything fits unchanged.
+COLS=80
+golden_case w80_sliding 0 --strategy sliding --window 4 --steps 4
+golden_case w80_cmp 0 --compare none,sliding --window 10 --steps 8
+golden_case w80_cmp_concat 0 --compare dynamic,dynamic-concat --steps 8 --every 4
+golden_case w80_brief 0 --strategy none --steps 40 --every 10 --brief
+golden_case w80_long 0 --strategy dynamic --steps 60 --every 30
+golden_case w80_quantized 0 --strategy quantized --bits 4 --residual 2 --steps 3
+COLS=160
+golden_case w160_cmp 0 --compare dynamic,dynamic-concat --steps 8 --every 4
+golden_case w160_long 0 --strategy dynamic --steps 60 --every 30
+golden_case w160_brief 0 --strategy none --steps 40 --every 10 --brief
+COLS=
 
 echo "properties"
 # The golden comparison itself must reject a changed mask bit and a changed count.
@@ -190,6 +213,26 @@ for s in "${strategies[@]}"; do
     done
 done
 
+# Every line of the tour fits 80, 100 and 160 columns (COLUMNS, not a
+# terminal), and --width overrides COLUMNS.
+here_root=$(cd "$here/.." && pwd)
+for w in 80 100 160; do
+    COLUMNS=$w KVLAB=$KVLAB bash "$here_root/bench/demo_tour.sh" >"$tmp/tour.out" 2>&1 ||
+        bad "demo tour at $w columns exited non-zero"
+    n=$(awk -v w="$w" 'length > w' "$tmp/tour.out" | wc -l)
+    [ "$n" = 0 ] || bad "demo tour at $w columns: $n lines wider: $(awk -v w="$w" 'length > w' "$tmp/tour.out" | head -1)"
+done
+COLUMNS=160 NO_COLOR=1 "$KVLAB" demo --compare none,sliding --steps 8 --width 80 >"$tmp/w.out"
+awk 'length > 80 { exit 1 }' "$tmp/w.out" && grep -q '^ *sliding ' "$tmp/w.out" ||
+    bad "--width 80 did not override COLUMNS=160"
+COLUMNS=abc NO_COLOR=1 "$KVLAB" demo --steps 60 >"$tmp/w.out" 2>&1
+awk 'length > 100 { exit 1 }' "$tmp/w.out" || bad "COLUMNS=abc: not the default 100 columns"
+# Colour (mask, shades, evicted slots) survives wrapping: escapes take no columns.
+COLUMNS=80 "$KVLAB" demo --strategy sliding --window 4 --steps 6 --color always >"$tmp/c.out"
+sed 's/\x1b\[[0-9;]*m//g' "$tmp/c.out" | awk 'length > 80 { exit 1 }' ||
+    bad "--color always at 80 columns: a line wider than 80 without its escapes"
+grep -q $'\033\\[33mevicted' "$tmp/c.out" || bad "--color always: evicted slots not coloured"
+
 # Colour only on request or on a terminal, and never with NO_COLOR.
 "$KVLAB" demo --steps 1 | grep -q $'\033' && bad "colour escape codes in piped output"
 "$KVLAB" demo --steps 1 --color always | grep -q $'\033\\[' || bad "--color always printed no colour"
@@ -213,6 +256,10 @@ bad_input --steps 500
 bad_input --batch 9
 bad_input --steps -1
 bad_input --prompt ""
+bad_input --width 39
+bad_input --width 1001
+bad_input --width abc
+bad_input --color sometimes
 bad_input --prompt-tokens 1,2,300
 bad_input --bogus
 bad_input --model "$tmp/missing.bin"
@@ -224,12 +271,14 @@ ck=$tmp/tiny.bin
     bad "export-synthetic failed: $(cat "$tmp/exp.out")"
 want=$((28 + 4 * (256*16 + 2*16 + 2*16*16*4 + 2*16 + 3*2*16*32 + 16 + 2*128*4 + 256*16)))
 [ "$(stat -c %s "$ck")" = "$want" ] || bad "exported size $(stat -c %s "$ck"), expected $want"
-# The exported checkpoint runs the very same demo as the in-memory model.
-NO_COLOR=1 "$KVLAB" demo --steps 4 --seed 42 | tail -n +2 >"$tmp/a.txt"
-NO_COLOR=1 "$KVLAB" demo --steps 4 --model "$ck" | tail -n +2 >"$tmp/b.txt"
+# The exported checkpoint runs the very same demo as the in-memory model
+# (from the prompt line on: the model line names the file, and may wrap).
+from_prompt() { awk 'p || /^prompt/ { p = 1; print }'; }
+NO_COLOR=1 "$KVLAB" demo --steps 4 --seed 42 | from_prompt >"$tmp/a.txt"
+NO_COLOR=1 "$KVLAB" demo --steps 4 --model "$ck" | from_prompt >"$tmp/b.txt"
 cmp -s "$tmp/a.txt" "$tmp/b.txt" || bad "demo --model differs from the synthetic model: $(diff "$tmp/a.txt" "$tmp/b.txt" | head -5)"
 # ... also through the byte-level tokenizer it wrote.
-NO_COLOR=1 "$KVLAB" demo --steps 4 --model "$ck" --tokenizer "$tmp/tok.bin" | tail -n +2 >"$tmp/c.txt"
+NO_COLOR=1 "$KVLAB" demo --steps 4 --model "$ck" --tokenizer "$tmp/tok.bin" | from_prompt >"$tmp/c.txt"
 cmp -s "$tmp/a.txt" "$tmp/c.txt" || bad "demo --tokenizer (bytes) differs from no tokenizer"
 # generate --model: every exact strategy gives the same tokens on the exported
 # checkpoint, and the same as the in-memory synthetic model it came from.
