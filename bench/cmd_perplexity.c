@@ -46,8 +46,8 @@ static void usage(FILE *f)
             "  --tokenizer FILE   llama2.c tokenizer.bin (required unless the vocabulary is\n"
             "                     256 bytes: then the text's bytes are the tokens)\n"
             "  --text FILE        the text to score (at least 2 bytes)\n"
-            "  --strategy NAME    cache strategy (default dynamic; see 'kvlab strategies')\n"
-            "  --window --bits --group --residual   the strategy's parameters\n"
+            "  --strategy NAME    cache strategy or preset (default: the exact growing\n"
+            "                     cache, dynamic; see 'kvlab strategies')\n"
             "  --context N        reset the cache every N tokens (positions restart at 0);\n"
             "                     1 <= N <= the model's max length. Default: one stream,\n"
             "                     which must fit the model's max length\n"
@@ -58,7 +58,9 @@ static void usage(FILE *f)
             "  --bucket B         positions per bucket of the loss table (default: the\n"
             "                     power of two giving about 8 buckets)\n"
             "  --csv FILE         also write the bucket table and a summary as CSV\n"
-            "  --threads T        threads (default: all cores)\n");
+            "  --threads T        threads (default: all cores)\n"
+            "The strategies' parameters:\n");
+    kv_cli_print_param_help(f);
 }
 
 /* Reads a regular file whole into kv_alloc memory (+1 byte, NUL). 0 or an
@@ -155,28 +157,6 @@ struct ppl_opts {
     int32_t context, recompute, max_tokens, bucket;
 };
 
-/* The strategy arguments as given, for the report and the CSV. */
-static void strategy_args(char *buf, size_t cap, int argc, char **argv)
-{
-    static const char *const names[] = {"--window", "--bits", "--group", "--residual"};
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 1; i < argc; i++) {
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-            size_t nl = strlen(names[k]);
-            if (strncmp(argv[i], names[k], nl) != 0)
-                continue;
-            const char *v = argv[i][nl] == '=' ? argv[i] + nl + 1
-                            : argv[i][nl] == '\0' && i + 1 < argc ? argv[i + 1] : NULL;
-            if (v == NULL)
-                continue;
-            int w = snprintf(buf + used, cap - used, "%s%s=%s", used ? ";" : "", names[k] + 2, v);
-            if (w > 0 && (size_t)w < cap - used)
-                used += (size_t)w;
-        }
-    }
-}
-
 int kv_cmd_perplexity(int argc, char **argv)
 {
     struct kv_cli_common c;
@@ -236,8 +216,11 @@ int kv_cmd_perplexity(int argc, char **argv)
         fprintf(stderr, "kvlab: --csv '%s' names an input file\n", o.csv);
         return 2;
     }
-    if (c.strategy == NULL)
-        c.strategy = "dynamic";
+    if (c.strategy == NULL) { /* the exact growing cache */
+        const struct kv_strategy_ops *d = kv_strategy_with(
+            KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+        c.strategy = d != NULL ? d->name : "";
+    }
 
     struct kv_model *m = NULL;
     struct kv_tokenizer *tok = NULL;
@@ -254,9 +237,10 @@ int kv_cmd_perplexity(int argc, char **argv)
     }
     c.model = m->cfg;
     c.cache.max_len = m->cfg.max_len;
-    if (kv_cli_check_common(&c) != 0)
+    struct kv_cli_strategy strat;
+    if (kv_cli_check_common(&c) != 0 || kv_cli_strategy(&c, c.strategy, &strat) != 0)
         goto out;
-    const struct kv_strategy_ops *ops = kv_strategy_find(c.strategy);
+    const struct kv_strategy_ops *ops = strat.ops;
     const struct kv_model_config *mc = &m->cfg;
     if (o.context > mc->max_len || o.recompute > mc->max_len) {
         fprintf(stderr, "kvlab: %s %" PRId32 " exceeds the model's max length (%" PRId32 ")\n",
@@ -335,7 +319,7 @@ int kv_cmd_perplexity(int argc, char **argv)
     c.cache.batch = 1;
     c.cache.n_kv_heads = mc->n_kv_heads;
     c.cache.head_dim = mc->dim / mc->n_heads;
-    s = kv_cache_create(&cache, ops, &c.cache);
+    s = kv_cache_create(&cache, ops, &c.cache, strat.params);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: strategy '%s' rejects this configuration: %s\n", ops->name,
                 kv_status_str(s));
@@ -393,8 +377,11 @@ int kv_cmd_perplexity(int argc, char **argv)
     }
     double bpb = res.nats / log(2.0) / (double)(total_bytes > 0 ? total_bytes : 1);
     double ppl_byte = exp(res.nats / (double)(total_bytes > 0 ? total_bytes : 1));
-    char sargs[256];
-    strategy_args(sargs, sizeof sargs, argc, argv);
+    char sargs[256], label[64];
+    kv_params_format(ops, strat.params, sargs, sizeof sargs);
+    if (strcmp(sargs, "-") == 0)
+        sargs[0] = '\0';
+    kv_cache_label(cache, label, sizeof label);
     char mode[160];
     int mlen = 0;
     if (o.recompute > 0)
@@ -412,7 +399,7 @@ int kv_cmd_perplexity(int argc, char **argv)
     printf("model %s: dim %" PRId32 ", %" PRId32 " layers, %" PRId32 "/%" PRId32
            " heads, max length %" PRId32 "\n", c.model_path, mc->dim, mc->n_layers,
            mc->n_heads, mc->n_kv_heads, mc->max_len);
-    printf("strategy %s%s%s%s, %s\n", ops->name, sargs[0] ? " (" : "", sargs,
+    printf("strategy %s%s%s%s, %s\n", label, sargs[0] ? " (" : "", sargs,
            sargs[0] ? ")" : "", mode);
     printf("  %-13s %9s %10s %10s\n", "positions", "tokens", "bits/byte", "nats/token");
     for (int32_t b = 0; b < nb; b++) {
@@ -442,7 +429,9 @@ int kv_cmd_perplexity(int argc, char **argv)
             kv_csv_writer_set_meta(w, "model", c.model_path);
             kv_csv_writer_set_meta(w, "text", o.text);
             kv_csv_writer_set_meta(w, "strategy", ops->name);
-            kv_csv_writer_set_meta(w, "params", sargs);
+            kv_csv_writer_set_meta(w, "label", label);
+            kv_csv_writer_set_meta(w, "params", sargs[0] ? sargs : "-");
+            kv_csv_writer_set_meta(w, "dtype", kv_type_traits[kv_cache_dtype(cache)].name);
             kv_csv_writer_set_metaf(w, "context", "%" PRId32, o.context);
             kv_csv_writer_set_metaf(w, "recompute", "%" PRId32, o.recompute);
             kv_csv_writer_set_metaf(w, "tokens", "%" PRId64, res.tokens);

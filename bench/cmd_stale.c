@@ -8,7 +8,8 @@
  * after one optimizer step of the training script (bench/train_model.py
  * --one-step-from; `make stale-cache` makes NEW):
  *
- *   1. prefill the prompt with OLD into a dynamic cache, pick the next token;
+ *   1. prefill the prompt with OLD into an exact cache (dynamic), pick the
+ *      next token;
  *   2. control: decode that token with OLD through the cache, and with OLD
  *      without a cache (`none`): the same logits up to float rounding;
  *   3. decode it with NEW through the STALE cache, and with NEW without a
@@ -98,25 +99,43 @@ static float max_abs_diff(const float *a, const float *b, size_t n)
     return d;
 }
 
+/* The f32 row of kv head h of sequence 0 at absolute position pos in a
+ * view, K (which == 0) or V, or NULL when no span holds it. */
+static const float *view_row(const struct kv_view *v, int which, int32_t pos, int32_t h)
+{
+    for (int32_t i = 0; i < v->n_spans; i++) {
+        const struct kv_span *sp = &v->spans[i];
+        const struct kv_tensor *x = which == 0 ? &sp->k : &sp->v;
+        int32_t t = pos - sp->pos0;
+        if (t < 0 || t >= sp->n_tokens || x->dtype != KV_DTYPE_F32)
+            continue;
+        const char *base = sp->page_tokens > 0 ? (const char *)x->pages[t / sp->page_tokens]
+                                               : (const char *)x->data;
+        int32_t r = sp->page_tokens > 0 ? t % sp->page_tokens : t;
+        return (const float *)(base + (size_t)h * x->head_stride + (size_t)r * x->row_stride);
+    }
+    return NULL;
+}
+
 /* Largest |a - b| and the RMS of b over positions 0..P-1 of one layer's
- * f32 spans (K if which == 0, else V), sequence 0. */
+ * views (K if which == 0, else V), sequence 0. Both caches are exact (f32)
+ * and hold every position. */
 static void span_diff(const struct kv_cache *a, const struct kv_cache *b, int32_t layer,
                       int which, int32_t P, int32_t kvd, float *max_d, double *rms_b)
 {
-    struct kv_span sa[KV_MAX_SPANS], sb[KV_MAX_SPANS];
-    int32_t na = kv_cache_view(a, layer, sa), nb = kv_cache_view(b, layer, sb);
-    KV_ASSERT(na == 1 && nb == 1 && sa[0].dtype == KV_DTYPE_F32 && sb[0].dtype == KV_DTYPE_F32);
-    KV_ASSERT(sa[0].n_tokens >= P && sb[0].n_tokens >= P);
-    const char *pa = which == 0 ? sa[0].k : sa[0].v, *pb = which == 0 ? sb[0].k : sb[0].v;
+    struct kv_view va, vb;
+    enum kv_status s = kv_cache_view(a, layer, &va);
+    KV_ASSERT(s == KV_OK);
+    s = kv_cache_view(b, layer, &vb);
+    KV_ASSERT(s == KV_OK);
+    (void)s;
     int32_t hs = a->cfg.head_dim;
     float md = 0.0f;
     double ss = 0.0;
     for (int32_t t = 0; t < P; t++)
         for (int32_t h = 0; h < kvd / hs; h++) {
-            const float *ra = (const float *)(pa + (size_t)t * sa[0].row_stride +
-                                              (size_t)h * sa[0].head_stride);
-            const float *rb = (const float *)(pb + (size_t)t * sb[0].row_stride +
-                                              (size_t)h * sb[0].head_stride);
+            const float *ra = view_row(&va, which, t, h), *rb = view_row(&vb, which, t, h);
+            KV_ASSERT(ra != NULL && rb != NULL);
             for (int32_t i = 0; i < hs; i++) {
                 float e = fabsf(ra[i] - rb[i]);
                 md = e > md ? e : md;
@@ -288,12 +307,19 @@ int kv_cmd_stale(int argc, char **argv)
     const int32_t kvd = mc->n_kv_heads * (mc->dim / mc->n_heads);
     c.cache = (struct kv_cache_config){.n_layers = L, .batch = 1, .n_kv_heads = mc->n_kv_heads,
                                        .head_dim = mc->dim / mc->n_heads,
-                                       .max_len = mc->max_len, .window = 1, .bits = 8,
-                                       .group = 1, .residual = 1};
+                                       .max_len = mc->max_len};
+    /* the exact growing cache, and one that keeps nothing (no cache) */
+    const struct kv_strategy_ops *exact = kv_strategy_with(
+        KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+    const struct kv_strategy_ops *nocache = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
+    if (exact == NULL || nocache == NULL) {
+        fprintf(stderr, "kvlab: stale-cache: no exact and no cache-less strategy registered\n");
+        goto out;
+    }
     lg = kv_alloc((size_t)V * 6 * sizeof *lg);
-    if (lg == NULL || kv_cache_create(&stale, &kv_strategy_dynamic, &c.cache) != KV_OK ||
-        kv_cache_create(&fresh, &kv_strategy_dynamic, &c.cache) != KV_OK ||
-        kv_cache_create(&none, &kv_strategy_none, &c.cache) != KV_OK) {
+    if (lg == NULL || kv_cache_create(&stale, exact, &c.cache, NULL) != KV_OK ||
+        kv_cache_create(&fresh, exact, &c.cache, NULL) != KV_OK ||
+        kv_cache_create(&none, nocache, &c.cache, NULL) != KV_OK) {
         fprintf(stderr, "kvlab: stale-cache: %s\n", kv_status_str(KV_ERR_NOMEM));
         goto out;
     }

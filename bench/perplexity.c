@@ -60,7 +60,7 @@ enum kv_status kv_perplexity(const struct kv_model *m, struct kv_cache *cache,
         if (ids[i] < 0 || ids[i] >= V)
             return KV_ERR_INVALID;
 
-    const int keeps = cache->ops->keeps_history != 0 && p->recompute == 0;
+    const int keeps = kv_cache_has(cache, KV_CAP_KEEPS_HISTORY) && p->recompute == 0;
     struct kv_runner *r = NULL;
     enum kv_status s = kv_runner_create(&r, m, 1, call_width(p, keeps, n), p->n_threads);
     if (s != KV_OK)

@@ -406,11 +406,10 @@ START_TEST(test_shipped_model)
     /* it runs: finite logits for a short text, through a cache */
     struct kv_cache_config cc = {.n_layers = c->n_layers, .batch = 1,
                                  .n_kv_heads = c->n_kv_heads, .head_dim = c->dim / c->n_heads,
-                                 .max_len = c->max_len, .window = 1, .bits = 8, .group = 1,
-                                 .residual = 1};
+                                 .max_len = c->max_len};
     struct kv_cache *cache = NULL;
     struct kv_runner *r = NULL;
-    ck_assert_int_eq(kv_cache_create(&cache, &kv_strategy_dynamic, &cc), KV_OK);
+    ck_assert_int_eq(kv_cache_create(&cache, &kv_strategy_dynamic, &cc, NULL), KV_OK);
     ck_assert_int_eq(kv_runner_create(&r, m, 1, 16, 1), KV_OK);
     const char *text = "The cache keeps";
     int32_t ids[16];

@@ -9,7 +9,9 @@
  * recompute), through `none` (nothing cached). kv_perplexity must give the
  * same numbers while streaming one token at a time through each exact
  * strategy, and `sliding` must give what `none` gives under the same
- * window mask. Also: positions, the sums, kv_ppl_nll, bad arguments, and
+ * window mask (that of its views). Lossy strategies are skipped: their
+ * loss is what the benchmark measures. Also: positions, the sums,
+ * kv_ppl_nll, bad arguments, and
  * allocation failure at every k with nothing leaked.
  */
 #include <check.h>
@@ -19,6 +21,7 @@
 
 #include "../bench/kv_model.h"
 #include "../bench/perplexity.h"
+#include "test_params.h"
 
 /* Streaming (decode kernel, one row) vs one fresh prefill (prefill kernel,
  * GEMMs of many rows): the same float32 math in another order, ~1e-5 of
@@ -36,13 +39,24 @@ static struct kv_model_config cfg(void)
     };
 }
 
-static struct kv_cache_config cache_cfg(const struct kv_model_config *m, int32_t window)
+static struct kv_cache_config cache_cfg(const struct kv_model_config *m)
 {
     return (struct kv_cache_config){
         .n_layers = m->n_layers, .batch = 1, .n_kv_heads = m->n_kv_heads,
-        .head_dim = m->dim / m->n_heads, .max_len = m->max_len, .window = window,
-        .bits = 8, .group = 8, .residual = 4,
+        .head_dim = m->dim / m->n_heads, .max_len = m->max_len,
     };
+}
+
+/* A cache of ops with these parameters (those its table has). */
+static struct kv_cache *make_cache(const struct kv_strategy_ops *ops,
+                                   const struct kv_model_config *m, int32_t window)
+{
+    struct kv_cache_config cc = cache_cfg(m);
+    struct test_params tp = {.window = window, .bits = 8, .group = 8, .residual = 4};
+    struct kv_cache *c = NULL;
+    enum kv_status s = test_cache_create(&c, ops, &cc, &tp);
+    ck_assert_msg(s == KV_OK, "%s: %s", ops->name, kv_status_str(s));
+    return c;
 }
 
 static void make_ids(int32_t *ids, int32_t n)
@@ -57,11 +71,10 @@ static void make_ids(int32_t *ids, int32_t n)
 static double reference_loss(const struct kv_model *m, const int32_t *ids, int32_t first,
                              int32_t t, int32_t window)
 {
-    struct kv_cache_config cc = cache_cfg(&m->cfg, 1);
-    struct kv_cache *c = NULL;
+    /* nothing cached: the strategy that keeps no history */
+    struct kv_cache *c = make_cache(kv_strategy_with(0, KV_CAP_KEEPS_HISTORY), &m->cfg, 0);
     struct kv_runner *r = NULL;
     float logits[256];
-    ck_assert_int_eq(kv_cache_create(&c, &kv_strategy_none, &cc), KV_OK);
     ck_assert_int_eq(kv_runner_create(&r, m, 1, t + 1 - first, THREADS), KV_OK);
     kv_runner_set_window(r, window);
     ck_assert_int_eq(kv_forward(r, m, c, ids + first, t + 1 - first, 0, NULL, logits, NULL),
@@ -69,28 +82,6 @@ static double reference_loss(const struct kv_model *m, const int32_t *ids, int32
     kv_runner_destroy(r);
     kv_cache_destroy(c);
     return kv_ppl_nll(logits, 256, ids[t + 1]);
-}
-
-/* The strategies whose spans hold exact f32 keys and values, after more
- * tokens than any recent-token residual keeps in f32. Issue 16 may replace
- * this probe with a capability flag. */
-static int exact_f32(const struct kv_strategy_ops *ops, const struct kv_cache_config *cc)
-{
-    struct kv_cache *c = NULL;
-    if (kv_cache_create(&c, ops, cc) != KV_OK)
-        return 0;
-    enum { PROBE_TOKENS = 16 };
-    static float kv[PROBE_TOKENS * 2 * 16]; /* (tokens, kv_heads 2, head_dim 16), zeros */
-    kv[1] = 1.0f;
-    int ok = 1;
-    for (int32_t l = 0; l < cc->n_layers && ok; l++)
-        ok = kv_cache_update(c, l, kv, kv, PROBE_TOKENS, 0) == KV_OK;
-    struct kv_span sp[KV_MAX_SPANS];
-    int32_t ns = ok ? kv_cache_view(c, 0, sp) : 0;
-    for (int32_t i = 0; i < ns; i++)
-        ok &= sp[i].dtype == KV_DTYPE_F32;
-    kv_cache_destroy(c);
-    return ok && ns > 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -123,10 +114,9 @@ START_TEST(test_modes_match_definition)
     struct kv_model_config mc = cfg();
     struct kv_model *m = NULL;
     ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 3), KV_OK);
-    struct kv_cache_config cc = cache_cfg(&mc, 12);
-    if (!exact_f32(ops, &cc)) {
+    if (ops->caps & KV_CAP_LOSSY) {
         kv_model_destroy(m);
-        return; /* lossy storage: its loss is what the table measures */
+        return; /* rounded storage: its loss is what the bits-per-byte table measures */
     }
     int32_t ids[N_IDS];
     make_ids(ids, N_IDS);
@@ -135,11 +125,11 @@ START_TEST(test_modes_match_definition)
         {.context = 16, .n_threads = THREADS},
         {.recompute = 8, .context = 24, .n_threads = THREADS},
     };
-    int32_t mask = ops->mask_window != NULL ? ops->mask_window(&cc) : 0;
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
         const struct kv_ppl_params *p = &modes[k];
-        struct kv_cache *c = NULL;
-        ck_assert_int_eq(kv_cache_create(&c, ops, &cc), KV_OK);
+        /* an evicting strategy is exact under the window its views carry */
+        struct kv_cache *c = make_cache(ops, &mc, 12);
+        int32_t mask = kv_cache_mask_window(c);
         double loss[N_IDS];
         int32_t pos[N_IDS];
         struct kv_ppl_result res;
@@ -175,9 +165,11 @@ START_TEST(test_sliding_differs_unmasked)
     struct kv_model_config mc = cfg();
     struct kv_model *m = NULL;
     ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 3), KV_OK);
-    struct kv_cache_config cc = cache_cfg(&mc, 4);
-    struct kv_cache *c = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, &kv_strategy_sliding, &cc), KV_OK);
+    /* an evicting strategy with a window of 4 */
+    const struct kv_strategy_ops *ev = kv_strategy_with(KV_CAP_KEEPS_HISTORY | KV_CAP_EVICTS, 0);
+    ck_assert_ptr_nonnull(ev);
+    struct kv_cache *c = make_cache(ev, &mc, 4);
+    ck_assert_int_eq(kv_cache_mask_window(c), 4);
     int32_t ids[N_IDS];
     make_ids(ids, N_IDS);
     double loss[N_IDS];
@@ -197,9 +189,7 @@ START_TEST(test_bad_arguments)
     struct kv_model_config mc = cfg();
     struct kv_model *m = NULL;
     ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 3), KV_OK);
-    struct kv_cache_config cc = cache_cfg(&mc, 12);
-    struct kv_cache *c = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, &kv_strategy_dynamic, &cc), KV_OK);
+    struct kv_cache *c = make_cache(&kv_strategy_dynamic, &mc, 12);
     int32_t ids[80];
     make_ids(ids, 80);
     double loss[80];
@@ -236,9 +226,7 @@ START_TEST(test_nonfinite_logits)
     struct kv_model *m = NULL;
     ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 3), KV_OK);
     m->w.rms_final[5] = NAN;
-    struct kv_cache_config cc = cache_cfg(&mc, 12);
-    struct kv_cache *c = NULL;
-    ck_assert_int_eq(kv_cache_create(&c, &kv_strategy_dynamic, &cc), KV_OK);
+    struct kv_cache *c = make_cache(&kv_strategy_dynamic, &mc, 12);
     int32_t ids[8];
     make_ids(ids, 8);
     double loss[8];
@@ -255,15 +243,13 @@ START_TEST(test_alloc_failure)
     struct kv_model_config mc = cfg();
     struct kv_model *m = NULL;
     ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 3), KV_OK);
-    struct kv_cache_config cc = cache_cfg(&mc, 12);
     int32_t ids[20];
     make_ids(ids, 20);
     double loss[20];
     struct kv_ppl_params p = {.context = 8, .n_threads = THREADS};
     int failed_once = 0;
     for (int64_t k = 1; k < 200; k++) {
-        struct kv_cache *c = NULL;
-        ck_assert_int_eq(kv_cache_create(&c, &kv_strategy_dynamic, &cc), KV_OK);
+        struct kv_cache *c = make_cache(&kv_strategy_dynamic, &mc, 12);
         int64_t live = kv_alloc_live();
         kv_alloc_fail_at(k, 1);
         enum kv_status s = kv_perplexity(m, c, ids, 20, &p, loss, NULL, NULL);

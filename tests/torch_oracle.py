@@ -11,10 +11,11 @@ PyTorch runs bench/kvtorch.py, an implementation of the model written from
 checkpoint's float32 weights), re-running the whole sequence every step: no
 cache at all. kvlab runs its float32 decoder through each strategy.
 
-Exact strategies: every strategy `kvlab strategies` lists except the lossy
-ones named in LOSSY (which round or drop keys by design); `sliding` is made
-exact by a window that covers the whole generation. A strategy added to the
-registry is therefore compared here unless it is declared lossy.
+Exact strategies: every strategy `kvlab strategies --verbose` lists without
+the `lossy` capability (values read back within a rounding bound, not
+bit-exact); one that `evicts` is made exact by a --window that covers the
+whole generation. A strategy added to the registry is therefore compared
+here by its capabilities, not by its name.
 
 A greedy path can only legitimately differ at a near tie of the two best
 logits, which float32 summation order may break either way; the test
@@ -34,7 +35,6 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import kvtorch  # noqa: E402
 
-LOSSY = {"quantized", "sinks", "h2o", "f16", "bf16", "int8", "int4", "int2", "kivi", "hybrid"}
 # Relative difference allowed between PyTorch's float64 bits per byte and
 # kvlab's float32 run: float32 logits carry ~1e-6 relative error and the
 # mean over hundreds of tokens averages it (measured: 6e-8 to 2e-7 on the
@@ -94,8 +94,16 @@ def torch_greedy(model, prompt, n_new):
 def main():
     model = kvtorch.read_checkpoint(MODEL).double().eval()
     cfg = model.cfg
-    listed = [ln.split()[0] for ln in kvlab("strategies").splitlines() if ln.strip()]
-    exact = [s for s in listed if s not in LOSSY]
+    caps, name = {}, None
+    for ln in kvlab("strategies", "--verbose").splitlines():
+        if ln and not ln[0].isspace():
+            name = ln.split()[0]
+            caps[name] = set()
+        elif name and ln.strip().startswith("capabilities:"):
+            caps[name] = set(ln.split(":", 1)[1].split())
+    exact = [n for n, c in caps.items() if "lossy" not in c]
+    if len(exact) < 5:
+        raise RuntimeError(f"only {exact} are exact: is `kvlab strategies --verbose` parsed?")
     print(f"model {MODEL}: {cfg}; exact strategies compared: {', '.join(exact)}")
 
     for prompt in PROMPTS:
