@@ -50,8 +50,16 @@ registered=" $("$KVLAB" strategies | awk '{ printf "%s ", $1 }') "
 
 meta() { sed -n "s/^# $1=//p" "$2" | head -n 1; }
 
-echo "label,strategy,params,context,tokens,bytes,bits_per_byte,perplexity,peak_cache_bytes,delta_bpb" \
-    >"$work/table.csv"
+{
+    echo "# kvlab bits-per-byte table (bench/ppl_table.sh)"
+    echo "# model=$MODEL"
+    echo "# text=$TEXT"
+    echo "# context=$CONTEXT"
+    echo "# max_tokens=${PPL_MAX_TOKENS:-all}"
+    echo "# commit=$(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "# date=$(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "label,strategy,params,context,tokens,bytes,bits_per_byte,perplexity,peak_cache_bytes,delta_bpb"
+} >"$work/table.csv"
 base_bpb= base_cache=
 i=0
 while IFS='|' read -r label args; do

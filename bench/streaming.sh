@@ -44,7 +44,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 registered=" $("$KVLAB" strategies | awk '{ printf "%s ", $1 }') "
 
-echo "label,bucket_start,bucket_end,tokens,bits_per_byte" >"$work/streaming.csv"
+{
+    echo "# kvlab streaming experiment (bench/streaming.sh): $SEGMENTS pieces of $LENGTH bytes of $TEXT, buckets of $BUCKET"
+    echo "# model=$MODEL"
+    echo "# commit=$(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "# date=$(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "label,bucket_start,bucket_end,tokens,bits_per_byte"
+} >"$work/streaming.csv"
 : >"$work/streaming.dat"
 i=0
 while IFS='|' read -r label args; do

@@ -27,7 +27,10 @@ do for [fmt in "png svg"] {
         set terminal svg size 1280,800 enhanced font "DejaVu Sans,17" linewidth 2 background "#ffffff"
     }
     set output outdir . "/streaming." . fmt
-    plot for [i = 0:*] dat index i using 1:2 with linespoints lw 2 pt 7 ps 0.9 \
-         lc rgb word(COLORS, i % 8 + 1) title columnheader(1)
+    # thinner, dashed lines for the later configurations, so a line that
+    # coincides with an earlier one still shows
+    plot for [i = 0:*] dat index i using 1:2 with linespoints lw 4 - i % 3 \
+         dashtype i % 4 + 1 pt 5 + 2 * (i % 4) ps 1.1 lc rgb word(COLORS, i % 8 + 1) \
+         title columnheader(1)
     unset output
 }
