@@ -119,8 +119,14 @@ if [ -d /usr/share/games/fortunes ]; then
         grep -q "^step " "$tmp/d.log" && break
         sleep 0.2
     done
-    # (SIGTERM: a non-interactive shell starts background jobs ignoring SIGINT)
+    # (SIGTERM: a non-interactive shell starts background jobs ignoring SIGINT;
+    # SIGKILL after 10 s, so the run can never outlive the test)
     kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     intact=1
     for f in fortunes-model.bin fortunes-model-tokenizer.bin fortunes-model.md; do
