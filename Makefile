@@ -373,12 +373,12 @@ bench-check: $(CLI)
 	exit $$rc
 
 # Run every libFuzzer target for FUZZ_SECONDS each (clang; not part of `make test`).
-fuzz: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok
+fuzz: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok fuzz-demo
 
 # The fuzz targets link the whole library, built once with clang
 # under the fuzzer's sanitizers into build/fuzz/ (-Wno-pass-failed: clang at
 # -O1 cannot vectorize some `omp simd` loops and says so).
-.PHONY: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok fuzz-probe
+.PHONY: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok fuzz-demo fuzz-probe
 FUZZ_OBJ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
                    -fno-sanitize-recover=undefined -std=c11 -D_POSIX_C_SOURCE=200809L \
                    -D_DEFAULT_SOURCE -Wall -Wextra -Werror -Wno-pass-failed -fopenmp
@@ -404,13 +404,15 @@ fuzz-probe:
 	  $(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 
 # Fuzz the CSV reader and compare logic (csv), the option parser (opts), the
-# checkpoint reader (ckpt) and the tokenizer (tok); seeds in
-# tests/fuzz/corpus_<name>, new inputs kept in build/fuzz/corpus_<name>.
-fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok: fuzz-%:
+# checkpoint reader (ckpt), the tokenizer (tok) and the whole demo command
+# (demo); seeds in tests/fuzz/corpus_<name>, new inputs kept in
+# build/fuzz/corpus_<name>, a dictionary in tests/fuzz/<name>.dict if any.
+fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok fuzz-demo: fuzz-%:
 	@$(MAKE) --no-print-directory fuzz-probe
 	@$(MAKE) --no-print-directory build/fuzz/fuzz_$*
 	@mkdir -p build/fuzz/corpus_$*
 	build/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -timeout=30 -print_final_stats=1 \
+	  $(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) \
 	  -artifact_prefix=build/fuzz/$*- build/fuzz/corpus_$* tests/fuzz/corpus_$*
 
 # ---- static analysis (make lint) and memcheck (make valgrind) -----------

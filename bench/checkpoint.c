@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_check.h"
 #include "file_commit.h"
 
 /* The format is little-endian and the weights are used in place. */
@@ -49,6 +50,15 @@ enum ckpt_array {
     CK_ROPE_SIN, /* (seq_len, hs/2), unused by kvlab */
     CK_WCLS,     /* (vocab, dim), only when the classifier is unshared */
     CK_ARRAY_COUNT
+};
+
+/* Tensor names as llama2.c's export calls them, for messages. */
+static const char *const array_name[CK_ARRAY_COUNT] = {
+    [CK_TOKEN_EMBEDDING] = "token_embedding", [CK_RMS_ATT] = "rms_att",
+    [CK_WQ] = "wq", [CK_WK] = "wk", [CK_WV] = "wv", [CK_WO] = "wo",
+    [CK_RMS_FFN] = "rms_ffn", [CK_W1] = "w1", [CK_W2] = "w2", [CK_W3] = "w3",
+    [CK_RMS_FINAL] = "rms_final", [CK_ROPE_COS] = "freq_cis_real",
+    [CK_ROPE_SIN] = "freq_cis_imag", [CK_WCLS] = "wcls",
 };
 
 static enum kv_status add_size(size_t *acc, size_t x)
@@ -176,17 +186,24 @@ static enum kv_status parse_header(const unsigned char hdr[KV_CHECKPOINT_HEADER_
     cfg->n_layers = v[2];
     cfg->n_heads = v[3];
     cfg->n_kv_heads = v[4];
-    if (v[5] == 0 || v[5] == INT32_MIN)
-        return KV_ERR_FORMAT;
-    cfg->vocab_size = v[5] > 0 ? v[5] : -v[5];
+    cfg->vocab_size = v[5] > 0 ? v[5] : v[5] == INT32_MIN ? 0 : -v[5];
     cfg->shared_classifier = v[5] > 0;
     cfg->max_len = v[6];
     cfg->mlp = 1;
     size_t want;
-    if (kv_checkpoint_file_bytes(cfg, &want) != KV_OK)
-        return KV_ERR_FORMAT; /* bad dimension or a size no file can have */
-    if ((uint64_t)want != file_bytes)
+    if (v[5] == 0 || v[5] == INT32_MIN || kv_checkpoint_file_bytes(cfg, &want) != KV_OK) {
+        /* bad dimension or a size no file can have */
+        kv_file_set_why("malformed header (dim %d, hidden %d, layers %d, heads %d, "
+                        "kv_heads %d, vocab %d, seq_len %d)",
+                        (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5],
+                        (int)v[6]);
         return KV_ERR_FORMAT;
+    }
+    if ((uint64_t)want != file_bytes) {
+        kv_file_set_why("the file has %llu bytes, its header describes %zu",
+                        (unsigned long long)file_bytes, want);
+        return KV_ERR_FORMAT;
+    }
     return KV_OK;
 }
 
@@ -196,25 +213,25 @@ static enum kv_status open_checked(const char *path, struct kv_model_config *cfg
 {
     if (path == NULL || cfg == NULL)
         return KV_ERR_INVALID;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    if (kv_file_open_input(path, &fd) != KV_OK) /* regular files only, never blocks */
         return KV_ERR_IO;
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        close(fd);
-        return KV_ERR_IO;
-    }
-    if (!S_ISREG(st.st_mode)) {
+        kv_file_set_why("%s", strerror(errno));
         close(fd);
         return KV_ERR_IO;
     }
     if (st.st_size < KV_CHECKPOINT_HEADER_BYTES) {
+        kv_file_set_why("%lld bytes, shorter than the %d-byte header", (long long)st.st_size,
+                        KV_CHECKPOINT_HEADER_BYTES);
         close(fd);
         return KV_ERR_FORMAT;
     }
     unsigned char hdr[KV_CHECKPOINT_HEADER_BYTES];
     ssize_t got = pread(fd, hdr, sizeof hdr, 0);
     if (got != (ssize_t)sizeof hdr) {
+        kv_file_set_why("cannot read the header: %s", got < 0 ? strerror(errno) : "short read");
         close(fd);
         return got < 0 ? KV_ERR_IO : KV_ERR_FORMAT;
     }
@@ -282,8 +299,49 @@ enum kv_status kv_checkpoint_load(const char *path, struct kv_model **out)
     KV_ASSERT((char *)p == (char *)map + bytes);
     if (cfg.shared_classifier)
         m->w.wcls = m->w.token_embedding;
+    /* Every weight must be a number: one NaN or Inf turns every logit into
+     * NaN, and greedy decoding would silently print token 0 forever. */
+    p = (float *)((char *)map + KV_CHECKPOINT_HEADER_BYTES);
+    for (int a = 0; a < CK_ARRAY_COUNT; a++) {
+        /* the legacy RoPE tables are skipped, never read: not checked */
+        size_t bad = weight_slot(&m->w, a) != NULL ? kv_first_nonfinite(p, counts[a])
+                                                   : counts[a];
+        if (bad < counts[a]) {
+            float x = p[bad];
+            kv_file_set_why("tensor %s holds %s at index %zu (of %zu): weights must be finite",
+                            array_name[a], x != x ? "NaN" : x > 0 ? "+Inf" : "-Inf", bad,
+                            counts[a]);
+            munmap(map, bytes);
+            kv_free(m);
+            return KV_ERR_FORMAT;
+        }
+        p += counts[a];
+    }
     *out = m;
     return KV_OK;
+}
+
+size_t kv_first_nonfinite(const float *x, size_t n)
+{
+    /* Exponent bits all ones is NaN or Inf. Blocks of an OR-reduction the
+     * compiler vectorises, and the exact index only in the block that has
+     * one: a loaded checkpoint is read once at memory speed. */
+    const size_t block = 4096;
+    const uint32_t exp_bits = 0x7f800000u;
+    for (size_t i0 = 0; i0 < n; i0 += block) {
+        size_t end = n - i0 < block ? n : i0 + block;
+        uint32_t any = 0;
+        for (size_t i = i0; i < end; i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], sizeof u);
+            any |= (uint32_t)((u & exp_bits) == exp_bits);
+        }
+        for (size_t i = i0; any != 0 && i < end; i++) {
+            if (!isfinite(x[i]))
+                return i;
+        }
+    }
+    return n;
 }
 
 void kv_checkpoint_unmap(struct kv_model *m)

@@ -46,19 +46,31 @@ enum kv_status kv_checkpoint_file_bytes(const struct kv_model_config *c, size_t 
  * the sign of vocab_size, max_len = seq_len) and checks it: positive
  * dimensions, n_heads divides dim with an even head size, n_kv_heads divides
  * n_heads, and the file size equals kv_checkpoint_file_bytes(). KV_ERR_IO
- * when the file cannot be opened or read, KV_ERR_FORMAT when it is malformed.
+ * when the file cannot be opened or read or is not a regular file
+ * (kv_file_open_input), KV_ERR_FORMAT when it is malformed; kv_file_why()
+ * says which.
  */
 enum kv_status kv_checkpoint_read_header(const char *path, struct kv_model_config *cfg);
 
 /*
  * Validates like kv_checkpoint_read_header, then maps the file read-only
  * and returns a model whose weights point into the mapping (mapped = 1,
- * storage = the mapping, storage_bytes = the file size). The model struct
+ * storage = the mapping, storage_bytes = the file size). Every float of the
+ * file must be finite (kv_first_nonfinite, one pass over the mapping):
+ * a NaN or infinity is KV_ERR_FORMAT, and kv_file_why() names the tensor
+ * and the index, as it names every other reason a load failed. The model struct
  * itself comes from kv_alloc. The weights are read-only memory: nothing
  * may write through m->w. On failure *out is NULL and nothing is left
  * mapped or allocated.
  */
 enum kv_status kv_checkpoint_load(const char *path, struct kv_model **out);
+
+/*
+ * The index of the first NaN or infinity in x[0..n), or n when every value
+ * is finite. The finiteness check of every float kvlab loads: the
+ * checkpoint's weights (kv_checkpoint_load) and the tokenizer's scores.
+ */
+size_t kv_first_nonfinite(const float *x, size_t n);
 
 /* Unmaps a loaded checkpoint's weights (storage = NULL, mapped = 0, weight
  * pointers NULL). Does nothing when m is NULL or not mapped. */

@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_io.h"
+#include "file_check.h"
 
 /* ------------------------------------------------------------------------ */
 /* Numbers                                                                  */
@@ -43,7 +45,7 @@ int kv_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *
     int64_t v;
     if (parse_i64(s, &v) != 0 || v < lo || v > hi) {
         fprintf(stderr, "kvlab: %s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
-                opt, lo, hi, s != NULL ? s : "");
+                opt, lo, hi, kv_cli_q(s));
         return -1;
     }
     *out = v;
@@ -78,11 +80,12 @@ int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,
             fprintf(stderr,
                     "kvlab: %s expects a comma-separated list of integers in [%" PRId32
                     ", %" PRId32 "], got '%s'\n",
-                    opt, lo, hi, s != NULL ? s : "");
+                    opt, lo, hi, kv_cli_q(s));
             return -1;
         }
         if (n == max_n) {
-            fprintf(stderr, "kvlab: %s takes at most %d values, got '%s'\n", opt, max_n, s);
+            fprintf(stderr, "kvlab: %s takes at most %d values, got '%s'\n", opt, max_n,
+                    kv_cli_q(s));
             return -1;
         }
         out[n++] = (int32_t)v;
@@ -153,6 +156,13 @@ static const struct int_opt int_opts[] = {
 #undef F
 #define N_INT_OPTS (sizeof int_opts / sizeof int_opts[0])
 
+/* The other common options. Bit k of kv_cli_common.given: int_opts[k], then
+ * known[k - N_INT_OPTS]; a strategy parameter flag c->flags[k] given on the
+ * command line sets bit k of flags_given (for kv_cli_reject_unused). */
+static const char *const known[] = {"--strategy", "--seed", "--mlp", "--model", "--tokenizer"};
+_Static_assert(N_INT_OPTS + 5 <= 32, "kv_cli_common.given has 32 bits");
+_Static_assert(KV_CLI_MAX_FLAGS <= 32, "kv_cli_common.flags_given has 32 bits");
+
 int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
 {
     const char *arg = argv[*i];
@@ -167,14 +177,20 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
     memcpy(name, arg, nlen);
     name[nlen] = '\0';
 
-    static const char *const known[] = {"--strategy", "--seed", "--mlp", "--model",
-                                        "--tokenizer"};
     int is_known = 0;
     for (size_t k = 0; k < N_INT_OPTS; k++)
-        is_known |= strcmp(name, int_opts[k].name) == 0;
+        if (strcmp(name, int_opts[k].name) == 0) {
+            is_known = 1;
+            c->given |= 1u << k; /* for kv_cli_reject_unused */
+        }
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-        is_known |= strcmp(name, known[k]) == 0;
+        if (strcmp(name, known[k]) == 0) {
+            is_known = 1;
+            c->given |= 1u << (N_INT_OPTS + k);
+        }
     struct kv_cli_flag *pf = flag_of(c, name);
+    if (pf != NULL)
+        c->flags_given |= 1u << (pf - c->flags);
     if (!is_known && pf == NULL)
         return 0;
 
@@ -207,7 +223,7 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
         if (parse_i64(val, &v) != 0 || !kv_param_accepts(pf->param, v)) {
             char range[128];
             kv_param_range_str(pf->param, range, sizeof range);
-            fprintf(stderr, "kvlab: %s expects %s, got '%s'\n", name, range, val);
+            fprintf(stderr, "kvlab: %s expects %s, got '%s'\n", name, range, kv_cli_q(val));
             return -1;
         }
         pf->value = v;
@@ -223,7 +239,7 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
         } else if (strcmp(val, "off") == 0) {
             c->model.mlp = 0;
         } else {
-            fprintf(stderr, "kvlab: --mlp expects 'on' or 'off', got '%s'\n", val);
+            fprintf(stderr, "kvlab: --mlp expects 'on' or 'off', got '%s'\n", kv_cli_q(val));
             return -1;
         }
     } else if (strcmp(name, "--strategy") == 0) {
@@ -342,7 +358,7 @@ int kv_cli_check_common(const struct kv_cli_common *c)
         const struct kv_strategy_ops *ops;
         if (kv_strategy_lookup(c->strategy, &ops, NULL, 0) != KV_OK) {
             fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
-                    c->strategy);
+                    kv_cli_q(c->strategy));
             return -1;
         }
     }
@@ -411,13 +427,26 @@ int kv_cli_check_memory(const char *what, size_t bytes)
     return 0;
 }
 
-int kv_cli_same_file(const char *a, const char *b)
+int kv_cli_same_file(const char *a, const char *b) { return kv_file_same(a, b); }
+
+int kv_cli_reject_unused(const char *cmd, const struct kv_cli_common *c,
+                         const char *const *unused)
 {
-    if (a == NULL || b == NULL)
-        return 0;
-    if (strcmp(a, b) == 0)
-        return 1;
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
+    for (size_t k = 0; unused != NULL && unused[k] != NULL; k++) {
+        for (size_t j = 0; j < N_INT_OPTS + sizeof known / sizeof known[0] + KV_CLI_MAX_FLAGS;
+             j++) {
+            size_t nk = sizeof known / sizeof known[0], f = j - N_INT_OPTS - nk;
+            const char *nm = j < N_INT_OPTS ? int_opts[j].name
+                             : j < N_INT_OPTS + nk ? known[j - N_INT_OPTS]
+                             : f < (size_t)c->n_flags ? c->flags[f].param->flag : NULL;
+            int given = j < N_INT_OPTS + nk ? (int)(c->given >> j & 1u)
+                                            : f < (size_t)c->n_flags && (c->flags_given >> f & 1u);
+            if (nm != NULL && strcmp(nm, unused[k]) == 0 && given) {
+                fprintf(stderr, "kvlab %s: %s has no effect on %s; remove it\n", cmd,
+                        unused[k], cmd);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }

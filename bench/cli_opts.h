@@ -48,6 +48,8 @@ struct kv_cli_common {
     uint64_t seed;
     const char *model_path;       /* --model FILE.bin, or NULL */
     const char *tokenizer_path;   /* --tokenizer FILE, or NULL */
+    uint32_t given;               /* which common options the command line gave */
+    uint32_t flags_given;         /* which flags[] the command line gave (not defaults) */
 };
 
 /* Defaults: DESIGN.md's model, the strategies' parameter defaults, batch 1,
@@ -106,12 +108,21 @@ int kv_cli_i32(const char *opt, const char *s, int32_t lo, int32_t hi, int32_t *
 int kv_cli_check_memory(const char *what, size_t bytes);
 
 /*
- * 1 when a and b name the same file: the same string, or two paths (links,
- * "dir/../f") to one existing file (same st_dev and st_ino); 0 otherwise,
- * also when either is NULL or does not exist (then they cannot collide).
- * Outputs use it to refuse overwriting an input given on the same line.
+ * 1 when a and b name the same file (kv_file_same: the same resolved path,
+ * or the same device and inode); 0 otherwise, also when either is NULL.
+ * Outputs use it (through kv_cli_check_outputs) to refuse overwriting an
+ * input or another output given on the same line.
  */
 int kv_cli_same_file(const char *a, const char *b);
+
+/*
+ * An accepted option that does nothing is bad input: unused lists the
+ * common options (NULL-terminated, e.g. {"--tokenizer", NULL}) that command
+ * `cmd` parses but does not use; if one was given, prints "kvlab CMD: OPT
+ * has no effect on CMD" and returns -1; 0 otherwise.
+ */
+int kv_cli_reject_unused(const char *cmd, const struct kv_cli_common *c,
+                         const char *const *unused);
 
 /* Comma list of integers in [lo, hi] (at most max_n); returns count or -1. */
 int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,

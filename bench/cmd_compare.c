@@ -31,7 +31,8 @@ static void usage(FILE *f)
             "\n"
             "Joins the rows of two sweep CSVs on strategy, layers .. threads and\n"
             "seq_len, and says per row whether NEW is faster, slower or the same as\n"
-            "BASE within noise.\n"
+            "BASE within noise. One of them may be '-', standard input (a pipe);\n"
+            "named files must be regular files.\n"
             "\n"
             "  --metric COL     column to compare (default step_ns_median; also\n"
             "                   attn_ns_median, cache_bytes, peak_rss_bytes, rel_err,\n"
@@ -185,6 +186,11 @@ int kv_cmd_compare(int argc, char **argv)
     }
     if (np < 2) {
         fprintf(stderr, "kvlab compare: expects two files, BASE.csv NEW.csv (try --help)\n");
+        return 2;
+    }
+    if (strcmp(paths[0], "-") == 0 && strcmp(paths[1], "-") == 0) {
+        fprintf(stderr, "kvlab compare: only one of BASE and NEW can be '-' (standard "
+                        "input)\n");
         return 2;
     }
 

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "demo.h"
@@ -47,6 +48,12 @@
 #define DEMO_MAX_BATCH 4
 #define DEMO_MAX_MASK_ROWS 8
 #define DEMO_MAX_PROMPT 256
+/* The demo is a walk-through, not a benchmark: a run whose estimated work
+ * (the strategies shown plus the hidden no-cache reference, which re-runs
+ * the whole sequence every step, so it grows like steps^3) exceeds this is
+ * refused up front. The tiny default model does ~8 GFLOP/s on one core
+ * here, so this is seconds, not hours: --steps 1500 at the default sizes. */
+#define DEMO_MAX_FLOPS 1e11
 
 /* ------------------------------------------------------------------------ */
 /* Output style                                                             */
@@ -205,7 +212,8 @@ static void usage(FILE *f)
         "the FLOPs of the same step without a cache.\n"
         "\n"
         "  --strategy NAME   cache strategy (default dynamic; see 'kvlab strategies')\n"
-        "  --steps N         decode steps after the prefill (default 6)\n"
+        "  --steps N         decode steps after the prefill (default 6; a run estimated\n"
+        "                    past 1e11 FLOPs with its no-cache reference is refused)\n"
         "  --compare A,B     run two strategies side by side, show where they diverge\n"
         "  --prompt TEXT     prompt (default \"KV cache\"; bytes, or the tokenizer's BPE)\n"
         "  --prompt-tokens L comma-separated token ids instead of a prompt text\n"
@@ -270,7 +278,8 @@ static int parse_own(struct demo_opts *o, int argc, char **argv, int *i)
         else if (strcmp(val, "never") == 0)
             o->color = 0;
         else {
-            fprintf(stderr, "kvlab: --color expects auto, always or never, got '%s'\n", val);
+            fprintf(stderr, "kvlab: --color expects auto, always or never, got '%s'\n",
+                    kv_cli_q(val));
             return -1;
         }
         return 1;
@@ -825,6 +834,20 @@ static void line_generated(struct session *x, const int32_t *seq, int32_t steps)
     }
 }
 
+/* Exit 1 when a step's logits hold a NaN or infinity (weights are checked
+ * finite at load, so this is an overflow): greedy decoding would pick token
+ * 0 and every comparison would be meaningless. 0 when all are finite. */
+static int check_logits(const struct session *x, const struct kv_demo_run *R, int32_t step)
+{
+    size_t n = (size_t)x->B * (size_t)x->model->cfg.vocab_size;
+    if (kv_first_nonfinite(R->logits, n) == n)
+        return 0;
+    fflush(stdout);
+    fprintf(stderr, "kvlab: demo: step %" PRId32 " with %s: the logits are not finite (NaN "
+                    "or infinity); stopping\n", step, R->name);
+    return 1;
+}
+
 static int walk(struct session *x, const char *name, const void *params)
 {
     struct demo_opts *o = x->o;
@@ -860,12 +883,16 @@ static int walk(struct session *x, const char *name, const void *params)
             rc = report_failure(x, &R, step, s);
             break;
         }
+        if ((rc = check_logits(x, &R, step)) != 0)
+            break;
         if (own_ref) {
             s = kv_demo_run_step(&ref, step, x->seq_a, x->stride, x->B > 1 ? x->pad : NULL);
             if (s != KV_OK) {
                 rc = report_failure(x, &ref, step, s);
                 break;
             }
+            if ((rc = check_logits(x, &ref, step)) != 0)
+                break;
         }
         int show = step == 0 || step == o->steps || o->every == 0 || step % o->every == 0;
         if (show && o->brief)
@@ -1003,14 +1030,17 @@ static int compare(struct session *x, const char *na, const void *pa, const char
             rc = report_failure(x, sa != KV_OK ? &A : &B, step, sa != KV_OK ? sa : sb);
             break;
         }
+        if ((rc = check_logits(x, &A, step)) != 0 || (rc = check_logits(x, &B, step)) != 0)
+            break;
         last_step = step;
         const int32_t T = x->P + step;
         size_t V = (size_t)x->model->cfg.vocab_size;
         float d = max_abs_diff(A.logits, B.logits, (size_t)x->B * V);
         int same_hist = diverged < 0;
-        if (same_hist && d > worst)
+        /* !(d <= x): a NaN difference counts, it never reads as "rounding" */
+        if (same_hist && !(d <= worst))
             worst = d;
-        if (same_hist && logit_diff < 0 && d > DEMO_SAME_LOGIT)
+        if (same_hist && logit_diff < 0 && !(d <= DEMO_SAME_LOGIT))
             logit_diff = step;
         int same_tok = memcmp(A.next, B.next, (size_t)x->B * sizeof(int32_t)) == 0;
         int show = step == 0 || step == o->steps || o->every == 0 || step % o->every == 0 ||
@@ -1022,7 +1052,7 @@ static int compare(struct session *x, const char *na, const void *pa, const char
             struct cmp_row rb = cmp_row_of(&B, tok_after(x, x->seq_b, 0, T, B.next[0], tb,
                                                          sizeof tb));
             if (same_hist)
-                snprintf(dl, sizeof dl, "%s%.1e%s", d > DEMO_SAME_LOGIT ? S->yellow : "",
+                snprintf(dl, sizeof dl, "%s%.1e%s", !(d <= DEMO_SAME_LOGIT) ? S->yellow : "",
                          (double)d, S->reset);
             else
                 snprintf(dl, sizeof dl, "-");
@@ -1085,6 +1115,18 @@ static void session_free(struct session *x)
     kv_free(x->seq_b);
 }
 
+/* Estimated FLOPs of walking strategy `name` through every step. */
+static double run_flops(const struct session *x, const struct kv_strategy_ops *ops)
+{
+    const struct kv_model_config *c = &x->model->cfg;
+    int keeps = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
+    double f = kv_model_forward_flops(c, x->B, x->P, 0);
+    for (int32_t s = 1; s <= x->o->steps; s++)
+        f += keeps ? kv_model_forward_flops(c, x->B, 1, x->P + s - 1)
+                   : kv_model_forward_flops(c, x->B, x->P + s, 0);
+    return f;
+}
+
 /* Builds the prompt ids of sequence 0 into ids; returns count or -1. */
 static int32_t prompt_ids(struct session *x, int32_t *ids, int32_t cap)
 {
@@ -1106,7 +1148,7 @@ static int32_t prompt_ids(struct session *x, int32_t *ids, int32_t cap)
                                                kv_tokenizer_default_flags(x->tok), ids, cap, &n);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: cannot encode the prompt with '%s': %s\n",
-                    o->c.tokenizer_path, kv_status_str(s));
+                    kv_cli_q(o->c.tokenizer_path), kv_status_str(s));
             return -1;
         }
         return n;
@@ -1143,7 +1185,8 @@ int kv_cmd_demo(int argc, char **argv)
         if (r < 0)
             return 2;
         if (r == 0) {
-            fprintf(stderr, "kvlab: demo: unknown option '%s' (try --help)\n", argv[i]);
+            fprintf(stderr, "kvlab: demo: unknown option '%s' (try --help)\n",
+                    kv_cli_q(argv[i]));
             return 2;
         }
     }
@@ -1154,7 +1197,7 @@ int kv_cmd_demo(int argc, char **argv)
         if (comma == NULL || la == 0 || la >= sizeof name_a || strlen(comma + 1) == 0 ||
             strlen(comma + 1) >= sizeof name_b || strchr(comma + 1, ',') != NULL) {
             fprintf(stderr, "kvlab: --compare expects two strategy names, A,B, got '%s'\n",
-                    o.compare);
+                    kv_cli_q(o.compare));
             return 2;
         }
         memcpy(name_a, o.compare, la);
@@ -1164,7 +1207,7 @@ int kv_cmd_demo(int argc, char **argv)
             const struct kv_strategy_ops *ops;
             if (kv_strategy_lookup(nm, &ops, NULL, 0) != KV_OK) {
                 fprintf(stderr, "kvlab: unknown strategy '%s' in --compare "
-                                "(see 'kvlab strategies')\n", nm);
+                                "(see 'kvlab strategies')\n", kv_cli_q(nm));
                 return 2;
             }
         }
@@ -1198,12 +1241,9 @@ int kv_cmd_demo(int argc, char **argv)
         kv_strategy_with(KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
     const char *strategy = o.c.strategy != NULL ? o.c.strategy : dflt != NULL ? dflt->name : "";
     if (o.c.model_path != NULL) {
-        enum kv_status s = kv_checkpoint_load(o.c.model_path, &x.model);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: cannot load model '%s': %s\n", o.c.model_path,
-                    kv_status_str(s));
-            return s == KV_ERR_NOMEM ? 1 : 2;
-        }
+        int lrc = kv_cli_load_model("demo", o.c.model_path, &x.model);
+        if (lrc != 0)
+            return lrc;
         o.c.model = x.model->cfg;
     } else if (o.c.tokenizer_path != NULL && o.c.model.vocab_size == 256) {
         /* a tokenizer without a model: keep the synthetic model's vocab */
@@ -1232,13 +1272,11 @@ int kv_cmd_demo(int argc, char **argv)
         }
     }
     if (o.c.tokenizer_path != NULL) {
-        enum kv_status s = kv_tokenizer_load(&x.tok, o.c.tokenizer_path,
-                                             x.model->cfg.vocab_size);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: cannot load tokenizer '%s': %s\n", o.c.tokenizer_path,
-                    kv_status_str(s));
+        int lrc = kv_cli_load_tokenizer("demo", o.c.tokenizer_path, x.model->cfg.vocab_size,
+                                        &x.tok);
+        if (lrc != 0) {
             session_free(&x);
-            return s == KV_ERR_NOMEM ? 1 : 2;
+            return lrc;
         }
     }
     x.vv = (struct vocab_view){x.tok, x.model->cfg.vocab_size};
@@ -1285,6 +1323,18 @@ int kv_cmd_demo(int argc, char **argv)
     x.cc.head_dim = x.model->cfg.dim / x.model->cfg.n_heads;
     x.cc.max_len = o.slots > 0 ? o.slots : x.model->cfg.max_len;
 
+    double work = o.compare ? run_flops(&x, sa.ops) + run_flops(&x, sb.ops)
+                            : run_flops(&x, sa.ops) + ((sa.ops->caps & KV_CAP_KEEPS_HISTORY)
+                                                           ? run_flops(&x, &kv_strategy_none)
+                                                           : 0.0);
+    if (!(work <= DEMO_MAX_FLOPS)) {
+        fprintf(stderr, "kvlab: demo: --steps %" PRId32 " on this model would take about %.1e "
+                        "FLOPs (%s), more than the demo's %.0e; use fewer --steps or a "
+                        "smaller model\n", o.steps, work,
+                o.compare ? "both strategies" : "with the no-cache reference", DEMO_MAX_FLOPS);
+        session_free(&x);
+        return 2;
+    }
     int rc = o.compare ? compare(&x, name_a, sa.params, name_b, sb.params)
                        : walk(&x, strategy, sa.params);
     session_free(&x);

@@ -9,12 +9,13 @@
  * temporary file and a rename, so an interrupted export never leaves a
  * half-written checkpoint under the requested name.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "tokenizer.h"
@@ -69,7 +70,8 @@ int kv_cmd_export(int argc, char **argv)
             tok_out = a + 16;
             i++;
         } else {
-            fprintf(stderr, "kvlab: export-synthetic: unknown option '%s' (try --help)\n", a);
+            fprintf(stderr, "kvlab: export-synthetic: unknown option '%s' (try --help)\n",
+                    kv_cli_q(a));
             return 2;
         }
     }
@@ -82,19 +84,11 @@ int kv_cmd_export(int argc, char **argv)
                         "--tokenizer or --strategy\n");
         return 2;
     }
-    const char *outs[2] = {out, tok_out};
-    for (int k = 0; k < 2; k++) {
-        struct stat st;
-        if (outs[k] != NULL && stat(outs[k], &st) == 0 && S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "kvlab: %s '%s' is a directory, not a file name\n",
-                    k == 0 ? "--out" : "--tokenizer-out", outs[k]);
-            return 2;
-        }
-    }
-    if (tok_out != NULL && kv_cli_same_file(out, tok_out)) {
-        fprintf(stderr, "kvlab: --out and --tokenizer-out name the same file '%s'\n", out);
+    /* the model options only: a cache, a batch or threads play no part */
+    static const char *const unused[] = {"--window", "--bits", "--group", "--residual",
+                                         "--batch", "--threads", NULL};
+    if (kv_cli_reject_unused("export-synthetic", &c, unused) != 0)
         return 2;
-    }
     if (tok_out != NULL && c.model.vocab_size != 256) {
         fprintf(stderr, "kvlab: --tokenizer-out writes a byte-level tokenizer and needs "
                         "--vocab 256 (got %" PRId32 ")\n", c.model.vocab_size);
@@ -112,6 +106,14 @@ int kv_cmd_export(int argc, char **argv)
     }
     if (kv_cli_check_memory("the synthetic model", kv_model_weight_bytes(&c.model)) != 0)
         return 2;
+    /* Both targets judged before the model is built: a directory, FIFO or
+     * device, a read-only file, one file named twice (also as ./a.bin or
+     * through a link), a directory that cannot take the file (cli_io.h). */
+    const struct kv_cli_file outs[] = {{"--out", out}, {"--tokenizer-out", tok_out}};
+    int rc = kv_cli_check_outputs("export-synthetic", outs, 2, NULL, 0,
+                                  KV_FILE_PARENT_EXISTS);
+    if (rc != 0)
+        return rc;
 
     struct kv_model *m = NULL;
     s = kv_model_create_synthetic(&m, &c.model, c.seed);
@@ -119,10 +121,13 @@ int kv_cmd_export(int argc, char **argv)
         fprintf(stderr, "kvlab: cannot build the synthetic model: %s\n", kv_status_str(s));
         return 1;
     }
+    errno = 0;
     s = kv_checkpoint_export(out, m);
+    int e = errno;
     kv_model_destroy(m);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: cannot write '%s': %s\n", out, kv_status_str(s));
+        fprintf(stderr, "kvlab: cannot write '%s': %s\n", kv_cli_q(out),
+                s == KV_ERR_IO && e != 0 ? strerror(e) : kv_status_str(s));
         return 1;
     }
     const struct kv_model_config *mc = &c.model;
@@ -139,7 +144,8 @@ int kv_cmd_export(int argc, char **argv)
             s = kv_tokenizer_save(t, tok_out);
         kv_tokenizer_destroy(t);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab: cannot write '%s': %s\n", tok_out, kv_status_str(s));
+            fprintf(stderr, "kvlab: cannot write '%s': %s\n", kv_cli_q(tok_out),
+                    kv_status_str(s));
             return 1;
         }
         printf("wrote %s: byte-level tokenizer, 256 tokens\n", tok_out);

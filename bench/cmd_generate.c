@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "stats.h"
@@ -53,7 +54,7 @@ int kv_cmd_strategies(int argc, char **argv)
             verbose = 1;
             continue;
         }
-        fprintf(stderr, "kvlab: strategies: unexpected argument '%s'\n", argv[i]);
+        fprintf(stderr, "kvlab: strategies: unexpected argument '%s'\n", kv_cli_q(argv[i]));
         return 2;
     }
     for (int32_t i = 0; i < kv_strategy_count(); i++) {
@@ -118,14 +119,17 @@ struct gen_log {
     int64_t *step_ns;  /* (new_tokens) */
     int64_t *attn_ns;  /* (new_tokens) */
     struct kv_flops flops;
+    size_t n_logits;   /* batch x vocab */
+    int32_t nonfinite_step; /* first step with a NaN or Inf logit, or -1 */
 };
 
 static void log_step(void *user, int32_t step, const float *logits, const int32_t *next,
                      const struct kv_step_stats *st, int64_t step_ns)
 {
-    (void)logits;
     (void)next;
     struct gen_log *g = user;
+    if (g->nonfinite_step < 0 && kv_first_nonfinite(logits, g->n_logits) < g->n_logits)
+        g->nonfinite_step = step;
     g->step_ns[step] = step_ns;
     g->attn_ns[step] = st->attn_ns;
     g->flops.gemm += st->flops.gemm;
@@ -219,7 +223,7 @@ int kv_cmd_generate(int argc, char **argv)
         }
         if (field == NULL) {
             fprintf(stderr, "kvlab: generate: unknown option '%s' (see 'kvlab generate "
-                            "--help')\n", argv[i]);
+                            "--help')\n", kv_cli_q(argv[i]));
             return 2;
         }
         if (eq == NULL && i + 1 >= argc) {
@@ -258,11 +262,9 @@ int kv_cmd_generate(int argc, char **argv)
     struct gen_log g = {0};
     enum kv_status s;
     if (c.model_path != NULL) {
-        s = kv_checkpoint_load(c.model_path, &m);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: --model %s: %s\n", c.model_path, kv_status_str(s));
-            return s == KV_ERR_IO || s == KV_ERR_FORMAT ? 2 : 1;
-        }
+        int lrc = kv_cli_load_model("generate", c.model_path, &m);
+        if (lrc != 0)
+            return lrc;
         c.model = m->cfg;
         c.cache.max_len = m->cfg.max_len;
     }
@@ -271,12 +273,10 @@ int kv_cmd_generate(int argc, char **argv)
 
     /* A text prompt: tokenize it (byte-level for a 256-token vocabulary). */
     if (c.tokenizer_path != NULL) {
-        s = kv_tokenizer_load(&tok, c.tokenizer_path, mc->vocab_size);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: --tokenizer %s: %s\n", c.tokenizer_path, kv_status_str(s));
-            rc = s == KV_ERR_NOMEM ? 1 : 2;
+        rc = kv_cli_load_tokenizer("generate", c.tokenizer_path, mc->vocab_size, &tok);
+        if (rc != 0)
             goto out;
-        }
+        rc = 2;
     } else if (text != NULL) {
         if (mc->vocab_size != 256) {
             fprintf(stderr, "kvlab: --prompt needs --tokenizer FILE for a vocabulary of %" PRId32
@@ -401,9 +401,16 @@ int kv_cmd_generate(int argc, char **argv)
         .new_tokens = new_tokens,
         .n_threads = c.threads,
     };
+    g.n_logits = (size_t)c.batch * (size_t)mc->vocab_size;
+    g.nonfinite_step = -1;
     s = kv_generate(m, cache, &gp, out_tokens, log_step, &g);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(s));
+        goto out;
+    }
+    if (g.nonfinite_step >= 0) { /* greedy tokens of NaN logits mean nothing */
+        fprintf(stderr, "kvlab: generate: the logits of step %" PRId32 " are not finite (NaN "
+                        "or infinity); no tokens printed\n", g.nonfinite_step);
         goto out;
     }
 

@@ -32,6 +32,7 @@
 
 #include "../kernels/kv_attention.h"
 #include "../kernels/kv_quant.h"
+#include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "roofline.h"
@@ -82,32 +83,34 @@ static void kernel_usage(FILE *f)
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 
+/* "f32,int8": names of kv_type_traits, like kv_cli_int_list: a bad item and
+ * a list longer than KERNEL_MAX_LIST get their own message. */
 static int parse_dtypes(struct kernel_opts *o, const char *s)
 {
-    char buf[256];
-    if (strlen(s) >= sizeof(buf)) {
-        fprintf(stderr, "kvlab: --dtype list too long\n");
-        return -1;
-    }
-    strcpy(buf, s);
     o->n_dtype = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    const char *p = s;
+    for (;;) {
+        size_t len = strcspn(p, ",");
         int found = -1;
         for (int t = 0; t < KV_DTYPE_COUNT; t++)
-            if (strcmp(tok, kv_type_traits[t].name) == 0)
+            if (len == strlen(kv_type_traits[t].name) &&
+                strncmp(p, kv_type_traits[t].name, len) == 0)
                 found = t;
-        if (found < 0 || o->n_dtype == KERNEL_MAX_LIST) {
-            fprintf(stderr, "kvlab: --dtype expects f32, int8 or int4 (comma list), got '%s'\n", s);
+        if (found < 0) {
+            fprintf(stderr, "kvlab: --dtype expects f32, int8 or int4 (comma list), got '%s'\n",
+                    kv_cli_q(s));
+            return -1;
+        }
+        if (o->n_dtype == KERNEL_MAX_LIST) {
+            fprintf(stderr, "kvlab: --dtype takes at most %d values, got '%s'\n",
+                    KERNEL_MAX_LIST, kv_cli_q(s));
             return -1;
         }
         o->dtype[o->n_dtype++] = (enum kv_dtype)found;
+        if (p[len] == '\0')
+            return 0;
+        p += len + 1;
     }
-    if (o->n_dtype == 0 || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,")) {
-        fprintf(stderr, "kvlab: --dtype expects f32, int8 or int4 (comma list), got '%s'\n", s);
-        return -1;
-    }
-    return 0;
 }
 
 static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
@@ -149,7 +152,8 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
         if (!known) {
-            fprintf(stderr, "kvlab: unknown option '%s' (try kvlab kernel --help)\n", a);
+            fprintf(stderr, "kvlab: unknown option '%s' (try kvlab kernel --help)\n",
+                    kv_cli_q(a));
             return -1;
         }
         if (i + 1 >= argc) {
@@ -354,9 +358,10 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         }
         if (others <= KERNEL_MAX_OTHERS)
             break;
-        fprintf(stderr, "# T %d, %s: other programs used %.2f cores during timing pass %d%s\n",
-                T, kv_type_traits[dt].name, others, attempt + 1,
-                attempt + 1 < KERNEL_MAX_TRIES ? ", measuring again" : ", keeping the best");
+        kv_cli_progress("# T %d, %s: other programs used %.2f cores during timing pass %d%s\n",
+                        T, kv_type_traits[dt].name, others, attempt + 1,
+                        attempt + 1 < KERNEL_MAX_TRIES ? ", measuring again"
+                                                       : ", keeping the best");
     }
     r->gbps = (double)bytes / (r->us_min * 1e3);
     r->gflops = flops / (r->us_min * 1e3);
@@ -379,7 +384,8 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         r->ref_us_min = best;
         double err = 0.0;
         for (size_t i = 0; i < nqf; i++)
-            err = fmax(err, fabs((double)out[i] - ref[i]));
+            if (!(fabs((double)out[i] - ref[i]) <= err)) /* NaN: a difference */
+                err = fabs((double)out[i] - ref[i]);
         r->max_err = err;
     }
     rc = 0;
@@ -415,14 +421,15 @@ int kv_cmd_kernel(int argc, char **argv)
             fprintf(stderr, "kvlab: kernel: roofline: %s\n", kv_status_str(s));
             return 1;
         }
-        fprintf(stderr, "# roofline: read %.2f GB/s, copy %.2f GB/s, sgemm %.1f GFLOP/s\n",
-                rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
+        kv_cli_progress("# roofline: read %.2f GB/s, copy %.2f GB/s, sgemm %.1f GFLOP/s\n",
+                        rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
     }
     /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the
      * calling thread */
     openblas_set_num_threads(1);
-    fprintf(stderr, "# kvlab kernel: %d threads (of %d cores), head_dim %d, heads %d/%d, queries %d, group %d\n",
-            o.threads, omp_get_num_procs(), o.head_dim, o.heads, o.kv_heads, o.queries, o.group);
+    kv_cli_progress("# kvlab kernel: %d threads (of %d cores), head_dim %d, heads %d/%d, "
+                    "queries %d, group %d\n", o.threads, omp_get_num_procs(), o.head_dim,
+                    o.heads, o.kv_heads, o.queries, o.group);
     if (o.csv) {
         struct kv_sysinfo si;
         kv_sysinfo_collect(&si);

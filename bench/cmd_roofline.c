@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "roofline.h"
@@ -51,13 +52,14 @@ int kv_cmd_roofline(int argc, char **argv)
                 return 2;
             i++;
         } else {
-            fprintf(stderr, "kvlab roofline: unknown option '%s' (try --help)\n", argv[i]);
+            fprintf(stderr, "kvlab roofline: unknown option '%s' (try --help)\n",
+                    kv_cli_q(argv[i]));
             return 2;
         }
     }
 
-    fprintf(stderr, "kvlab roofline: %s, %d threads, OpenBLAS %s, median of %d reps\n",
-            si.cpu, p.n_threads, si.blas_core, p.reps);
+    kv_cli_progress("kvlab roofline: %s, %d threads, OpenBLAS %s, median of %d reps\n",
+                    si.cpu, p.n_threads, si.blas_core, p.reps);
     struct kv_roofline r;
     enum kv_status s = kv_roofline_measure(&r, &p);
     if (s != KV_OK) {

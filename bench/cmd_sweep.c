@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
 #include "csv_read.h"
@@ -109,23 +110,9 @@ static const char *const sweep_columns[] = {
 /* ------------------------------------------------------------------------ */
 /* Signals                                                                  */
 
+/* SIGINT / SIGTERM / SIGHUP: the signal's number (kv_cli_signals); a second
+ * one ends the process at once, removing a temporary file in flight. */
 static volatile sig_atomic_t sweep_signal;
-
-static void on_signal(int sig)
-{
-    sweep_signal = sig;
-}
-
-static void install_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Run state shared with the callbacks                                      */
@@ -163,10 +150,9 @@ static void draw_bar(struct run *r, const struct kv_sweep_progress *p)
     bar[WIDTH] = '\0';
     fmt_duration(eta, sizeof(eta), p->rows_done > 0 ? p->eta_ns : -1);
     fmt_duration(el, sizeof(el), p->elapsed_ns);
-    fprintf(stderr, "\r\033[K[%s] %3d%%  %-15s T=%-5d  row %d/%d  %s elapsed, ETA %s", bar,
-            (int)(p->frac_done * 100.0 + 0.5), p->label, p->seq_len, p->rows_done + 1,
-            p->rows_total, el, eta);
-    fflush(stderr);
+    kv_cli_progress("\r\033[K[%s] %3d%%  %-15s T=%-5d  row %d/%d  %s elapsed, ETA %s", bar,
+                    (int)(p->frac_done * 100.0 + 0.5), p->label, p->seq_len,
+                    p->rows_done + 1, p->rows_total, el, eta);
     r->bar_shown = 1;
 }
 
@@ -188,12 +174,11 @@ static void on_row(void *user, const struct kv_sweep_row *row,
     char eta[32], el[32];
     fmt_duration(eta, sizeof(eta), p->eta_ns);
     fmt_duration(el, sizeof(el), p->elapsed_ns);
-    fprintf(stderr,
-            "sweep: [%d/%d] %-15s T=%-5d median %9.3f ms  p95 %9.3f ms  reps %d  "
-            "(%s elapsed, ETA %s)\n",
-            p->rows_done, p->rows_total, p->label, row->seq_len,
-            (double)row->step_ns_median / 1e6, (double)row->step_ns_p95 / 1e6, row->reps,
-            el, eta);
+    kv_cli_progress("sweep: [%d/%d] %-15s T=%-5d median %9.3f ms  p95 %9.3f ms  reps %d  "
+                    "(%s elapsed, ETA %s)\n",
+                    p->rows_done, p->rows_total, p->label, row->seq_len,
+                    (double)row->step_ns_median / 1e6, (double)row->step_ns_p95 / 1e6,
+                    row->reps, el, eta);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -360,7 +345,8 @@ static int parse_strategy(struct kv_sweep_strategy *st, const char *name,
     if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK) {
         char all[1024];
         fprintf(stderr, "kvlab sweep: unknown strategy '%s' (registered, with presets: %s)\n",
-                name, default_strategies(all, sizeof all) == 0 ? all : "see kvlab strategies");
+                kv_cli_q(name),
+                default_strategies(all, sizeof all) == 0 ? all : "see kvlab strategies");
         return -1;
     }
     struct kv_cli_strategy cs;
@@ -420,8 +406,6 @@ struct sweep_opts {
     struct kv_plan_rates rates;
 };
 
-static int check_out(const struct sweep_opts *o);
-
 /* Returns 0, or the exit status (2 bad input, or 0 after --help) + 1000. */
 static int parse_opts(struct sweep_opts *o, int argc, char **argv)
 {
@@ -464,7 +448,7 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
             if (r < 0)
                 return 1002;
             if (r == 0) {
-                fprintf(stderr, "kvlab sweep: unknown option '%s' (try --help)\n", a);
+                fprintf(stderr, "kvlab sweep: unknown option '%s' (try --help)\n", kv_cli_q(a));
                 return 1002;
             }
             i--; /* kv_cli_parse_common leaves i past the option; the loop adds one */
@@ -512,73 +496,18 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
         fprintf(stderr, "kvlab sweep: --out expects a file name\n");
         return 1002;
     }
+    static const char *const unused[] = {"--tokenizer", NULL}; /* random token ids */
+    if (kv_cli_reject_unused("sweep", &o->common, unused) != 0)
+        return 1002;
     if (kv_cli_check_common(&o->common) != 0)
         return 1002;
-    if (check_out(o) != 0)
-        return 1002;
-    return 0;
-}
-
-/*
- * Refuses, before anything is measured, an --out the run could not write
- * or must not overwrite: a directory, the --model or --tokenizer input
- * (also through another path to the same file), or a path whose directory
- * is missing (beyond the one level the write creates) or not writable.
- * -1 after printing one line.
- */
-static int check_out(const struct sweep_opts *o)
-{
-    const char *out = o->out;
-    struct stat st;
-    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "kvlab sweep: --out '%s' is a directory\n", out);
-        return -1;
-    }
-    const char *inputs[] = {o->common.model_path, o->common.tokenizer_path};
-    const char *names[] = {"--model", "--tokenizer"};
-    for (int k = 0; k < 2; k++) {
-        if (kv_cli_same_file(out, inputs[k])) {
-            fprintf(stderr, "kvlab sweep: --out '%s' is the %s input; refusing to "
-                            "overwrite it\n", out, names[k]);
-            return -1;
-        }
-    }
-    /* dir: where the file goes; up: where make_parent_dir would create dir */
-    char dir[4096];
-    const char *slash = strrchr(out, '/');
-    if (strlen(out) >= sizeof(dir)) {
-        fprintf(stderr, "kvlab sweep: --out path is longer than %zu bytes\n", sizeof(dir) - 1);
-        return -1;
-    }
-    if (slash == NULL)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == out)
-        snprintf(dir, sizeof(dir), "/");
-    else
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - out), out);
-    if (stat(dir, &st) != 0) {
-        char up[4096];
-        const char *s2 = strrchr(dir, '/');
-        if (s2 == NULL)
-            snprintf(up, sizeof(up), ".");
-        else if (s2 == dir)
-            snprintf(up, sizeof(up), "/");
-        else
-            snprintf(up, sizeof(up), "%.*s", (int)(s2 - dir), dir);
-        if (stat(up, &st) != 0 || !S_ISDIR(st.st_mode) || access(up, W_OK | X_OK) != 0) {
-            fprintf(stderr, "kvlab sweep: --out '%s': directory '%s' does not exist and "
-                            "cannot be created\n", out, dir);
-            return -1;
-        }
-    } else if (!S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "kvlab sweep: --out '%s': '%s' is not a directory\n", out, dir);
-        return -1;
-    } else if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "kvlab sweep: --out '%s': cannot write into '%s': %s\n", out, dir,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
+    /* Where the results go is decided before anything is measured: a
+     * directory, FIFO or device, a read-only file, the --model input, a
+     * name too long, a directory that cannot take the file (cli_io.h). */
+    const struct kv_cli_file outs[] = {{"--out", o->out}};
+    const struct kv_cli_file ins[] = {{"--model", o->common.model_path}};
+    int rc = kv_cli_check_outputs("sweep", outs, 1, ins, 1, KV_FILE_PARENT_MKDIR);
+    return rc != 0 ? 1000 + rc : 0;
 }
 
 /* Fills cfg from the options; -1 after printing. */
@@ -763,14 +692,12 @@ int kv_cmd_sweep(int argc, char **argv)
     /* The model: synthetic (max_len raised to what the sweep needs) or a file. */
     struct kv_model *m = NULL;
     static struct kv_model shape; /* the synthetic model's shape, for --list */
-    enum kv_status s;
+    enum kv_status s = KV_OK;
     int32_t capacity = kv_sweep_capacity(&cfg);
     if (o.common.model_path != NULL) {
-        s = kv_checkpoint_load(o.common.model_path, &m);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab sweep: %s: %s\n", o.common.model_path, kv_status_str(s));
-            return s == KV_ERR_NOMEM ? 1 : 2;
-        }
+        int rc = kv_cli_load_model("sweep", o.common.model_path, &m);
+        if (rc != 0)
+            return rc;
     } else {
         struct kv_model_config mc = o.common.model;
         if (mc.max_len < capacity)
@@ -837,7 +764,7 @@ int kv_cmd_sweep(int argc, char **argv)
 
     struct kv_sysinfo si;
     kv_sysinfo_collect(&si);
-    install_handlers();
+    kv_cli_signals(&sweep_signal);
     cfg.stop = &sweep_signal;
     static struct run run;
     memset(&run, 0, sizeof(run));
@@ -852,8 +779,8 @@ int kv_cmd_sweep(int argc, char **argv)
     int rl_runs = o.no_roofline ? 0 : 1;
     if (!o.no_roofline) {
         if (!o.quiet)
-            fprintf(stderr, "kvlab sweep: measuring the roofline on %d threads...\n",
-                    cfg.threads);
+            kv_cli_progress("kvlab sweep: measuring the roofline on %d threads...\n",
+                            cfg.threads);
         struct kv_roofline_params rp;
         kv_roofline_defaults(&rp, cfg.threads);
         rp.stop = &sweep_signal;
@@ -864,17 +791,17 @@ int kv_cmd_sweep(int argc, char **argv)
             return 1;
         }
         if (!o.quiet)
-            fprintf(stderr, "kvlab sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
-                    rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
+            kv_cli_progress("kvlab sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
+                            rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
         if (rl.sgemm_gflops > 0)
             cfg.est_gflops = rl.sgemm_gflops * 0.6; /* the model's GEMMs are smaller */
         if (rl.read_gbps > 0)
             cfg.est_gbps = rl.read_gbps * 0.7;
     }
     if (!o.quiet)
-        fprintf(stderr, "kvlab sweep: %d strategies x %d lengths (%d..%d), %d threads, "
-                "OpenBLAS %s -> %s\n", cfg.n_strategies, cfg.n_lens, cfg.seq_lens[0],
-                cfg.seq_lens[cfg.n_lens - 1], cfg.threads, si.blas_core, o.out);
+        kv_cli_progress("kvlab sweep: %d strategies x %d lengths (%d..%d), %d threads, "
+                        "OpenBLAS %s -> %s\n", cfg.n_strategies, cfg.n_lens, cfg.seq_lens[0],
+                        cfg.seq_lens[cfg.n_lens - 1], cfg.threads, si.blas_core, o.out);
 
     cfg.on_row_start = on_row_start;
     cfg.on_row = on_row;
@@ -887,7 +814,7 @@ int kv_cmd_sweep(int argc, char **argv)
         interrupted = 1;
     t_sweep = kv_now_ns() - t_sweep;
     if (run.bar_shown && !o.quiet)
-        fprintf(stderr, "\n");
+        kv_cli_progress("\n");
     int partial = interrupted || s != KV_OK || sweep_signal;
 
     /* The limits once more, after the sweep: a limit is the best the machine
@@ -907,7 +834,25 @@ int kv_cmd_sweep(int argc, char **argv)
         partial = sweep_signal != 0;
     }
 
-    /* Write whatever is complete, atomically. */
+    /* Write whatever is complete, atomically - but only a file that holds
+     * at least one finished row replaces what --out held before: a sweep
+     * that failed in its setup or was stopped before its first row (during
+     * the roofline, say) leaves the previous results alone. */
+    int32_t n_done = 0;
+    for (int32_t k = 0; k < cfg.n_strategies; k++)
+        for (int32_t ti = 0; ti < cfg.n_lens; ti++)
+            n_done += run.have[k][ti];
+    if (n_done == 0) {
+        kv_model_destroy(m);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab sweep: %s before the first row finished; %s left as it "
+                            "was\n", kv_status_str(s), kv_cli_q(o.out));
+            return 1;
+        }
+        fprintf(stderr, "kvlab sweep: interrupted before the first row finished; %s left as "
+                        "it was\n", kv_cli_q(o.out));
+        return 128 + (sweep_signal ? sweep_signal : SIGINT);
+    }
     struct kv_csv_writer *w = NULL;
     enum kv_status ws = kv_csv_writer_create(&w);
     if (ws == KV_OK) {
@@ -933,9 +878,12 @@ int kv_cmd_sweep(int argc, char **argv)
     }
     if (ws == KV_OK)
         ws = add_rows(w, &run);
+    int werr = 0;
     if (ws == KV_OK) {
         make_parent_dir(o.out);
+        errno = 0;
         ws = kv_csv_writer_write(w, o.out);
+        werr = errno;
     }
     int32_t n_rows = w ? kv_csv_writer_row_count(w) : 0;
     kv_csv_writer_destroy(w);
@@ -943,22 +891,23 @@ int kv_cmd_sweep(int argc, char **argv)
     kv_plan_destroy(plan);
 
     if (ws != KV_OK) {
-        fprintf(stderr, "kvlab sweep: cannot write %s: %s\n", o.out, kv_status_str(ws));
+        fprintf(stderr, "kvlab sweep: cannot write '%s': %s\n", kv_cli_q(o.out),
+                ws == KV_ERR_IO && werr != 0 ? strerror(werr) : kv_status_str(ws));
         return 1;
     }
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab sweep: %s (%d finished rows written to %s, partial=1)\n",
-                kv_status_str(s), n_rows, o.out);
+        fprintf(stderr, "kvlab sweep: %s (%d finished rows written to '%s', partial=1)\n",
+                kv_status_str(s), n_rows, kv_cli_q(o.out));
         return 1;
     }
     if (partial) {
         int sig = sweep_signal ? sweep_signal : SIGINT;
-        fprintf(stderr, "kvlab sweep: interrupted; %d finished rows written to %s (partial=1)\n",
-                n_rows, o.out);
+        fprintf(stderr, "kvlab sweep: interrupted; %d finished rows written to '%s' "
+                        "(partial=1)\n", n_rows, kv_cli_q(o.out));
         return 128 + sig;
     }
     if (!o.quiet)
-        fprintf(stderr, "kvlab sweep: %d rows in %.1f s -> %s\n", n_rows,
-                (double)(kv_now_ns() - t0) / 1e9, o.out);
+        kv_cli_progress("kvlab sweep: %d rows in %.1f s -> %s\n", n_rows,
+                        (double)(kv_now_ns() - t0) / 1e9, kv_cli_q(o.out));
     return 0;
 }

@@ -18,6 +18,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_io.h"
+#include "file_check.h"
 
 /* ------------------------------------------------------------------------ */
 /* Error messages                                                           */
@@ -27,8 +31,9 @@ void kv_csv_error(char *err, size_t err_len, const char *name, int64_t line,
 {
     if (err == NULL || err_len == 0)
         return;
-    int k = line > 0 ? snprintf(err, err_len, "%s:%lld: ", name, (long long)line)
-                     : snprintf(err, err_len, "%s: ", name);
+    const char *q = kv_cli_q(name);
+    int k = line > 0 ? snprintf(err, err_len, "%s:%lld: ", q, (long long)line)
+                     : snprintf(err, err_len, "%s: ", q);
     if (k < 0) {
         err[0] = '\0';
         return;
@@ -48,18 +53,7 @@ void kv_csv_error(char *err, size_t err_len, const char *name, int64_t line,
 
 void kv_csv_excerpt(char *dst, size_t dst_len, const char *s, size_t n)
 {
-    if (dst == NULL || dst_len == 0)
-        return;
-    size_t i = 0, w = 0;
-    for (; i < n && s[i] != '\0' && w + 1 < dst_len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        dst[w++] = (ch < 0x20 || ch >= 0x7f) ? '?' : (char)ch;
-    }
-    if (s[i] != '\0') { /* cut short: mark it if there is room */
-        for (int d = 0; d < 3 && w + 1 < dst_len; d++)
-            dst[w++] = '.';
-    }
-    dst[w] = '\0';
+    kv_cli_quote(dst, dst_len, s, n); /* the one quoting of every echoed value */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -508,6 +502,12 @@ static enum kv_status parse_owned(struct kv_csv **out, char *buf, size_t len,
         kv_free(buf);
         return KV_ERR_NOMEM;
     }
+    /* A UTF-8 byte-order mark (some editors and spreadsheets write one) is
+     * not part of the first field. */
+    if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0) {
+        memmove(buf, buf + 3, len - 3);
+        len -= 3;
+    }
     c->buf = buf;
     c->buf[len] = '\0';
     c->name = dup_name(name);
@@ -571,23 +571,34 @@ enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
     if (out == NULL || path == NULL)
         return KV_ERR_INVALID;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    /* "-" is standard input, where a pipe is the point; a named file must be
+     * a regular file, opened without blocking (file_check.h), so a FIFO
+     * without a writer is refused instead of hanging the read. */
+    int is_stdin = strcmp(path, "-") == 0, fd = -1;
+    const char *name = is_stdin ? KV_CSV_STDIN_NAME : path;
+    if (is_stdin) {
+        fd = dup(STDIN_FILENO);
+        if (fd < 0) {
+            kv_csv_error(err, err_len, name, 0, "cannot read: %s", strerror(errno));
+            return KV_ERR_IO;
+        }
+    } else if (kv_file_open_input(path, &fd) != KV_OK) {
+        kv_csv_error(err, err_len, path, 0, "cannot open: %s", kv_file_why());
+        return KV_ERR_IO;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (f == NULL) {
-        kv_csv_error(err, err_len, path, 0, "cannot open: %s", strerror(errno));
+        kv_csv_error(err, err_len, name, 0, "cannot read: %s", strerror(errno));
+        close(fd);
         return KV_ERR_IO;
     }
     struct stat sb;
     size_t cap = 65536;
     if (fstat(fileno(f), &sb) == 0) {
-        if (S_ISDIR(sb.st_mode)) {
-            fclose(f);
-            kv_csv_error(err, err_len, path, 0, "is a directory, not a CSV file");
-            return KV_ERR_IO;
-        }
         if (S_ISREG(sb.st_mode)) {
             if ((uintmax_t)sb.st_size > KV_CSV_MAX_FILE) {
                 fclose(f);
-                kv_csv_error(err, err_len, path, 0, "file is larger than %u bytes",
+                kv_csv_error(err, err_len, name, 0, "file is larger than %u bytes",
                              KV_CSV_MAX_FILE);
                 return KV_ERR_FORMAT;
             }
@@ -600,7 +611,7 @@ enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
     while (st == KV_OK) {
         if (cap - len < 2) { /* keep one spare byte for the terminator */
             if (cap > KV_CSV_MAX_FILE) {
-                kv_csv_error(err, err_len, path, 0, "file is larger than %u bytes",
+                kv_csv_error(err, err_len, name, 0, "file is larger than %u bytes",
                              KV_CSV_MAX_FILE);
                 st = KV_ERR_FORMAT;
                 break;
@@ -620,7 +631,7 @@ enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
         len += got;
         if (got == 0) {
             if (ferror(f)) {
-                kv_csv_error(err, err_len, path, 0, "read error: %s", strerror(errno));
+                kv_csv_error(err, err_len, name, 0, "read error: %s", strerror(errno));
                 st = KV_ERR_IO;
             }
             break;
@@ -629,11 +640,11 @@ enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
     fclose(f);
     if (st != KV_OK) {
         if (st == KV_ERR_NOMEM)
-            kv_csv_error(err, err_len, path, 0, "%s", kv_status_str(st));
+            kv_csv_error(err, err_len, name, 0, "%s", kv_status_str(st));
         kv_free(buf);
         return st;
     }
-    return parse_owned(out, buf, len, path, err, err_len);
+    return parse_owned(out, buf, len, name, err, err_len);
 }
 
 /* ------------------------------------------------------------------------ */

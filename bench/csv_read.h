@@ -71,8 +71,15 @@ struct kv_csv {
 enum kv_status kv_csv_parse(struct kv_csv **out, const char *data, size_t len,
                             const char *name, char *err, size_t err_len);
 
-/* Reads and parses a file; KV_ERR_IO (with strerror) when it cannot be
- * opened or read, KV_ERR_FORMAT when it is larger than KV_CSV_MAX_FILE. */
+/* What messages call standard input (path "-"). */
+#define KV_CSV_STDIN_NAME "(stdin)"
+
+/* Reads and parses a file: path "-" reads standard input (a pipe, a
+ * terminal: whatever it is); any other path must be a regular file
+ * (kv_file_open_input: a FIFO, device or directory is refused, never waited
+ * on). KV_ERR_IO (with the reason) when it cannot be opened or read,
+ * KV_ERR_FORMAT when it is larger than KV_CSV_MAX_FILE. A UTF-8 byte-order
+ * mark at the start of the data is skipped (kv_csv_parse too). */
 enum kv_status kv_csv_read_file(struct kv_csv **out, const char *path,
                                 char *err, size_t err_len);
 
@@ -107,8 +114,8 @@ void kv_csv_error(char *err, size_t err_len, const char *name, int64_t line,
 
 /*
  * Writes at most `n` bytes of `s` into `dst` (size dst_len) as a printable,
- * single-line excerpt: control and non-ASCII bytes become '?', and "..."
- * is appended when cut. Used to quote user text in error messages.
+ * single-line excerpt: kv_cli_quote (control bytes escaped as \n, \xNN,
+ * "..." appended when cut). Used to quote user text in error messages.
  */
 void kv_csv_excerpt(char *dst, size_t dst_len, const char *s, size_t n);
 

@@ -1,6 +1,7 @@
 /*
  * csv_write.c - collect metadata, header and rows in memory, then write
- * them atomically: temporary file, fsync, rename, fsync of the directory.
+ * them atomically through file_commit.c (mkstemp next to the target, fsync,
+ * rename, fsync of the directory).
  *
  * Storage is growable byte buffers (one per metadata line, the header, the
  * rows), all through kv_alloc, so failure injection reaches every path.
@@ -9,12 +10,11 @@
  */
 #include "csv_write.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "file_commit.h"
 
 /* ------------------------------------------------------------------------ */
 /* Growable buffer                                                          */
@@ -208,64 +208,21 @@ void kv_csv_writer_clear_rows(struct kv_csv_writer *w)
 /* ------------------------------------------------------------------------ */
 /* Atomic write                                                             */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* fsync the directory holding path, so the rename itself is durable. */
-static void sync_dir_of(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == path)
-        snprintf(dir, sizeof(dir), "/");
-    else
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        (void)fsync(fd); /* best effort: some filesystems refuse */
-        close(fd);
-    }
-}
-
 enum kv_status kv_csv_writer_write(const struct kv_csv_writer *w, const char *path)
 {
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof(tmp))
-        return KV_ERR_INVALID;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return KV_ERR_IO;
+    FILE *f;
+    char *tmp;
+    enum kv_status s = kv_file_begin(path, &f, &tmp);
+    if (s != KV_OK)
+        return s == KV_ERR_NOMEM ? s : KV_ERR_IO;
     int bad = 0;
     for (int32_t i = 0; i < w->n_meta && !bad; i++)
-        bad = write_all(fd, w->meta[i].p, w->meta[i].len) || write_all(fd, "\n", 1);
+        bad = fwrite(w->meta[i].p, 1, w->meta[i].len, f) != w->meta[i].len ||
+              fputc('\n', f) == EOF;
     if (!bad && w->n_cols > 0)
-        bad = write_all(fd, w->header.p, w->header.len) || write_all(fd, "\n", 1);
+        bad = fwrite(w->header.p, 1, w->header.len, f) != w->header.len ||
+              fputc('\n', f) == EOF;
     if (!bad && w->rows.len > 0)
-        bad = write_all(fd, w->rows.p, w->rows.len);
-    if (!bad)
-        bad = fsync(fd) != 0;
-    bad = (close(fd) != 0) || bad;
-    if (!bad)
-        bad = rename(tmp, path) != 0;
-    if (bad) {
-        unlink(tmp);
-        return KV_ERR_IO;
-    }
-    sync_dir_of(path);
-    return KV_OK;
+        bad = fwrite(w->rows.p, 1, w->rows.len, f) != w->rows.len;
+    return kv_file_commit(f, tmp, path, bad);
 }

@@ -1,7 +1,8 @@
 /*
  * csv_write.h - a result file that is never torn: metadata lines, a header
- * and rows are collected in memory and written in one go to
- * PATH.tmp.<pid>, flushed to disk (fsync), then renamed over PATH.
+ * and rows are collected in memory and written in one go to a temporary
+ * file next to PATH (file_commit.h: mkstemp, the replaced file's mode
+ * kept), flushed to disk (fsync), then renamed over PATH.
  *
  * The one design decision: nothing reaches PATH until the file is
  * complete. A run that is interrupted writes the rows it finished with
@@ -54,9 +55,11 @@ int32_t kv_csv_writer_row_count(const struct kv_csv_writer *w);
 void kv_csv_writer_clear_rows(struct kv_csv_writer *w);
 
 /*
- * Writes the whole file to path.tmp.<pid>, fsyncs it, renames it to path
- * and fsyncs the directory. KV_ERR_IO (and the temporary removed) on any
- * failure; path is then unchanged.
+ * Writes the whole file to a temporary file next to path, fsyncs it,
+ * renames it to path and fsyncs the directory. KV_ERR_IO (and the temporary
+ * removed) on any failure; path is then unchanged. It writes a file without
+ * rows too (metadata and header); a command that must not replace earlier
+ * results with an empty run checks kv_csv_writer_row_count first (sweep).
  */
 enum kv_status kv_csv_writer_write(const struct kv_csv_writer *w, const char *path);
 

@@ -66,6 +66,11 @@ enum kv_status kv_model_create_synthetic(struct kv_model **out,
 void kv_model_destroy(struct kv_model *m);
 /* Bytes of all weights (what a step must stream once). */
 size_t kv_model_weight_bytes(const struct kv_model_config *c);
+/* Estimated FLOPs of one forward of n_new tokens after `past` cached ones,
+ * per batch of `batch` (projections, MLP, attention pairs, classifier for
+ * every token fed): for refusing work no one will wait for, not a counter. */
+double kv_model_forward_flops(const struct kv_model_config *c, int32_t batch, int32_t n_new,
+                              int32_t past);
 
 /* ------------------------------------------------------------------------ */
 /* Counters                                                                 */

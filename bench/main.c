@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_io.h"
 #include "commands.h"
 #include "sysinfo.h"
 
@@ -36,6 +37,11 @@ static void usage(FILE *f)
         fprintf(f, "  %-17s %s\n", commands[i].name, commands[i].help);
 }
 
+/*
+ * Every command's exit goes through kv_cli_finish: whatever a command
+ * printed on stdout must have reached it (a full disk, a closed pipe, a
+ * write error is exit 1 with one line), whichever command it was.
+ */
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -44,8 +50,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
+        kv_cli_signals(NULL);
         usage(stdout);
-        return 0;
+        return kv_cli_finish(stdout, "standard output", 0);
     }
     for (size_t i = 0; i < N_COMMANDS; i++) {
         if (strcmp(argv[1], commands[i].name) != 0)
@@ -57,8 +64,11 @@ int main(int argc, char **argv)
          * so every command measures with the same, right GEMM.
          */
         kv_sysinfo_blas_reexec(argc - 1, argv + 1);
-        return commands[i].run(argc - 1, argv + 1);
+        /* SIGPIPE ignored, temporary files removed on SIGINT/SIGTERM/SIGHUP */
+        kv_cli_signals(NULL);
+        int rc = commands[i].run(argc - 1, argv + 1);
+        return kv_cli_finish(stdout, "standard output", rc);
     }
-    fprintf(stderr, "kvlab: unknown command '%s' (try 'kvlab --help')\n", argv[1]);
+    fprintf(stderr, "kvlab: unknown command '%s' (try 'kvlab --help')\n", kv_cli_q(argv[1]));
     return 2;
 }

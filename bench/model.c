@@ -128,6 +128,18 @@ size_t kv_model_weight_bytes(const struct kv_model_config *c)
     return floats * sizeof(float);
 }
 
+double kv_model_forward_flops(const struct kv_model_config *c, int32_t batch, int32_t n_new,
+                              int32_t past)
+{
+    double D = c->dim, KVD = (double)c->n_kv_heads * (c->dim / c->n_heads);
+    double per_tok = 2.0 * (2.0 * D * D + 2.0 * D * KVD) * c->n_layers;
+    if (c->mlp)
+        per_tok += 6.0 * D * c->hidden_dim * c->n_layers;
+    double n = n_new, pairs = n * past + 0.5 * n * (n + 1.0);
+    double attn = 4.0 * D * c->n_layers * pairs; /* 4 * head_dim * heads per pair */
+    return (double)batch * (per_tok * n + attn + 2.0 * D * c->vocab_size * n);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Synthetic weights                                                        */
 

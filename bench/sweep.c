@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "../kernels/kv_ops.h"
+#include "checkpoint.h"
 #include "stats.h"
 #include "sysinfo.h"
 
@@ -261,6 +262,8 @@ int32_t kv_sweep_capacity(const struct kv_sweep_config *cfg)
     return cap > INT32_MAX ? INT32_MAX : (int32_t)cap;
 }
 
+static int none_runs_at(const struct kv_sweep_config *cfg, int32_t T);
+
 enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv_model *m,
                               const char **why)
 {
@@ -301,6 +304,19 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
                    "because the timed steps are centred on T";
             return KV_ERR_INVALID;
         }
+    }
+    /* A row per (strategy, T), except `none`-like strategies (no history)
+     * past none_max: a sweep that would measure nothing is bad input, not a
+     * successful run with an empty file. */
+    int32_t rows = 0;
+    for (int32_t i = 0; i < cfg->n_strategies; i++)
+        for (int32_t t = 0; t < cfg->n_lens; t++)
+            rows += (cfg->strategies[i].ops->caps & KV_CAP_KEEPS_HISTORY) != 0 ||
+                    none_runs_at(cfg, cfg->seq_lens[t]);
+    if (rows == 0) {
+        *why = "no row to measure: every listed strategy keeps no history and every "
+               "sequence length exceeds --none-max";
+        return KV_ERR_INVALID;
     }
     if (kv_sweep_capacity(cfg) > m->cfg.max_len) {
         *why = "the model's max length is below the largest T + warmup + reps";
@@ -464,13 +480,16 @@ static void acc_add(struct acc *a, const float *l, const float *ref, int32_t bat
             double d = (double)x[i] - (double)r[i];
             d2 += d * d;
             r2 += (double)r[i] * r[i];
-            if (fabs(d) > a->max_abs)
+            if (!(fabs(d) <= a->max_abs)) /* a NaN is a difference, never "exact" */
                 a->max_abs = fabs(d);
         }
         double rel = r2 > 0.0 ? sqrt(d2 / r2) : sqrt(d2);
-        if (rel > a->max_rel)
+        if (!(rel <= a->max_rel))
             a->max_rel = rel;
-        a->match += kv_argmax(x, vocab) == kv_argmax(r, vocab);
+        /* argmax over NaNs picks token 0 for both: that is no agreement */
+        a->match += kv_argmax(x, vocab) == kv_argmax(r, vocab) &&
+                    kv_first_nonfinite(x, (size_t)vocab) == (size_t)vocab &&
+                    kv_first_nonfinite(r, (size_t)vocab) == (size_t)vocab;
         a->total++;
     }
 }

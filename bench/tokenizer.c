@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
+#include "file_check.h"
 #include "file_commit.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -241,12 +243,12 @@ static int32_t get_i32(const unsigned char *p)
 /* Reads the whole regular file into kv_alloc memory. */
 static enum kv_status read_file(const char *path, unsigned char **buf, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    if (kv_file_open_input(path, &fd) != KV_OK) /* regular files only, never blocks */
         return KV_ERR_IO;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-        (uint64_t)st.st_size >= (uint64_t)SIZE_MAX) {
+    if (fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size >= (uint64_t)SIZE_MAX) {
+        kv_file_set_why("cannot tell its size");
         close(fd);
         return KV_ERR_IO;
     }
@@ -324,6 +326,13 @@ enum kv_status kv_tokenizer_load(struct kv_tokenizer **out, const char *path,
         lens[i] = get_i32(buf + pos + 4);
         pieces[i] = (const char *)buf + pos + 8;
         pos += 8 + (size_t)lens[i];
+    }
+    /* a NaN score would make every merge comparison false */
+    size_t bad = kv_first_nonfinite(scores, (size_t)count);
+    if (bad < (size_t)count) {
+        kv_file_set_why("the score of token %zu is not a finite number", bad);
+        s = KV_ERR_FORMAT;
+        goto done;
     }
     s = build(out, (int32_t)count, max_len, pieces, lens, scores);
 done:

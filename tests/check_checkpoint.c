@@ -4,12 +4,16 @@
  * and unshared classifiers, GQA and MLP-less models; the bytes on disk
  * follow DESIGN.md's layout (checked here with offsets computed by hand,
  * independently of checkpoint.c's layout table); malformed files are
- * rejected with KV_ERR_FORMAT before any weight is touched. The model that
- * ships with kvlab (notebooks_data/fortunes-model.bin, written by the
- * training script's own Python writer) loads, has the shape issue 15 asks
- * for, and its tokenizer.bin is the byte-level vocabulary kvlab builds.
+ * rejected with KV_ERR_FORMAT before any weight is touched; a NaN or
+ * infinity in any weight tensor is rejected on load, naming the tensor and
+ * the index (kv_first_nonfinite, the finiteness check of every loaded float).
+ * The model that ships with kvlab (notebooks_data/fortunes-model.bin,
+ * written by the training script's own Python writer) loads, has the shape
+ * issue 15 asks for, and its tokenizer.bin is the byte-level vocabulary
+ * kvlab builds.
  */
 #include <check.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +24,7 @@
 
 #include "../bench/checkpoint.h"
 #include "../bench/tokenizer.h"
+#include "../bench/file_check.h"
 
 /*
  * Loaded and in-memory weights are bit-identical, so the logits differ only
@@ -438,6 +443,105 @@ START_TEST(test_shipped_model)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Non-finite weights                                                       */
+
+/* kv_first_nonfinite over lengths around its 4096-float blocks, with one
+ * NaN / +Inf / -Inf at every interesting place; FLT_MAX and subnormals are
+ * finite. */
+START_TEST(test_first_nonfinite)
+{
+    static const size_t lens[] = {0, 1, 7, 4095, 4096, 4097, 12289};
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    float *x = malloc(12289 * sizeof *x);
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        size_t n = lens[li];
+        for (size_t i = 0; i < n; i++)
+            x[i] = i % 3 == 0 ? FLT_MAX : i % 3 == 1 ? -1e-42f : (float)i;
+        ck_assert_uint_eq(kv_first_nonfinite(x, n), n);
+        const size_t at[] = {0, n - 1, 4095, 4096, n / 2};
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            if (n == 0 || at[k] >= n)
+                continue;
+            for (int b = 0; b < 3; b++) {
+                float keep = x[at[k]];
+                x[at[k]] = bad[b];
+                ck_assert_uint_eq(kv_first_nonfinite(x, n), at[k]);
+                if (at[k] + 1 < n) { /* the first one counts */
+                    float keep2 = x[n - 1];
+                    x[n - 1] = NAN;
+                    ck_assert_uint_eq(kv_first_nonfinite(x, n), at[k]);
+                    x[n - 1] = keep2;
+                }
+                x[at[k]] = keep;
+            }
+        }
+    }
+    free(x);
+}
+END_TEST
+
+/*
+ * One non-finite float at a float index of cases[0]'s file (dim 16, hidden
+ * 32, 2 layers, 2 heads, vocab 64 unshared, seq_len 32), offsets by hand:
+ * token_embedding [0, 1024), rms_att 1024, wq 1056, wk 1568, wv 2080, wo
+ * 2592, rms_ffn 3104, w1 3136, w2 4160, w3 5184, rms_final 6208, the two
+ * unused RoPE tables 6224 and 6352, wcls [6480, 7504).
+ */
+struct nonfinite_case {
+    size_t at;          /* float index after the 28-byte header */
+    float value;
+    const char *tensor; /* NULL: an unused table, the file loads */
+    size_t index;       /* within the tensor */
+};
+static const struct nonfinite_case nonfinite[] = {
+    {0, NAN, "token_embedding", 0},
+    {1023, INFINITY, "token_embedding", 1023},
+    {1056 + 5, -INFINITY, "wq", 5},
+    {2080 + 511, NAN, "wv", 511},
+    {3136 + 1000, NAN, "w1", 1000},
+    {6208 + 15, INFINITY, "rms_final", 15},
+    {6224 + 3, NAN, NULL, 0},
+    {7503, -INFINITY, "wcls", 1023},
+};
+#define N_NONFINITE ((int)(sizeof nonfinite / sizeof nonfinite[0]))
+
+START_TEST(test_nonfinite_rejected)
+{
+    int64_t live0 = kv_alloc_live();
+    const struct nonfinite_case *c = &nonfinite[_i];
+    char good[128], bad[128];
+    size_t n;
+    unsigned char *b = valid_file(&n, good, sizeof good);
+    ck_assert_uint_eq(n, 28 + 7504 * 4);
+    memcpy(b + 28 + 4 * c->at, &c->value, 4);
+    tmp_path(bad, sizeof bad, "nonfinite.bin");
+    spit(bad, b, n);
+    struct kv_model *m = NULL;
+    struct kv_model_config cfg;
+    ck_assert_int_eq(kv_checkpoint_read_header(bad, &cfg), KV_OK); /* the header is fine */
+    enum kv_status s = kv_checkpoint_load(bad, &m);
+    if (c->tensor == NULL) {
+        ck_assert_int_eq(s, KV_OK);
+        kv_model_destroy(m);
+    } else {
+        ck_assert_int_eq(s, KV_ERR_FORMAT);
+        ck_assert_ptr_null(m);
+        char want[64];
+        snprintf(want, sizeof want, "tensor %s holds", c->tensor);
+        ck_assert_msg(strstr(kv_file_why(), want) != NULL, "why: %s", kv_file_why());
+        snprintf(want, sizeof want, "at index %zu ", c->index);
+        ck_assert_msg(strstr(kv_file_why(), want) != NULL, "why: %s", kv_file_why());
+        ck_assert(strstr(kv_file_why(), c->value != c->value ? "NaN"
+                                        : c->value > 0 ? "+Inf" : "-Inf") != NULL);
+    }
+    free(b);
+    unlink(bad);
+    unlink(good);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
 static Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -448,6 +552,8 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_size_mismatch);
     tcase_add_loop_test(tc, test_bad_header, 0, N_LIES);
     tcase_add_test(tc, test_io_errors);
+    tcase_add_test(tc, test_first_nonfinite);
+    tcase_add_loop_test(tc, test_nonfinite_rejected, 0, N_NONFINITE);
     suite_add_tcase(s, tc);
     tc = tcase_create("shipped");
     tcase_add_test(tc, test_shipped_model);

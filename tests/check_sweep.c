@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../bench/commands.h"
 #include "../bench/csv_write.h"
 #include "../bench/roofline.h"
 #include "../bench/sweep.h"
@@ -349,7 +350,69 @@ START_TEST(sweep_rejects_bad_configs)
     ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
     int32_t interrupted = 0;
     ck_assert_int_eq(kv_sweep_run(&bad, m, &interrupted), KV_ERR_INVALID);
+    /* nothing scheduled: only `none`, every T past none_max */
+    static const char *const only_none[] = {"none"};
+    tiny_config(&bad, only_none, 1);
+    bad.none_max = bad.seq_lens[0] - 1;
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(why, "no row"));
+    bad.none_max = bad.seq_lens[0]; /* one row: fine */
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_OK);
     kv_model_destroy(m);
+}
+END_TEST
+
+/*
+ * The data-loss rule of `kvlab sweep` (cmd_sweep.c), in process: with every
+ * allocation failed in turn (and all after it), a run either succeeds or
+ * fails; a failed run - in its model, its setup, its first row - must
+ * leave the previous --out file byte for byte, and no temporary file. A
+ * file is replaced only by one with at least one finished row.
+ */
+START_TEST(sweep_failed_run_keeps_previous_file)
+{
+    char dir[] = "/tmp/kvlab_check_sweep_keep.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char out[128], buf[8192];
+    snprintf(out, sizeof out, "%s/results.csv", dir);
+    char *argv[] = {"sweep", "--layers", "1", "--dim", "16", "--heads", "2", "--kv-heads", "2",
+                    "--hidden", "24", "--vocab", "64", "--seq-lens", "16,32", "--reps", "1",
+                    "--warmup", "0", "--threads", "1", "--group", "8", "--strategies", "dynamic,static",
+                    "--no-roofline", "--quiet", "--out", out, NULL};
+    int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
+    ck_assert_ptr_nonnull(freopen("/dev/null", "w", stderr)); /* one line per failure */
+    int failed_runs = 0, ok = 0;
+    for (int64_t k = 1; k <= 600 && !ok; k++) {
+        FILE *f = fopen(out, "w");
+        fputs("previous results\n", f);
+        fclose(f);
+        kv_alloc_fail_at(k, 1);
+        int rc = kv_cmd_sweep(argc, argv);
+        kv_alloc_fail_at(0, 0);
+        ck_assert_int_ge(slurp(out, buf, sizeof buf), 0);
+        if (rc == 0) {
+            ok = 1;
+            ck_assert_ptr_nonnull(strstr(buf, "\ndynamic,1,16,"));
+        } else {
+            ck_assert_int_eq(rc, 1);
+            ck_assert_msg(strcmp(buf, "previous results\n") == 0,
+                          "allocation %lld failed: the previous file became:\n%.300s",
+                          (long long)k, buf);
+            failed_runs++;
+        }
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.tmp\\.'", dir);
+        FILE *p = popen(cmd, "r");
+        int n = -1;
+        ck_assert_int_eq(fscanf(p, "%d", &n), 1);
+        pclose(p);
+        ck_assert_int_eq(n, 0);
+    }
+    ck_assert(ok);
+    ck_assert_int_gt(failed_runs, 10);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -421,6 +484,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(sw, sweep_interrupt_drops_the_row_in_flight);
     tcase_add_test(sw, sweep_rejects_bad_configs);
     tcase_add_test(sw, sweep_alloc_failures_clean_up);
+    tcase_add_test(sw, sweep_failed_run_keeps_previous_file);
     suite_add_tcase(s, sw);
     TCase *rl = tcase_create("roofline");
     tcase_set_timeout(rl, 60);

@@ -1,0 +1,99 @@
+/*
+ * cli_io.h - what every kvlab command does with files, streams and signals,
+ * in one place, so no command can do it differently:
+ *
+ *   kv_cli_check_outputs  every output target judged before any work
+ *                         (file_check.h), and no output the same file as
+ *                         another output or an input;
+ *   kv_cli_load_model     a --model checkpoint loaded with one message line
+ *                         and the exit status of its failure;
+ *   kv_cli_signals        SIGPIPE ignored (a closed pipe on stderr or stdout
+ *                         is a failed write, never a dead process), and
+ *                         SIGINT/SIGTERM/SIGHUP remove temporary files before
+ *                         the process dies (or only set a flag, for a sweep
+ *                         that finishes its file);
+ *   kv_cli_progress       progress and notes on stderr that stop, silently,
+ *                         after the first failed write;
+ *   kv_cli_finish         the exit status after stdout is flushed and closed:
+ *                         output that did not reach its file is exit 1;
+ *   kv_cli_q              an echoed value, quoted: control characters
+ *                         escaped, so a message stays one line.
+ */
+#ifndef KV_CLI_IO_H
+#define KV_CLI_IO_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "file_check.h"
+#include "kv_model.h"
+
+/* A file a command reads or writes, named by the option that gave it. */
+struct kv_cli_file {
+    const char *opt;  /* "--out", "--model", ... */
+    const char *path; /* NULL: not given (skipped) */
+};
+
+/*
+ * Checks each output with kv_file_check_output(parent) and refuses an
+ * output that is the same file (kv_file_same) as another output or an
+ * input. Prints one line, "kvlab CMD: OPT 'PATH': why", and returns the exit
+ * status: 2 when a target is refused, 1 when its directory cannot take it;
+ * 0 when every output can be written.
+ */
+int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_out,
+                         const struct kv_cli_file *ins, int n_in,
+                         enum kv_file_parent parent);
+
+/*
+ * Loads the checkpoint at path (kv_checkpoint_load). On failure prints one
+ * line, "kvlab: CMD: --model 'PATH': why" (not a regular file, malformed
+ * header, a non-finite weight naming the tensor and index ...), and returns
+ * the exit status: 1 when memory ran out, 2 otherwise; 0 on success.
+ */
+int kv_cli_load_model(const char *cmd, const char *path, struct kv_model **out);
+
+/* The same for a --tokenizer file (kv_tokenizer_load with vocab). */
+struct kv_tokenizer;
+int kv_cli_load_tokenizer(const char *cmd, const char *path, int32_t vocab,
+                          struct kv_tokenizer **out);
+
+/*
+ * Installs the process's signal dispositions. stop NULL: SIGINT, SIGTERM
+ * and SIGHUP remove the registered temporary files (kv_file_remove_pending)
+ * and then kill the process as the signal would. stop non-NULL: the first
+ * such signal only stores its number in *stop (the caller stops and writes
+ * what it finished); a second one acts as with NULL. SIGPIPE is ignored in
+ * both cases. main() calls it with NULL before any command runs.
+ */
+void kv_cli_signals(volatile sig_atomic_t *stop);
+
+/* printf to stderr for progress and notes; after a write fails (a closed
+ * pipe, a full disk) it prints nothing more. Returns 0, or -1 once off. */
+int kv_cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 1 while kv_cli_progress still writes. */
+int kv_cli_progress_on(void);
+
+/*
+ * The exit status once stream f (stdout) is flushed and closed: rc when
+ * everything written reached it; otherwise one line on stderr, "kvlab:
+ * cannot write WHAT: reason", and 1. A command that already failed (rc != 0)
+ * has printed its one line: its status is kept and nothing more printed.
+ */
+int kv_cli_finish(FILE *f, const char *what, int rc);
+
+/*
+ * Writes s into dst (cap bytes, NUL-terminated) with every byte below 0x20,
+ * 0x7f, backslash and the single quote escaped (\n, \t, \r, \\, \', \xNN),
+ * and at most max bytes of s shown (then "..."), so the text can sit inside
+ * '...' in a one-line message. Returns dst.
+ */
+char *kv_cli_quote(char *dst, size_t cap, const char *s, size_t max);
+
+/* kv_cli_quote into one of a few rotating static buffers (up to 120 bytes
+ * of s shown): for message arguments, fprintf(stderr, "'%s'", kv_cli_q(v)).
+ * Not thread-safe: the CLI prints from one thread. NULL gives "". */
+const char *kv_cli_q(const char *s);
+
+#endif /* KV_CLI_IO_H */
