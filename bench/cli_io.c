@@ -65,7 +65,7 @@ const char *kv_cli_q(const char *s)
 
 int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_out,
                          const struct kv_cli_file *ins, int n_in,
-                         enum kv_file_parent parent)
+                         enum kv_file_parent parent, int dir_status)
 {
     for (int i = 0; i < n_out; i++) {
         if (outs[i].path == NULL)
@@ -74,7 +74,7 @@ int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_
         if (s != KV_OK) {
             fprintf(stderr, "kvlab %s: %s '%s': %s\n", cmd, outs[i].opt,
                     kv_cli_q(outs[i].path), kv_file_why());
-            return s == KV_ERR_IO ? 1 : 2;
+            return s == KV_ERR_IO ? dir_status : 2;
         }
         for (int j = 0; j < n_in + i; j++) {
             const struct kv_cli_file *o = j < n_in ? &ins[j] : &outs[j - n_in];

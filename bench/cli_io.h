@@ -38,13 +38,15 @@ struct kv_cli_file {
 /*
  * Checks each output with kv_file_check_output(parent) and refuses an
  * output that is the same file (kv_file_same) as another output or an
- * input. Prints one line, "kvlab CMD: OPT 'PATH': why", and returns the exit
- * status: 2 when a target is refused, 1 when its directory cannot take it;
- * 0 when every output can be written.
+ * input. Prints one line, "kvlab: CMD: OPT 'PATH': why", and returns the exit
+ * status: 2 when a target is refused, dir_status when its directory cannot
+ * take it (1, a run-time failure, for sweep and export-synthetic; 2 for
+ * merge: each command keeps the status it documented); 0 when every output
+ * can be written.
  */
 int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_out,
                          const struct kv_cli_file *ins, int n_in,
-                         enum kv_file_parent parent);
+                         enum kv_file_parent parent, int dir_status);
 
 /*
  * Loads the checkpoint at path (kv_checkpoint_load). On failure prints one

@@ -111,7 +111,7 @@ int kv_cmd_export(int argc, char **argv)
      * through a link), a directory that cannot take the file (cli_io.h). */
     const struct kv_cli_file outs[] = {{"--out", out}, {"--tokenizer-out", tok_out}};
     int rc = kv_cli_check_outputs("export-synthetic", outs, 2, NULL, 0,
-                                  KV_FILE_PARENT_EXISTS);
+                                  KV_FILE_PARENT_EXISTS, 1);
     if (rc != 0)
         return rc;
 

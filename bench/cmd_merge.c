@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli_opts.h"
+#include "cli_io.h"
 #include "commands.h"
 #include "merge.h"
 
@@ -42,46 +43,26 @@ static void usage(FILE *f)
             "exit status: 0 merged, 1 run-time failure, 2 bad input (reason on stderr)\n");
 }
 
-/* Refuses OUT up front: a directory, a missing or unwritable directory, or
- * one of the inputs. -1 after printing one line. */
+/* Refuses OUT up front through the output check every command shares
+ * (cli_io.h): not a regular file, read-only, one of the inputs (by resolved
+ * path), a directory that cannot take it. The exit status, 0 or 2. */
 static int check_out(const char *out, char **inputs, int n)
 {
-    char ex[256];
-    kv_csv_excerpt(ex, sizeof ex, out, 200);
-    struct stat st;
     if (out[0] == '\0') {
         fprintf(stderr, "kvlab merge: OUT.csv must be a file name\n");
-        return -1;
+        return 2;
     }
-    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "kvlab merge: output '%s' is a directory\n", ex);
-        return -1;
+    struct kv_cli_file ins[64];
+    int n_in = n < 64 ? n : 64;
+    for (int k = 0; k < n_in; k++)
+        ins[k] = (struct kv_cli_file){"input", inputs[k]};
+    const struct kv_cli_file outs[] = {{"OUT.csv", out}};
+    int rc = kv_cli_check_outputs("merge", outs, 1, ins, n_in, KV_FILE_PARENT_EXISTS, 2);
+    for (int k = n_in; rc == 0 && k < n; k++) { /* beyond 64 inputs: one at a time */
+        const struct kv_cli_file one[] = {{"input", inputs[k]}};
+        rc = kv_cli_check_outputs("merge", outs, 1, one, 1, KV_FILE_PARENT_EXISTS, 2);
     }
-    for (int k = 0; k < n; k++) {
-        if (kv_cli_same_file(out, inputs[k])) {
-            fprintf(stderr, "kvlab merge: output '%s' is also an input; refusing to "
-                            "overwrite it\n", ex);
-            return -1;
-        }
-    }
-    char dir[4096];
-    const char *slash = strrchr(out, '/');
-    if (strlen(out) >= sizeof dir - 32) {
-        fprintf(stderr, "kvlab merge: output path is too long\n");
-        return -1;
-    }
-    if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == out)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "kvlab merge: output '%s': cannot write into directory '%s'\n", ex,
-                dir);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 /* Each input's rows and, for shards, predicted vs measured sweep time. */
@@ -134,7 +115,7 @@ int kv_cmd_merge(int argc, char **argv)
         const char *a = argv[i];
         if (!only_files && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
             usage(stdout);
-            return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+            return 0; /* main checks that stdout took it (kv_cli_finish) */
         } else if (!only_files && strcmp(a, "--") == 0) {
             only_files = 1;
         } else if (!only_files && strcmp(a, "--allow-mixed") == 0) {
@@ -168,8 +149,9 @@ int kv_cmd_merge(int argc, char **argv)
     const char *outp = paths[0];
     char **inp = paths + 1;
     const int n = np - 1;
-    if (check_out(outp, inp, n) != 0)
-        return 2;
+    int orc = check_out(outp, inp, n);
+    if (orc != 0)
+        return orc;
 
     char err[KV_CSV_ERR_LEN] = "";
     struct kv_csv **in = kv_alloc((size_t)n * sizeof(struct kv_csv *));

@@ -506,7 +506,7 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
      * name too long, a directory that cannot take the file (cli_io.h). */
     const struct kv_cli_file outs[] = {{"--out", o->out}};
     const struct kv_cli_file ins[] = {{"--model", o->common.model_path}};
-    int rc = kv_cli_check_outputs("sweep", outs, 1, ins, 1, KV_FILE_PARENT_MKDIR);
+    int rc = kv_cli_check_outputs("sweep", outs, 1, ins, 1, KV_FILE_PARENT_MKDIR, 1);
     return rc != 0 ? 1000 + rc : 0;
 }
 

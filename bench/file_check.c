@@ -138,7 +138,8 @@ enum kv_status kv_file_check_output(const char *path, enum kv_file_parent parent
             kv_file_set_why("is a symbolic link to a missing file");
             return KV_ERR_INVALID;
         }
-        kv_file_set_why("a directory on its path is not a directory");
+        kv_file_set_why("cannot write into its directory: a directory on its path is not "
+                        "a directory");
         return KV_ERR_IO;
     }
     if (stat(target, &st) == 0) {
@@ -170,23 +171,24 @@ enum kv_status kv_file_check_output(const char *path, enum kv_file_parent parent
                 snprintf(up, sizeof up, "%.*s", (int)(s2 - dir), dir);
             missing_one = stat(up, &st) == 0 && S_ISDIR(st.st_mode);
             if (missing_one && probe_dir(up) != 0) {
-                kv_file_set_why("its directory does not exist and cannot be created in "
-                                "'%s': %s", up, strerror(errno));
+                kv_file_set_why("cannot write into its directory: it does not exist and "
+                                "cannot be created in '%s': %s", up, strerror(errno));
                 return KV_ERR_IO;
             }
         }
         if (!missing_one) {
-            kv_file_set_why("its directory does not exist");
+            kv_file_set_why("cannot write into its directory: it does not exist");
             return KV_ERR_IO;
         }
         return KV_OK;
     }
     if (!S_ISDIR(st.st_mode)) {
-        kv_file_set_why("a directory on its path is not a directory");
+        kv_file_set_why("cannot write into its directory: a directory on its path is not "
+                        "a directory");
         return KV_ERR_IO;
     }
     if (probe_dir(dir) != 0) {
-        kv_file_set_why("cannot create a file in its directory: %s", strerror(errno));
+        kv_file_set_why("cannot write into its directory: %s", strerror(errno));
         return KV_ERR_IO;
     }
     return KV_OK;

@@ -187,7 +187,7 @@ START_TEST(test_check_outputs_statuses)
     const struct kv_cli_file ins[] = {{"--model", "model.bin"}, {"--tokenizer", NULL}};
     struct kv_cli_file outs[2] = {{"--out", "r.csv"}, {"--tokenizer-out", NULL}};
     capture_begin();
-    ck_assert_int_eq(kv_cli_check_outputs("sweep", outs, 2, ins, 2, KV_FILE_PARENT_MKDIR), 0);
+    ck_assert_int_eq(kv_cli_check_outputs("sweep", outs, 2, ins, 2, KV_FILE_PARENT_MKDIR, 1), 0);
     ck_assert_int_eq(capture_end(msg, sizeof msg), 0);
 
     struct {
@@ -197,14 +197,14 @@ START_TEST(test_check_outputs_statuses)
         {"fifo", NULL, "--out 'fifo': is a FIFO", 2},
         {"./model.bin", NULL, "is the same file as --model 'model.bin'", 2},
         {"a.bin", "./a.bin", "--tokenizer-out './a.bin' is the same file as --out 'a.bin'", 2},
-        {"no/such/x.csv", NULL, "--out 'no/such/x.csv': its directory does not exist", 1},
+        {"no/such/x.csv", NULL, "--out 'no/such/x.csv': cannot write into its directory", 1},
         {"bad\nname/", NULL, "--out 'bad\\nname/': ends in '/'", 2},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         outs[0].path = cases[k].out;
         outs[1].path = cases[k].out2;
         capture_begin();
-        int rc = kv_cli_check_outputs("sweep", outs, 2, ins, 2, KV_FILE_PARENT_MKDIR);
+        int rc = kv_cli_check_outputs("sweep", outs, 2, ins, 2, KV_FILE_PARENT_MKDIR, 1);
         ck_assert_int_eq(capture_end(msg, sizeof msg), 1);
         ck_assert_int_eq(rc, cases[k].rc);
         ck_assert_msg(strncmp(msg, "kvlab sweep: ", 13) == 0, "%s", msg);

@@ -178,6 +178,7 @@ ${K[*]} --csv
 roofline --help
 roofline --csv --reps 1 --threads 1
 compare --help
+merge --help
 export-synthetic --help
 export-synthetic --out $tmp/e.bin ${MODEL[*]}
 EOF
@@ -242,6 +243,7 @@ for target in "${targets[@]}"; do
     run 2 "${S[@]}" --out "$target" && said "not a regular file"
     run 2 export-synthetic "${MODEL[@]}" --out "$target"
     run 2 export-synthetic "${MODEL[@]}" --out "$tmp/x.bin" --tokenizer-out "$target"
+    run 2 merge "$target" "$tmp/good.csv"
 done
 if [ -e "$tmp/null" ]; then
     check "the character device is still one" test -c "$tmp/null"
@@ -253,6 +255,7 @@ check "no refused export left a file" test ! -e "$tmp/x.bin"
 cp "$tmp/good.csv" "$tmp/ro.csv" && chmod 444 "$tmp/ro.csv"
 run 2 "${S[@]}" --out "$tmp/ro.csv" && said "read-only"
 run 2 export-synthetic "${MODEL[@]}" --out "$tmp/ro.csv"
+run 2 merge "$tmp/ro.csv" "$tmp/good.csv"
 check "the read-only file is unchanged" cmp -s "$tmp/good.csv" "$tmp/ro.csv"
 check "... and still mode 444" test "$(stat -c %a "$tmp/ro.csv")" = 444
 # names: too long for the filesystem (refused), at the limit (written)
@@ -282,6 +285,9 @@ mkdir "$tmp/sub"
 for spelling in "$tmp/in.link" "$tmp/in.hard" "$tmp/sub/../in.bin"; do
     run 2 "${S[@]}" --model "$tmp/in.bin" --out "$spelling"
 done
+cp "$tmp/good.csv" "$tmp/in.csv"
+run 2 merge "$tmp/sub/../in.csv" "$tmp/in.csv" && said "same file"
+check "the merge input is unchanged" cmp -s "$tmp/good.csv" "$tmp/in.csv"
 check "the --model input is unchanged" cmp -s "$tmp/m.bin" "$tmp/in.bin"
 
 # ---- 8: temporary files ------------------------------------------------------
@@ -313,7 +319,7 @@ echo "class 10: messages"
 # a newline in any option's value stays inside the one line: every option
 # of every command, read from its --help (an unknown option after it stops
 # a value that is accepted, such as a file name, before any run)
-for cmd in generate sweep demo kernel roofline compare export-synthetic; do
+for cmd in generate sweep demo kernel roofline compare merge export-synthetic; do
     opts=$("$KVLAB" "$cmd" --help | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
     for opt in $opts; do
         [ "$opt" = --help ] && continue
