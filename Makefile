@@ -461,7 +461,7 @@ valgrind:
 	@$(MAKE) --no-print-directory BUILD=build/vg ARCH=$(VG_ARCH) SANITIZE=0 build/vg/kvlab
 	valgrind $(VG_FLAGS) build/vg/kvlab demo >/dev/null
 	valgrind $(VG_FLAGS) build/vg/kvlab demo --compare sliding,quantized --bits 4 --batch 2 \
-	  --threads 2 >/dev/null
+	  >/dev/null
 	valgrind $(VG_FLAGS) build/vg/kvlab demo --strategy sliding --window 1 --prompt-tokens 5 \
 	  --steps 2 >/dev/null
 	valgrind $(VG_FLAGS) build/vg/kvlab $(VG_SWEEP)

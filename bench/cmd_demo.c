@@ -1248,6 +1248,12 @@ int kv_cmd_demo(int argc, char **argv)
     } else if (o.c.tokenizer_path != NULL && o.c.model.vocab_size == 256) {
         /* a tokenizer without a model: keep the synthetic model's vocab */
     }
+    /* the walk runs on one thread (its timings are not the point) */
+    static const char *const unused[] = {"--threads", NULL};
+    if (kv_cli_reject_unused("demo", &o.c, unused) != 0) {
+        session_free(&x);
+        return 2;
+    }
     struct kv_cli_common chk = o.c;
     struct kv_cli_strategy sa, sb;
     chk.strategy = o.compare ? name_a : strategy;

@@ -349,6 +349,7 @@ run 2 "${K[@]}" --dtype f32,f16 && said "--dtype expects f32, int8 or int4"
 # an accepted option that does nothing is bad input
 run 2 "${S[@]}" --tokenizer "$tmp/tok.bin" --out "$tmp/s.csv" && said "--tokenizer has no effect"
 run 2 export-synthetic "${MODEL[@]}" --out "$tmp/x.bin" --window 8 && said "--window has no effect"
+run 2 demo --threads 2 && said "--threads has no effect on demo"
 
 # ---- 11: work bounded by the input -------------------------------------------
 echo "class 11: work bounded by the input"
