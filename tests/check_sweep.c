@@ -325,6 +325,37 @@ START_TEST(sweep_interrupt_drops_the_row_in_flight)
 }
 END_TEST
 
+/* NaN logits (a NaN planted in a weight of the in-memory model: loaded
+ * checkpoints are refused before this) must never read as "exact": the
+ * accuracy columns compare with !(d <= max), so a NaN difference is
+ * recorded, and NaN logits agree on no token. */
+START_TEST(sweep_nan_is_a_difference)
+{
+    static const char *const names[] = {"dynamic", "static"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 2);
+    cfg.n_lens = 1;
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    m->w.rms_final[0] = NAN;
+    static struct collect c;
+    memset(&c, 0, sizeof(c));
+    cfg.on_row = collect_row;
+    cfg.user = &c;
+    int32_t interrupted = -1;
+    ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+    ck_assert_int_eq(c.n, 2);
+    for (int i = 0; i < c.n; i++) {
+        const struct kv_sweep_row *r = &c.rows[i];
+        if (r->acc_measured == 0)
+            continue; /* the reference itself */
+        ck_assert_msg(!(r->max_abs_err <= 0.0), "max_abs_err %g for NaN logits", r->max_abs_err);
+        ck_assert_msg(!(r->rel_err <= 0.0), "rel_err %g for NaN logits", r->rel_err);
+        ck_assert_msg(r->token_match == 0.0, "token_match %g for NaN logits", r->token_match);
+    }
+    kv_model_destroy(m);
+}
+END_TEST
+
 START_TEST(sweep_rejects_bad_configs)
 {
     static const char *const names[] = {"dynamic"};
@@ -493,6 +524,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(sw, sweep_rows_are_centred_and_counted);
     tcase_add_test(sw, sweep_interrupt_drops_the_row_in_flight);
     tcase_add_test(sw, sweep_rejects_bad_configs);
+    tcase_add_test(sw, sweep_nan_is_a_difference);
     tcase_add_test(sw, sweep_alloc_failures_clean_up);
     tcase_add_test(sw, sweep_failed_run_keeps_previous_file);
     suite_add_tcase(s, sw);
