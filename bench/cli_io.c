@@ -79,9 +79,10 @@ int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_
         for (int j = 0; j < n_in + i; j++) {
             const struct kv_cli_file *o = j < n_in ? &ins[j] : &outs[j - n_in];
             if (o->path != NULL && kv_file_same(outs[i].path, o->path)) {
-                fprintf(stderr, "kvlab %s: %s '%s' is the same file as %s '%s'; refusing "
-                                "to overwrite it\n", cmd, outs[i].opt, kv_cli_q(outs[i].path),
-                        o->opt, kv_cli_q(o->path));
+                fprintf(stderr, "kvlab: %s: %s '%s' is also an %s: the same file as %s "
+                                "'%s'; refusing to overwrite it\n", cmd, outs[i].opt,
+                        kv_cli_q(outs[i].path), j < n_in ? "input" : "output", o->opt,
+                        kv_cli_q(o->path));
                 return 2;
             }
         }

@@ -195,8 +195,8 @@ START_TEST(test_check_outputs_statuses)
         int rc;
     } cases[] = {
         {"fifo", NULL, "--out 'fifo': is a FIFO", 2},
-        {"./model.bin", NULL, "is the same file as --model 'model.bin'", 2},
-        {"a.bin", "./a.bin", "--tokenizer-out './a.bin' is the same file as --out 'a.bin'", 2},
+        {"./model.bin", NULL, "is also an input: the same file as --model 'model.bin'", 2},
+        {"a.bin", "./a.bin", "--tokenizer-out './a.bin' is also an output: the same file as --out 'a.bin'", 2},
         {"no/such/x.csv", NULL, "--out 'no/such/x.csv': cannot write into its directory", 1},
         {"bad\nname/", NULL, "--out 'bad\\nname/': ends in '/'", 2},
     };
