@@ -72,7 +72,7 @@ int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_
             continue;
         enum kv_status s = kv_file_check_output(outs[i].path, parent);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab %s: %s '%s': %s\n", cmd, outs[i].opt,
+            fprintf(stderr, "kvlab: %s: %s '%s': %s\n", cmd, outs[i].opt,
                     kv_cli_q(outs[i].path), kv_file_why());
             return s == KV_ERR_IO ? dir_status : 2;
         }

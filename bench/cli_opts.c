@@ -442,7 +442,7 @@ int kv_cli_reject_unused(const char *cmd, const struct kv_cli_common *c,
             int given = j < N_INT_OPTS + nk ? (int)(c->given >> j & 1u)
                                             : f < (size_t)c->n_flags && (c->flags_given >> f & 1u);
             if (nm != NULL && strcmp(nm, unused[k]) == 0 && given) {
-                fprintf(stderr, "kvlab %s: %s has no effect on %s; remove it\n", cmd,
+                fprintf(stderr, "kvlab: %s: %s has no effect on %s; remove it\n", cmd,
                         unused[k], cmd);
                 return -1;
             }

@@ -118,7 +118,7 @@ int kv_cli_same_file(const char *a, const char *b);
 /*
  * An accepted option that does nothing is bad input: unused lists the
  * common options (NULL-terminated, e.g. {"--tokenizer", NULL}) that command
- * `cmd` parses but does not use; if one was given, prints "kvlab CMD: OPT
+ * `cmd` parses but does not use; if one was given, prints "kvlab: CMD: OPT
  * has no effect on CMD" and returns -1; 0 otherwise.
  */
 int kv_cli_reject_unused(const char *cmd, const struct kv_cli_common *c,

@@ -207,7 +207,7 @@ START_TEST(test_check_outputs_statuses)
         int rc = kv_cli_check_outputs("sweep", outs, 2, ins, 2, KV_FILE_PARENT_MKDIR, 1);
         ck_assert_int_eq(capture_end(msg, sizeof msg), 1);
         ck_assert_int_eq(rc, cases[k].rc);
-        ck_assert_msg(strncmp(msg, "kvlab sweep: ", 13) == 0, "%s", msg);
+        ck_assert_msg(strncmp(msg, "kvlab: sweep: ", 14) == 0, "%s", msg);
         ck_assert_msg(strstr(msg, cases[k].want) != NULL, "%s", msg);
     }
     struct stat st;
@@ -233,7 +233,7 @@ START_TEST(test_reject_unused)
     capture_begin();
     ck_assert_int_eq(kv_cli_reject_unused("sweep", &c, tok_unused), -1);
     ck_assert_int_eq(capture_end(msg, sizeof msg), 1);
-    ck_assert_str_eq(msg, "kvlab sweep: --tokenizer has no effect on sweep; remove it\n");
+    ck_assert_str_eq(msg, "kvlab: sweep: --tokenizer has no effect on sweep; remove it\n");
 }
 END_TEST
 
