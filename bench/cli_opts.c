@@ -306,18 +306,51 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
     return 0;
 }
 
-/* The strategy's parameters against the model's shape; -1 after printing. */
-static int check_strategy(const struct kv_cli_common *c, const char *name)
+int kv_cli_slots_apply(const struct kv_strategy_ops *ops)
 {
-    struct kv_cli_strategy s;
-    if (kv_cli_strategy(c, name, &s) != 0)
-        return -1;
-    const struct kv_cache_config cfg = kv_cli_cache_config(c);
-    char why[256];
-    if (kv_params_check(s.ops, &cfg, s.params, why, sizeof why) != KV_OK) {
-        fprintf(stderr, "kvlab: %s\n", why[0] ? why : "invalid strategy parameters");
-        return -1;
+    const uint32_t slots = KV_CAP_PREALLOCATES | KV_CAP_BOUNDED;
+    return (ops->caps & slots) == slots;
+}
+
+int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, const void *params,
+                          const struct kv_cache_config *cc, int32_t tokens, int memory,
+                          size_t *bytes)
+{
+    char why[256] = "";
+    if (kv_params_check(ops, cc, params, why, sizeof why) != KV_OK) {
+        fprintf(stderr, "kvlab: %s: %s: %s\n", cmd, ops->name,
+                why[0] ? why : "invalid strategy parameters");
+        return 2;
     }
+    /* what sizes it beyond its tokens: the parameters its table says scale
+     * memory, and the preallocated capacity of a cache that has one */
+    char sizing[160] = "";
+    size_t w = 0;
+    for (int32_t k = 0; k < ops->n_params && w < sizeof sizing; k++)
+        if (ops->params[k].scales_memory)
+            w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %" PRId32,
+                                  w ? "" : " with", ops->params[k].flag,
+                                  kv_params_get(ops, params, k));
+    if (kv_cli_slots_apply(ops) && w < sizeof sizing)
+        snprintf(sizing + w, sizeof sizing - w, "%s %" PRId32 " preallocated slots",
+                 w ? " and" : " with", cc->max_len);
+    size_t b = 0;
+    enum kv_status s = kv_cache_bytes_for(ops, cc, params, tokens, &b);
+    if (s == KV_ERR_OVERFLOW) {
+        fprintf(stderr, "kvlab: %s: the %s cache%s needs more bytes than size_t holds\n", cmd,
+                ops->name, sizing);
+        return 2;
+    }
+    if (s != KV_OK) {
+        b = 0; /* the strategy cannot say (no bytes_for): not refused on memory */
+    } else if (memory) {
+        char what[256];
+        snprintf(what, sizeof what, "%s: the %s cache%s", cmd, ops->name, sizing);
+        if (kv_cli_check_memory(what, b) != 0)
+            return 2;
+    }
+    if (bytes != NULL)
+        *bytes = b;
     return 0;
 }
 
@@ -378,18 +411,11 @@ int kv_cli_check_common(const struct kv_cli_common *c)
                 m->n_kv_heads, m->n_heads);
         return -1;
     }
-    /* The strategy's parameters against the shape (or every strategy's,
-     * for a command that may run any of them). */
-    if (!c->no_cache) {
-        if (c->strategy != NULL) {
-            if (check_strategy(c, c->strategy) != 0)
-                return -1;
-        } else {
-            for (int32_t i = 0; i < kv_strategy_count(); i++)
-                if (check_strategy(c, kv_strategy_at(i)->name) != 0)
-                    return -1;
-        }
-    }
+    /* A strategy's own parameters (--group, --window, ...) are checked by
+     * kv_cli_check_strategy, per strategy the command really runs, against
+     * the model it really runs on (a --model checkpoint's shape, known only
+     * after loading): not here, against the options' model, for every
+     * registered strategy. */
     enum kv_status s = kv_model_config_check(m);
     if (s == KV_ERR_OVERFLOW) {
         fprintf(stderr, "kvlab: the model's weight bytes overflow "

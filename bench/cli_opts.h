@@ -66,11 +66,32 @@ void kv_cli_common_defaults(struct kv_cli_common *c);
  */
 int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i);
 
-/* Cross-checks (kv-heads divides heads, the strategy's parameters against
- * the shape: --strategy's, or every registered strategy's when none was
- * given and the command builds caches); prints one line and returns -1 on
- * error, 0 if fine. */
+/* Cross-checks of the model options (kv-heads divides heads, an even
+ * head_dim, byte counts that fit) and that --strategy names a strategy;
+ * prints one line and returns -1 on error, 0 if fine. A strategy's own
+ * parameters are checked by kv_cli_check_strategy. */
 int kv_cli_check_common(const struct kv_cli_common *c);
+
+/*
+ * Validation against the real configuration, one strategy at a time: cc
+ * is the shape of the model the run really uses (a loaded checkpoint's, not
+ * the options' defaults) and params the strategy's parameters
+ * (kv_cli_strategy). Its parameter table's ranges and cross-checks
+ * (kv_params_check: a --group dividing head_dim), then, when `memory` is
+ * nonzero, its cache for `tokens` tokens per layer (kv_cache_bytes_for:
+ * every size-bearing parameter, --window, --residual, the preallocated
+ * slots, included) against the machine's memory, the message naming those
+ * options (a plan for another machine, `sweep --list`, passes 0). Prints
+ * one line "kvlab: CMD: ..." and returns 2 on a refusal; 0, with *bytes
+ * (if not NULL) the estimate (0 when the strategy cannot say), otherwise.
+ */
+int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, const void *params,
+                          const struct kv_cache_config *cc, int32_t tokens, int memory,
+                          size_t *bytes);
+
+/* 1 for a strategy whose capacity is its cache's max_len, allocated up
+ * front (static): the demo's --slots sizes exactly those. */
+int kv_cli_slots_apply(const struct kv_strategy_ops *ops);
 
 /* The cache shape of the options' model and batch (max_len the model's). */
 struct kv_cache_config kv_cli_cache_config(const struct kv_cli_common *c);

@@ -217,7 +217,8 @@ static void usage(FILE *f)
         "  --compare A,B     run two strategies side by side, show where they diverge\n"
         "  --prompt TEXT     prompt (default \"KV cache\"; bytes, or the tokenizer's BPE)\n"
         "  --prompt-tokens L comma-separated token ids instead of a prompt text\n"
-        "  --slots N         static: preallocated slots (default --max-len)\n"
+        "  --slots N         the static cache's preallocated slots (default --max-len;\n"
+        "                    refused when no strategy shown is static)\n"
         "  --batch B         B sequences (<= 4); sequence b drops the first 2b prompt\n"
         "                    tokens and is left-padded, to show padding masks\n"
         "  --brief           one line per step; --every K prints every K-th step\n"
@@ -379,6 +380,19 @@ static void print_model_line(struct session *x)
     kv_line_addf(L, "  (%" PRId32 " token%s%s)", x->P, x->P == 1 ? "" : "s",
                  x->B > 1 ? " with padding" : "");
     emit(x, 7);
+}
+
+/* The cache configuration strategy `name` runs with: the session's, and
+ * --slots as the capacity only of a strategy whose capacity is its max_len
+ * (kv_cli_slots_apply: static); the others keep the model's positions. */
+static struct kv_cache_config cc_of(const struct session *x, const char *name)
+{
+    struct kv_cache_config cc = x->cc;
+    const struct kv_strategy_ops *ops = NULL;
+    if (x->o->slots > 0 && kv_strategy_lookup(name, &ops, NULL, 0) == KV_OK &&
+        kv_cli_slots_apply(ops))
+        cc.max_len = x->o->slots;
+    return cc;
 }
 
 /* The strategy describes itself, with its parameters' values. */
@@ -802,7 +816,7 @@ static int report_failure(struct session *x, const struct kv_demo_run *R, int32_
         printf("\n");
         kv_line_addf(&x->L, "%s-- step %" PRId32 ": the %s cache is full%s: it holds %" PRId32
                             " preallocated slots and position %" PRId32 " does not fit.",
-                     x->S.red, step, R->name, x->S.reset, x->cc.max_len, x->P + step - 1);
+                     x->S.red, step, R->name, x->S.reset, R->cache->cfg.max_len, x->P + step - 1);
         emit(x, 3);
         kv_line_addf(&x->L, "   kv_cache_update returned KV_ERR_FULL, wrote nothing, and the "
                             "walk stops here (a static cache never grows).");
@@ -853,7 +867,8 @@ static int walk(struct session *x, const char *name, const void *params)
     struct demo_opts *o = x->o;
     struct kv_demo_run R, ref;
     int rc = 0;
-    enum kv_status s = kv_demo_run_create(&R, name, params, x->model, &x->cc, x->B, x->P,
+    struct kv_cache_config cc = cc_of(x, name);
+    enum kv_status s = kv_demo_run_create(&R, name, params, x->model, &cc, x->B, x->P,
                                           x->max_pos, 1);
     int own_ref = s == KV_OK && R.keeps;
     if (s == KV_OK && own_ref) {
@@ -1000,10 +1015,11 @@ static int compare(struct session *x, const char *na, const void *pa, const char
     struct demo_opts *o = x->o;
     struct kv_demo_run A, B;
     memset(&B, 0, sizeof B);
-    enum kv_status s = kv_demo_run_create(&A, na, pa, x->model, &x->cc, x->B, x->P,
+    struct kv_cache_config ca = cc_of(x, na), cb = cc_of(x, nb);
+    enum kv_status s = kv_demo_run_create(&A, na, pa, x->model, &ca, x->B, x->P,
                                           x->max_pos, 1);
     if (s == KV_OK)
-        s = kv_demo_run_create(&B, nb, pb, x->model, &x->cc, x->B, x->P, x->max_pos, 1);
+        s = kv_demo_run_create(&B, nb, pb, x->model, &cb, x->B, x->P, x->max_pos, 1);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: demo: cannot set up %s and %s: %s\n", na, nb, kv_status_str(s));
         kv_demo_run_destroy(&A);
@@ -1327,7 +1343,28 @@ int kv_cmd_demo(int argc, char **argv)
     x.cc.batch = x.B;
     x.cc.n_kv_heads = x.model->cfg.n_kv_heads;
     x.cc.head_dim = x.model->cfg.dim / x.model->cfg.n_heads;
-    x.cc.max_len = o.slots > 0 ? o.slots : x.model->cfg.max_len;
+    x.cc.max_len = x.model->cfg.max_len; /* --slots: cc_of, for static only */
+    /* --slots sizes a preallocated (static) cache; a walk without one would
+     * ignore it, and an option that does nothing is bad input */
+    if (o.slots > 0 && !kv_cli_slots_apply(sa.ops) &&
+        !(o.compare && kv_cli_slots_apply(sb.ops))) {
+        fprintf(stderr, "kvlab: demo: --slots sets the slots of a preallocated (static) cache; "
+                        "%s%s%s has none\n", sa.ops->name, o.compare ? " and " : "",
+                o.compare ? sb.ops->name : "");
+        session_free(&x);
+        return 2;
+    }
+    /* each strategy shown, against the model that really runs (a --model
+     * checkpoint's head_dim for --group), with its cache's bytes */
+    for (int k = 0; k < 1 + (o.compare != NULL); k++) {
+        const struct kv_cli_strategy *st = k == 0 ? &sa : &sb;
+        struct kv_cache_config cc = cc_of(&x, k == 0 ? (o.compare ? name_a : strategy) : name_b);
+        int crc = kv_cli_check_strategy("demo", st->ops, st->params, &cc, x.max_pos, 1, NULL);
+        if (crc != 0) {
+            session_free(&x);
+            return crc;
+        }
+    }
 
     double work = o.compare ? run_flops(&x, sa.ops) + run_flops(&x, sb.ops)
                             : run_flops(&x, sa.ops) + ((sa.ops->caps & KV_CAP_KEEPS_HISTORY)

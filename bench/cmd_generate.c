@@ -156,18 +156,17 @@ static void print_escaped(const char *b, size_t n)
 }
 
 /* Rough upper bound of the bytes a run holds (weights, activations, cache). */
+/* Rough upper bound of the bytes a run holds: weights, activations, and
+ * the cache's bytes (kv_cli_check_strategy: the strategy's own bytes_for). */
 static size_t estimate_bytes(const struct kv_model_config *m, int32_t batch,
-                             int32_t tokens_per_call, int32_t cache_tokens)
+                             int32_t tokens_per_call, size_t cache)
 {
     size_t hs = (size_t)(m->dim / m->n_heads), kvd = (size_t)m->n_kv_heads * hs;
     size_t per_tok = 4 * (size_t)m->dim + 2 * kvd + (m->mlp ? 2 * (size_t)m->hidden_dim : 0);
-    size_t act, cache, total = kv_model_weight_bytes(m);
+    size_t act, total = kv_model_weight_bytes(m);
     const size_t fa[] = {(size_t)batch, (size_t)tokens_per_call, per_tok, sizeof(float)};
-    /* x2: dynamic strategies may hold up to twice what they use */
-    const size_t fc[] = {(size_t)m->n_layers, (size_t)batch, kvd, (size_t)cache_tokens,
-                         2 * sizeof(float), 2};
-    if (kv_mul_sizes(&act, 4, fa) != KV_OK || kv_mul_sizes(&cache, 6, fc) != KV_OK ||
-        act > SIZE_MAX - total || cache > SIZE_MAX - total - act)
+    if (kv_mul_sizes(&act, 4, fa) != KV_OK || act > SIZE_MAX - total ||
+        cache > SIZE_MAX - total - act)
         return SIZE_MAX;
     return total + act + cache;
 }
@@ -347,19 +346,22 @@ int kv_cmd_generate(int argc, char **argv)
                 (int64_t)c.batch * call_tokens, INT32_MAX);
         goto out;
     }
-    /* a cache that preallocates and never evicts holds max_len from the start */
-    int32_t cache_tokens = (ops->caps & (KV_CAP_PREALLOCATES | KV_CAP_EVICTS)) == KV_CAP_PREALLOCATES
-                               ? mc->max_len
-                               : prompt_len + new_tokens;
-    if (kv_cli_check_memory("this run", estimate_bytes(mc, c.batch, call_tokens,
-                                                       cache_tokens)) != 0)
-        goto out;
-
     c.cache.n_layers = mc->n_layers;
     c.cache.batch = c.batch;
     c.cache.n_kv_heads = mc->n_kv_heads;
     c.cache.head_dim = mc->dim / mc->n_heads;
     c.cache.max_len = mc->max_len;
+    /* the strategy's own parameters against the model that really runs (a
+     * checkpoint's head_dim for --group), and its cache's bytes with every
+     * size-bearing parameter (--window, --residual, preallocated slots) */
+    size_t cache_bytes = 0;
+    if ((rc = kv_cli_check_strategy("generate", ops, strat.params, &c.cache,
+                                    prompt_len + new_tokens, 1, &cache_bytes)) != 0)
+        goto out;
+    rc = 2;
+    if (kv_cli_check_memory("this run", estimate_bytes(mc, c.batch, call_tokens,
+                                                       cache_bytes)) != 0)
+        goto out;
 
     /* From here on, failures are run-time failures (exit 1) unless the
      * strategy itself rejects the configuration. */

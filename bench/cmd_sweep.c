@@ -549,47 +549,51 @@ static int build_config(struct kv_sweep_config *cfg, const struct sweep_opts *o)
 /* Memory                                                                   */
 
 /*
- * Upper bound of the bytes a sweep holds at its largest T besides the
- * weights: every slot's cache (f32 K and V for the sweep's capacity, x2 for
- * the growth slack of dynamic strategies; the hidden reference counted in
- * case no listed strategy is `dynamic`), the runner's activations for its
- * largest forward (a whole T-token prefix), and the reference logits.
- * Returns 0 and sets *bytes, or -1 when the count overflows size_t.
+ * Every listed strategy, and the hidden exact reference when none is
+ * listed, checked against the model the sweep really runs (a checkpoint's
+ * shape, not the options' defaults) with the cache it gets (the sweep's
+ * capacity, its own parameters): kv_cli_check_strategy, one line and exit
+ * status 2 on a refusal. Then, unless `memory` is 0 (--list plans for
+ * another machine), the whole run: the weights (0 for a checkpoint, mapped
+ * already), every strategy's cache at once (kv_cache_bytes_for: --window,
+ * --residual and static's slots included; they live together), the
+ * runner's activations for its largest forward (a whole T-token prefix)
+ * and the reference logits. Returns 0 or the exit status.
  */
-static int sweep_bytes(size_t *bytes, const struct kv_model_config *mc,
-                       const struct kv_sweep_config *cfg, size_t weights)
+static int check_sweep_memory(const struct kv_model_config *mc,
+                              const struct kv_sweep_config *cfg, size_t weights, int memory)
 {
+    struct kv_cache_config cc;
+    size_t caches = 0, b = 0;
+    int listed_ref = kv_sweep_reference(cfg) >= 0;
+    for (int32_t i = 0; i < cfg->n_strategies + !listed_ref; i++) {
+        const struct kv_sweep_strategy *st = i < cfg->n_strategies
+                                                 ? &cfg->strategies[i]
+                                                 : kv_sweep_reference_strategy();
+        kv_sweep_cache_config(&cc, cfg, mc, st);
+        int rc = kv_cli_check_strategy("sweep", st->ops, st->params, &cc, cc.max_len, memory,
+                                       &b);
+        if (rc != 0)
+            return rc;
+        caches = b > SIZE_MAX - caches ? SIZE_MAX : caches + b;
+    }
+    if (!memory)
+        return 0;
     size_t kvd = (size_t)mc->n_kv_heads * (size_t)(mc->dim / mc->n_heads);
     size_t per_tok = 4 * (size_t)mc->dim + 2 * kvd +
                      (mc->mlp ? 2 * (size_t)mc->hidden_dim : 0) + (size_t)mc->vocab_size;
-    size_t slots = 1; /* the reference */
-    for (int32_t i = 0; i < cfg->n_strategies; i++)
-        slots += (cfg->strategies[i].ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
     size_t T = (size_t)cfg->seq_lens[cfg->n_lens - 1];
-    const size_t fc[] = {slots, (size_t)mc->n_layers, (size_t)cfg->batch, kvd,
-                         (size_t)kv_sweep_capacity(cfg), 2 * sizeof(float), 2};
     const size_t fa[] = {(size_t)cfg->batch, T, per_tok, sizeof(float)};
     const size_t fl[] = {(size_t)cfg->batch, (size_t)mc->vocab_size, 2 * 1024, sizeof(float)};
-    size_t cache, act, logits;
-    if (kv_mul_sizes(&cache, 7, fc) != KV_OK || kv_mul_sizes(&act, 4, fa) != KV_OK ||
-        kv_mul_sizes(&logits, 4, fl) != KV_OK || cache > SIZE_MAX - weights ||
-        act > SIZE_MAX - weights - cache || logits > SIZE_MAX - weights - cache - act)
-        return -1;
-    *bytes = weights + cache + act + logits;
-    return 0;
-}
-
-/* Refuses a sweep that cannot fit in memory (one line); 0 if it fits. */
-static int check_sweep_memory(const struct kv_model_config *mc,
-                              const struct kv_sweep_config *cfg, size_t weights)
-{
-    size_t bytes;
-    if (sweep_bytes(&bytes, mc, cfg, weights) != 0) {
+    size_t act, logits;
+    if (kv_mul_sizes(&act, 4, fa) != KV_OK || kv_mul_sizes(&logits, 4, fl) != KV_OK ||
+        caches > SIZE_MAX - weights || act > SIZE_MAX - weights - caches ||
+        logits > SIZE_MAX - weights - caches - act) {
         fprintf(stderr, "kvlab sweep: the caches of this sweep would need more than "
                         "%zu bytes\n", (size_t)SIZE_MAX);
-        return -1;
+        return 2;
     }
-    return kv_cli_check_memory("this sweep", bytes);
+    return kv_cli_check_memory("this sweep", weights + caches + act + logits) != 0 ? 2 : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -705,8 +709,10 @@ int kv_cmd_sweep(int argc, char **argv)
         shape.cfg = mc; /* --list measures nothing: the shape is all it needs */
         /* 0: the configuration is invalid; creating it says why */
         size_t weights = kv_model_weight_bytes(&mc);
-        if (!o.list && weights > 0 && check_sweep_memory(&mc, &cfg, weights) != 0)
-            return 2;
+        /* --list measures nothing: its strategies are validated, not sized */
+        int rc = weights > 0 ? check_sweep_memory(&mc, &cfg, weights, !o.list) : 0;
+        if (rc != 0)
+            return rc;
         s = o.list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
                    : kv_model_create_synthetic(&m, &mc, o.common.seed);
         if (s != KV_OK) {
@@ -723,11 +729,14 @@ int kv_cmd_sweep(int argc, char **argv)
         kv_model_destroy(m);
         return 2;
     }
-    /* a checkpoint's weights are loaded already; its caches are not */
-    if (o.common.model_path != NULL && !o.list &&
-        check_sweep_memory(&mshape->cfg, &cfg, 0) != 0) {
-        kv_model_destroy(m);
-        return 2;
+    /* a checkpoint's weights are loaded already; its caches are not, and
+     * its shape (head_dim for --group ...) is known only now */
+    if (o.common.model_path != NULL) {
+        int rc = check_sweep_memory(&mshape->cfg, &cfg, 0, !o.list);
+        if (rc != 0) {
+            kv_model_destroy(m);
+            return rc;
+        }
     }
 
     /* --shard / --list: the plan, then this shard's rows only */

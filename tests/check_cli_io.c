@@ -237,6 +237,47 @@ START_TEST(test_reject_unused)
 }
 END_TEST
 
+/* kv_cli_check_strategy: a strategy's own parameters against the shape it
+ * is given, its memory with the option that sizes it named; another
+ * strategy's parameter values are not its business. */
+START_TEST(test_check_strategy)
+{
+    struct kv_cli_common c;
+    kv_cli_common_defaults(&c);
+    char *argv[] = {"kvlab", "--group", "32", "--window", "1073741824", NULL};
+    int i = 1;
+    ck_assert_int_eq(kv_cli_parse_common(&c, 5, argv, &i), 1);
+    ck_assert_int_eq(kv_cli_parse_common(&c, 5, argv, &i), 1);
+    struct kv_cli_strategy q, d, w, st;
+    ck_assert_int_eq(kv_cli_strategy(&c, "quantized", &q), 0);
+    ck_assert_int_eq(kv_cli_strategy(&c, "dynamic", &d), 0);
+    ck_assert_int_eq(kv_cli_strategy(&c, "sliding", &w), 0);
+    ck_assert_int_eq(kv_cli_strategy(&c, "static", &st), 0);
+    struct kv_cache_config cc = {.n_layers = 2, .batch = 1, .n_kv_heads = 2, .head_dim = 16,
+                                 .max_len = 64};
+    char msg[1024];
+    capture_begin();
+    ck_assert_int_eq(kv_cli_check_strategy("t", d.ops, d.params, &cc, 64, 1, NULL), 0);
+    ck_assert_int_eq(kv_cli_check_strategy("t", q.ops, q.params, &cc, 64, 1, NULL), 2);
+    cc.head_dim = 64;
+    size_t b = 0;
+    ck_assert_int_eq(kv_cli_check_strategy("t", q.ops, q.params, &cc, 64, 1, &b), 0);
+    ck_assert_uint_gt(b, 0);
+    ck_assert_int_eq(kv_cli_check_strategy("t", w.ops, w.params, &cc, 64, 1, NULL), 2);
+    ck_assert_int_eq(kv_cli_check_strategy("t", w.ops, w.params, &cc, 64, 0, NULL), 0);
+    int lines = capture_end(msg, sizeof msg);
+    ck_assert_int_eq(lines, 2);
+    ck_assert_msg(strstr(msg, "kvlab: t: quantized: ") != NULL && strstr(msg, "--group") != NULL,
+                  "%s", msg);
+    ck_assert_msg(strstr(msg, "the sliding cache with --window 1073741824 needs") != NULL, "%s",
+                  msg);
+    /* --slots applies to a cache whose capacity is its max_len */
+    ck_assert(kv_cli_slots_apply(st.ops));
+    ck_assert(!kv_cli_slots_apply(d.ops));
+    ck_assert(!kv_cli_slots_apply(w.ops));
+}
+END_TEST
+
 static Suite *cli_io_suite(void)
 {
     Suite *s = suite_create("cli_io");
@@ -253,6 +294,7 @@ static Suite *cli_io_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_check_outputs_statuses);
     tcase_add_test(tc, test_reject_unused);
+    tcase_add_test(tc, test_check_strategy);
     suite_add_tcase(s, tc);
     return s;
 }

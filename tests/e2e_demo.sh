@@ -200,8 +200,11 @@ mapfile -t strategies < <("$KVLAB" strategies | awk '{ print $1 }')
 [ "${#strategies[@]}" -ge 6 ] || bad "kvlab strategies listed ${#strategies[@]} strategies"
 for s in "${strategies[@]}"; do
     for args in "--strategy $s" "--strategy $s --brief" "--compare none,$s"; do
+        # (--slots sizes a static cache only: other strategies refuse it)
+        slots=""
+        [ "$s" = static ] && slots="--slots 3"
         for edge in "--prompt-tokens 5 --steps 0" "--prompt-tokens 5 --steps 2" \
-                    "--prompt-tokens 5 --steps 2 --window 1 --residual 1 --slots 3" \
+                    "--prompt-tokens 5 --steps 2 --window 1 --residual 1 $slots" \
                     "--prompt-tokens 5 --steps 1 --batch 4 --window 1" "--prompt z --steps 1"; do
             # shellcheck disable=SC2086
             NO_COLOR=1 "$KVLAB" demo $args $edge >"$tmp/edge.out" 2>"$tmp/edge.err"

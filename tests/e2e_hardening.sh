@@ -14,7 +14,11 @@
 #                           (kv_cli_check_outputs / kv_file_check_output)
 #   8  temporary files      mkstemp next to the resolved target, mode kept,
 #                           removed on SIGTERM (file_commit.c)
-#   9  real configuration   options validated against what really runs
+#   9  real configuration   each strategy's parameters checked against the
+#                           model it runs on, its cache bytes (window,
+#                           residual, slots) in the memory estimate
+#                           (cli_opts.c: kv_cli_check_strategy, on the
+#                           strategies' own parameter tables and bytes_for)
 #  10  messages             echoed values quoted (kv_cli_q), BOM skipped
 #  11  bounded work         the demo's estimated work refused up front
 #
@@ -313,6 +317,40 @@ run 0 export-synthetic "${MODEL[@]}" --out "$tmp/mode.link"
 check "... also by export-synthetic" test -L "$tmp/mode.link"
 check "... and the file it names holds the checkpoint" cmp -s "$tmp/m.bin" "$tmp/mode.csv"
 check "no temporary file is left anywhere" test -z "$(ls -a "$tmp" | grep -e '\.tmp\.' -e probe)"
+
+# ---- 9: validation against the real configuration ---------------------------
+echo "class 9: each strategy against the model it runs on"
+# a strategy's own parameters matter only to it: --group (default 32) is not
+# checked against head_dim 16 when no quantized strategy runs
+run 0 sweep --dim 32 --heads 2 --kv-heads 2 --layers 1 --hidden 32 --vocab 64 --seq-lens 16 \
+    --reps 1 --warmup 0 --threads 1 --no-roofline --quiet --strategies dynamic --out "$tmp/d32.csv"
+run 0 generate --dim 32 --heads 2 --kv-heads 2 --layers 1 --hidden 32 --vocab 64 --max-len 32 \
+    --threads 1 --strategy sliding --new-tokens 2 --prompt-len 2
+# ... and is checked against the checkpoint's head_dim (8), not the options'
+run 2 sweep --model "$tmp/m.bin" --seq-lens 16 --reps 1 --warmup 0 --threads 1 --no-roofline \
+    --strategies dynamic,quantized-int8 --out "$tmp/s.csv" && said "head_dim (8)"
+run 2 generate --model "$tmp/m.bin" --strategy quantized --new-tokens 2 --prompt-len 2 \
+    --threads 1 && said "--group (32) must divide head_dim (8)"
+run 2 demo --model "$tmp/m.bin" --strategy quantized --group 16 && said "head_dim (8)"
+run 0 demo --model "$tmp/m.bin" --strategy quantized --group 8 --steps 1
+# every size-bearing parameter is in the memory estimate: refused up front,
+# naming the option, the previous results kept
+cp "$tmp/good.csv" "$tmp/prev.csv"
+run 2 sweep "${TINY[@]}" --strategies sliding --window 1073741824 --out "$tmp/prev.csv" &&
+    said "--window 1073741824"
+run 2 sweep "${TINY[@]}" --strategies quantized-int4 --residual 1073741824 \
+    --out "$tmp/prev.csv" && said "--residual 1073741824"
+check "the refused sweeps left the previous file" cmp -s "$tmp/good.csv" "$tmp/prev.csv"
+run 2 generate "${MODEL[@]}" --strategy sliding --window 1073741824 --new-tokens 2 \
+    --prompt-len 2 --threads 1 && said "--window 1073741824"
+run 2 demo --strategy sliding --window 1073741824 && said "--window 1073741824"
+run 2 demo --compare dynamic,quantized --residual 1073741824 && said "--residual"
+# --slots sizes the static cache alone
+run 2 demo --strategy dynamic --slots 3 --steps 6 && said "--slots"
+run 0 demo --compare dynamic,static --slots 20 --steps 4
+grep -q '^cache  static: .*(20 slots)$' "$tmp/out" && ok || bad "static did not get --slots 20"
+grep '^cache  dynamic:' "$tmp/out" | grep -q 'slots' && bad "dynamic got --slots" || ok
+run 1 demo --compare static,dynamic --slots 10 --steps 4 && said "step 3 with static: cache is full"
 
 # ---- 10: messages ------------------------------------------------------------
 echo "class 10: messages"
