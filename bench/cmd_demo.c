@@ -1366,10 +1366,12 @@ int kv_cmd_demo(int argc, char **argv)
         }
     }
 
+    /* the hidden reference: a strategy that keeps no history, as walk() picks */
+    const struct kv_strategy_ops *nc = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
     double work = o.compare ? run_flops(&x, sa.ops) + run_flops(&x, sb.ops)
-                            : run_flops(&x, sa.ops) + ((sa.ops->caps & KV_CAP_KEEPS_HISTORY)
-                                                           ? run_flops(&x, &kv_strategy_none)
-                                                           : 0.0);
+                            : run_flops(&x, sa.ops) +
+                                  ((sa.ops->caps & KV_CAP_KEEPS_HISTORY) && nc != NULL
+                                       ? run_flops(&x, nc) : 0.0);
     if (!(work <= DEMO_MAX_FLOPS)) {
         fprintf(stderr, "kvlab: demo: --steps %" PRId32 " on this model would take about %.1e "
                         "FLOPs (%s), more than the demo's %.0e; use fewer --steps or a "
