@@ -371,6 +371,10 @@ for cmd in generate sweep demo kernel roofline compare merge export-synthetic; d
         fi
     done
 done
+# a command that ran instead of refusing would have written the value as a file
+for d in . "$tmp"; do
+    [ -e "$d/"$'x\nkvlab: forged line' ] && bad "a command wrote a file named by the forged value in $d" || ok
+done
 run 2 demo --strategy $'dyn\namic' && said 'dyn\namic'
 run 2 compare "$tmp/good.csv" $'new\nline.csv' && said 'new\nline.csv'
 run 2 "${S[@]}" --out $'bad\nname/' && said 'bad\nname/'
