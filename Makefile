@@ -1,13 +1,14 @@
 # kvlab - build, test, bench, demo.
 #
-#   make            build/libkvlab.a and build/kvlab
+#   make            build/libkvlab.a (library), build/libkvlab-cli.a (commands), build/kvlab
 #   make test       Check suites + end-to-end tests (SANITIZE=1: ASan+UBSan)
 #   make bench      build + the default, PyTorch-comparison and kernel sweeps + every plot (out/)
 #   make kernel-bench  the attention kernel alone: out/kernel.csv, out/kernel.md, kernel.png
 #   make deps       install the Debian packages kvlab needs, when missing
 #
-# Knobs: CFLAGS (overridable), PORTABLE=1 (no -march=native), SANITIZE=1,
-# PREFIX/DESTDIR for install.
+# Knobs: CFLAGS, CPPFLAGS, LDFLAGS (yours: `make CFLAGS=-O2` replaces the
+# optimisation flags only, the required ones in KV_REQ_* stay), PORTABLE=1
+# (no -march=native), SANITIZE=1, PREFIX/DESTDIR for install.
 
 CC       ?= cc
 PREFIX   ?= /usr/local
@@ -35,19 +36,31 @@ else
 ARCH     := -march=native
 endif
 
+# CFLAGS is the user's (optimisation, -march); what kvlab needs to build at
+# all is in KV_REQ_CFLAGS, added after it in every rule, so a command-line
+# CFLAGS adds to it instead of replacing it (likewise CPPFLAGS, LDFLAGS).
 CFLAGS   ?= $(OPT) $(ARCH)
-CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror \
-            -fopenmp -MMD -MP
+KV_REQ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror \
+                 -fopenmp -MMD -MP
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
-CPPFLAGS += $(BLAS_CFLAGS)
+KV_REQ_CPPFLAGS := $(BLAS_CFLAGS)
 LDLIBS   := $(BLAS_LIBS) -lm
-LDFLAGS  += -fopenmp $(SANLD)
+KV_REQ_LDFLAGS := -fopenmp $(SANLD)
+KV_CPPFLAGS = $(CPPFLAGS) $(KV_REQ_CPPFLAGS)
+KV_CFLAGS_ALL = $(CFLAGS) $(KV_REQ_CFLAGS)
+KV_LDFLAGS = $(LDFLAGS) $(KV_REQ_LDFLAGS)
 
-LIB_SRCS := $(wildcard kernels/*.c) $(wildcard strategies/*.c) \
-            $(filter-out bench/main.c,$(wildcard bench/*.c))
+# libkvlab.a: the kernels, the strategies and the model (decoder,
+# checkpoints, tokenizer), which a program of yours links (make install);
+# libkvlab-cli.a: the commands, sweep, CSV, compare, merge, demo, roofline,
+# which only the kvlab binary and the tests use.
+KV_LIB_SRCS := $(wildcard kernels/*.c) $(wildcard strategies/*.c) \
+               bench/model.c bench/checkpoint.c bench/tokenizer.c bench/file_commit.c
+CLI_LIB_SRCS := $(filter-out bench/main.c $(KV_LIB_SRCS),$(wildcard bench/*.c))
+LIB_SRCS := $(KV_LIB_SRCS) $(CLI_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(BUILD)/obj/bench/main.o
 TEST_SRCS := $(wildcard tests/check_*.c)
@@ -56,6 +69,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 E2E_TESTS := $(filter-out tests/e2e_slurm.sh,$(sort $(wildcard tests/e2e_*.sh)))
 
 LIB := $(BUILD)/libkvlab.a
+CLI_LIB := $(BUILD)/libkvlab-cli.a
 CLI := $(BUILD)/kvlab
 
 .PHONY: all test check-unit check-e2e bench bench-quick kernel-bench plots demo deps clean install notebooks-data
@@ -65,19 +79,27 @@ all: $(LIB) $(CLI)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(KV_CPPFLAGS) $(KV_CFLAGS_ALL) -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
+# (each archive is rebuilt when the Makefile changes, so a member moved to
+# the other archive leaves this one)
+$(LIB): $(KV_LIB_SRCS:%.c=$(BUILD)/obj/%.o) Makefile
 	@mkdir -p $(dir $@)
 	rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
 
-$(CLI): $(CLI_OBJS) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/tests/%: tests/%.c $(LIB)
+$(CLI_LIB): $(CLI_LIB_SRCS:%.c=$(BUILD)/obj/%.o) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CHECK_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(CHECK_LIBS) $(LDLIBS)
+	rm -f $@
+	ar rcs $@ $(filter %.o,$^)
+
+$(CLI): $(CLI_OBJS) $(CLI_LIB) $(LIB)
+	$(CC) $(KV_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(CLI_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(KV_CPPFLAGS) $(CHECK_CFLAGS) $(KV_CFLAGS_ALL) $(KV_LDFLAGS) -o $@ $< $(CLI_LIB) $(LIB) \
+	  $(CHECK_LIBS) $(LDLIBS)
 
 # Install missing Debian packages (as root), or print the exact command.
 deps:
@@ -103,8 +125,11 @@ check-unit: $(TEST_BINS) $(CLI)
 
 check-e2e: $(CLI)
 	@fail=0; for t in $(E2E_TESTS); do \
-	  echo "== $$t"; KVLAB=$(CLI) bash $$t || fail=1; done; \
+	  echo "== $$t"; KVLAB=$(CLI) KV_MAKE_ARGS='$(KV_MAKE_ARGS)' KV_TEST_LDFLAGS='$(SANLD)' \
+	  bash $$t || fail=1; done; \
 	exit $$fail
+# the build e2e_install.sh installs: this one
+KV_MAKE_ARGS = BUILD=$(BUILD) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE)
 
 # ---- benchmarks and plots (make bench) ----------------------------------
 BENCH_CSV ?= out/bench.csv
@@ -136,7 +161,7 @@ STEPS_MD ?= out/steps.md
 TORCH_ARGS ?= --layers 1 --dim 512 --heads 8 --kv-heads 8 --mlp off --strategies dynamic,static \
               --seq-lens 128,512,1024,2048,4096,8192
 # the sweep CSV records the build flags (# cflags=) through sysinfo.c
-$(BUILD)/obj/bench/sysinfo.o: CPPFLAGS += -DKV_CFLAGS='"$(strip $(CFLAGS))"'
+$(BUILD)/obj/bench/sysinfo.o: KV_REQ_CPPFLAGS += -DKV_CFLAGS='"$(strip $(KV_CFLAGS_ALL))"'
 
 # Build, run the default sweep into $(BENCH_CSV), the PyTorch-comparison sweep into
 # $(TORCH_CSV) and the kernel sweep into $(KERNEL_CSV) (tables: $(STEPS_MD),
@@ -164,31 +189,14 @@ kernel-bench: deps
 	gnuplot -e "csv='$(KERNEL_CSV)'; outdir='$(PLOTS_DIR)'" plots/kernel.gp
 	@echo "kernel-bench: results in $(KERNEL_CSV), table in $(KERNEL_CSV:.csv=.md), plot in $(PLOTS_DIR)/kernel.png"
 
-# (the measuring part: per pass, one `kvlab kernel --csv` per shape and mode,
-# the pass's first with --roofline and its metadata (# lines) kept; one header
-# line in all, so the file stays one CSV with comment lines; temp file, then
-# rename)
+# (the measuring part, bench/kernel_bench.sh: KERNEL_PASSES passes of one
+# `kvlab kernel --csv` per shape and mode into one CSV, then its table)
 .PHONY: kernel-bench-run
 kernel-bench-run: $(CLI)
-	@mkdir -p $(dir $(KERNEL_CSV))
-	@tmp='$(KERNEL_CSV).tmp'; rm -f "$$tmp"; \
-	for pass in $$(seq 1 $(KERNEL_PASSES)); do \
-	first=--roofline; \
-	for s in $(KERNEL_SHAPES); do \
-	  set -- $$(echo "$$s" | tr , ' '); \
-	  for mode in "--seq-len $(KERNEL_SEQ_LENS) --dtype $(KERNEL_DTYPES)" "$(KERNEL_PREFILL)"; do \
-	    echo "[pass $$pass/$(KERNEL_PASSES)] $(CLI) kernel --csv $$first --head-dim $$1 --heads $$2 --kv-heads $$3 $$mode $(KERNEL_ARGS)"; \
-	    $(CLI) kernel --csv $$first --head-dim $$1 --heads $$2 --kv-heads $$3 $$mode $(KERNEL_ARGS) \
-	      >"$$tmp.part" || { rm -f "$$tmp" "$$tmp.part"; exit 1; }; \
-	    if [ -n "$$first" ]; then grep '^#' "$$tmp.part" >>"$$tmp"; fi; \
-	    if [ -n "$$first" ] && [ "$$pass" = 1 ]; then grep -v '^#' "$$tmp.part" >>"$$tmp"; \
-	    else grep -v '^#' "$$tmp.part" | tail -n +2 >>"$$tmp"; fi; \
-	    first=; \
-	  done; \
-	done; \
-	done; rm -f "$$tmp.part"; mv "$$tmp" '$(KERNEL_CSV)'
-	bash bench/kernel_table.sh $(KERNEL_CSV) >$(KERNEL_CSV:.csv=.md).tmp && \
-	  mv $(KERNEL_CSV:.csv=.md).tmp $(KERNEL_CSV:.csv=.md)
+	@KVLAB=$(CLI) KERNEL_CSV='$(KERNEL_CSV)' KERNEL_PASSES='$(KERNEL_PASSES)' \
+	  KERNEL_SHAPES='$(KERNEL_SHAPES)' KERNEL_SEQ_LENS='$(KERNEL_SEQ_LENS)' \
+	  KERNEL_DTYPES='$(KERNEL_DTYPES)' KERNEL_PREFILL='$(KERNEL_PREFILL)' \
+	  KERNEL_ARGS='$(KERNEL_ARGS)' bash bench/kernel_bench.sh
 
 # A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into out/plots-quick/.
 bench-quick: deps
@@ -330,47 +338,21 @@ FUZZ_CC ?= clang
 FUZZ_PKGS := clang libclang-rt-14-dev
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 \
                -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror
-# $(call check_sweep,FILE): the check sweep into FILE (written atomically by kvlab).
-check_sweep = $(CLI) sweep $(BENCH_CHECK_ARGS) --out $(1)
-# Shell: compare $(BASELINE) with out/bench-check.csv: the INFO metrics shown, the
-# gating METRICS decide; $$rc = the worst exit status of the gating ones.
-define check_compare
-for mt in $(BENCH_CHECK_INFO); do echo "[for information, not gating]"; \
-  $(CLI) compare $(BASELINE) out/bench-check.csv --normalize --aggregate \
-    --metric $${mt%%:*} --threshold $${mt##*:} $(COMPARE_FLAGS); echo; done; \
-rc=0; for mt in $(BENCH_CHECK_METRICS); do echo "[gate]"; \
-  $(CLI) compare $(BASELINE) out/bench-check.csv --normalize --aggregate \
-    --metric $${mt%%:*} --threshold $${mt##*:} $(COMPARE_FLAGS); r=$$?; \
-  [ $$r -gt $$rc ] && rc=$$r; echo; done
-endef
+# (the shell of both: bench/bench_check.sh, given these variables)
+bench_check = KVLAB=$(CLI) BASELINE='$(BASELINE)' BASELINE_RUNS='$(BASELINE_RUNS)' \
+  BENCH_CHECK_ARGS='$(BENCH_CHECK_ARGS)' BENCH_CHECK_METRICS='$(BENCH_CHECK_METRICS)' \
+  BENCH_CHECK_INFO='$(BENCH_CHECK_INFO)' COMPARE_FLAGS='$(COMPARE_FLAGS)' \
+  bash bench/bench_check.sh $(1)
 
 # Run the check sweep $(BASELINE_RUNS) times and keep the per-row median as
 # $(BASELINE) (keep one per machine; bench/median_rows.awk merges the runs).
 baseline: $(CLI)
-	@mkdir -p $(dir $(BASELINE))
-	@for i in $$(seq $(BASELINE_RUNS)); do \
-	  echo "$(call check_sweep,$(BASELINE).run$$i)"; \
-	  $(call check_sweep,$(BASELINE).run$$i) || exit 1; done
-	awk -f bench/median_rows.awk $(foreach i,$(shell seq $(BASELINE_RUNS)),$(BASELINE).run$(i)) \
-	  >$(BASELINE).new
-	@mv $(BASELINE).new $(BASELINE) && rm -f $(BASELINE).run*
-	@echo "baseline: saved $(BASELINE) (median of $(BASELINE_RUNS) runs)"
+	@$(call bench_check,baseline)
 
 # Rerun the check sweep and compare it with $(BASELINE) (normalised, per group);
 # a regression is measured once more and fails only if the rerun shows it too.
 bench-check: $(CLI)
-	@test -f $(BASELINE) || { echo "bench-check: no $(BASELINE) (run 'make baseline' first)" >&2; exit 2; }
-	$(call check_sweep,out/bench-check.csv)
-	@$(check_compare); \
-	if [ $$rc -eq 1 ]; then \
-	  echo "bench-check: regression reported; measuring again to rule out a noisy run"; \
-	  $(call check_sweep,out/bench-check.csv) || exit 2; \
-	  $(check_compare); \
-	fi; \
-	case $$rc in 0) echo "bench-check: no regression against $(BASELINE)";; \
-	  1) echo "bench-check: REGRESSION against $(BASELINE) (confirmed by a second run)" >&2;; \
-	  *) echo "bench-check: the comparison could not be made (exit $$rc)" >&2;; esac; \
-	exit $$rc
+	@$(call bench_check,check)
 
 # Run every libFuzzer target for FUZZ_SECONDS each (clang; not part of `make test`).
 fuzz: fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok fuzz-demo
@@ -387,7 +369,7 @@ FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=build/fuzz/obj/%.o)
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_OBJ_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(KV_CPPFLAGS) $(FUZZ_OBJ_CFLAGS) -c $< -o $@
 
 $(FUZZ_LIB): $(FUZZ_LIB_OBJS)
 	rm -f $@
@@ -443,7 +425,7 @@ lint-tidy: $(LINT_SRCS:%.c=build/lint/%.tidy)
 
 build/lint/%.tidy: %.c .clang-tidy $(LINT_HDRS)
 	@mkdir -p $(dir $@)
-	clang-tidy --quiet $< -- $(CPPFLAGS) $(TIDY_DEFS) 2>/dev/null
+	clang-tidy --quiet $< -- $(KV_CPPFLAGS) $(TIDY_DEFS) 2>/dev/null
 	@touch $@
 
 # valgrind memcheck of `kvlab demo` and a tiny sweep, built without
@@ -556,10 +538,25 @@ demo: deps
 clean:
 	rm -rf build
 
-# Install the CLI and the library under $(DESTDIR)$(PREFIX).
+# Install the CLI, the library, its public headers (under include/kvlab/, in
+# the source layout: their relative includes stay valid) and kvlab.pc under
+# $(DESTDIR)$(PREFIX); tests/e2e_install.sh links a program against it.
+KV_VERSION ?= 0.2
+KV_PUBLIC_HDRS := kvlab.h kernels/kv_common.h kernels/kv_attention.h kernels/kv_quant.h \
+                  kernels/kv_ops.h strategies/strategy.h strategies/kv_store.h \
+                  bench/kv_model.h bench/checkpoint.h bench/tokenizer.h
+# OpenBLAS through its own .pc when there is one, else its flags as found here
+KV_PC_REQUIRES := $(if $(shell pkg-config --exists openblas 2>/dev/null && echo y),openblas)
+KV_PC_LIBS := $(if $(KV_PC_REQUIRES),,$(BLAS_LIBS))
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(addprefix $(DESTDIR)$(PREFIX)/include/kvlab/,kernels strategies bench)
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/kvlab
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkvlab.a
+	for h in $(KV_PUBLIC_HDRS); do \
+	  install -m 644 $$h $(DESTDIR)$(PREFIX)/include/kvlab/$$h || exit 1; done
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(KV_VERSION)|' \
+	  -e 's|@REQUIRES@|$(KV_PC_REQUIRES)|' -e 's|@LIBS@|$(KV_PC_LIBS)|' kvlab.pc.in \
+	  >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kvlab.pc
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)

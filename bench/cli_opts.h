@@ -29,7 +29,7 @@ struct kv_cli_flag {
 };
 
 /* Room for any strategy's parameter struct (checked when resolving). */
-#define KV_CLI_PARAMS_BYTES 256
+#define KV_CLI_PARAMS_BYTES KV_PARAMS_MAX_BYTES
 struct kv_cli_strategy {
     const struct kv_strategy_ops *ops;
     _Alignas(16) unsigned char params[KV_CLI_PARAMS_BYTES];

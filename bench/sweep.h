@@ -54,7 +54,7 @@
 #define KV_SWEEP_MIN_CPU_UTIL 0.6
 #define KV_SWEEP_RETRY_BUDGET 16
 
-#define KV_SWEEP_PARAMS_BYTES 256
+#define KV_SWEEP_PARAMS_BYTES KV_PARAMS_MAX_BYTES
 
 /* One measured strategy: its table, its parameters (ops->params_size bytes)
  * and the label its rows are filed under (kv_strategy_label). */

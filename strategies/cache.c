@@ -226,24 +226,39 @@ int kv_cache_has(const struct kv_cache *c, uint32_t caps)
     return c != NULL && (c->ops->caps & caps) == caps;
 }
 
+/* params, or the table's defaults in d when params is NULL. */
+static const void *params_or_defaults(const struct kv_strategy_ops *ops, const void *params,
+                                      unsigned char d[KV_PARAMS_MAX_BYTES])
+{
+    if (params != NULL)
+        return params;
+    KV_ASSERT(ops->params_size <= KV_PARAMS_MAX_BYTES); /* kv_strategy_validate */
+    memset(d, 0, KV_PARAMS_MAX_BYTES);
+    kv_params_defaults(ops, d);
+    return d;
+}
+
 int kv_strategy_describe(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
                          const void *params, char *buf, size_t n)
 {
+    _Alignas(16) unsigned char d[KV_PARAMS_MAX_BYTES];
     if (ops->describe != NULL)
-        return ops->describe(cfg, params, buf, n);
+        return ops->describe(cfg, params_or_defaults(ops, params, d), buf, n);
     return snprintf(buf, n, "%s", ops->description);
 }
 
 int kv_strategy_label(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n)
 {
+    _Alignas(16) unsigned char d[KV_PARAMS_MAX_BYTES];
     if (ops->label != NULL)
-        return ops->label(params, buf, n);
+        return ops->label(params_or_defaults(ops, params, d), buf, n);
     return snprintf(buf, n, "%s", ops->name);
 }
 
 enum kv_dtype kv_strategy_dtype(const struct kv_strategy_ops *ops, const void *params)
 {
-    return ops->dtype != NULL ? ops->dtype(params) : KV_DTYPE_F32;
+    _Alignas(16) unsigned char d[KV_PARAMS_MAX_BYTES];
+    return ops->dtype != NULL ? ops->dtype(params_or_defaults(ops, params, d)) : KV_DTYPE_F32;
 }
 
 const struct kv_strategy_ops *kv_strategy_with(uint32_t have, uint32_t lack)

@@ -73,8 +73,8 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
         !(o->caps & KV_CAP_FORK) != (o->fork == NULL) ||
         !(o->caps & KV_CAP_REORDER) != (o->reorder == NULL))
         return KV_ERR_INVALID;
-    if (o->n_params < 0 || o->n_presets < 0 || (o->n_params > 0 && (o->params == NULL ||
-                                                                    o->params_size == 0)))
+    if (o->n_params < 0 || o->n_presets < 0 || o->params_size > KV_PARAMS_MAX_BYTES ||
+        (o->n_params > 0 && (o->params == NULL || o->params_size == 0)))
         return KV_ERR_INVALID;
     for (int32_t i = 0; i < o->n_params; i++) {
         const struct kv_param *p = &o->params[i];

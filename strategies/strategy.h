@@ -42,6 +42,10 @@
 
 /* The shape every cache has; the core validates it. A strategy's own
  * options are its parameters (below), not fields here. */
+/* The largest parameter struct a strategy may have (kv_strategy_validate
+ * refuses more), so callers can hold any strategy's parameters on the stack. */
+#define KV_PARAMS_MAX_BYTES 256
+
 struct kv_cache_config {
     int32_t n_layers;
     int32_t batch;
@@ -119,8 +123,9 @@ struct kv_strategy_ops {
     const char *description; /* one line, for `kvlab strategies` */
     uint32_t caps;           /* enum kv_cap flags */
 
-    /* Parameters: params_size bytes of the strategy's own struct, described
-     * field by field by params[0 .. n_params). */
+    /* Parameters: params_size bytes (at most KV_PARAMS_MAX_BYTES) of the
+     * strategy's own struct, described field by field by params[0 ..
+     * n_params). */
     const struct kv_param *params;
     int32_t n_params;
     size_t params_size;
@@ -335,7 +340,8 @@ int kv_cache_describe(const struct kv_cache *c, char *buf, size_t n);
 int kv_cache_label(const struct kv_cache *c, char *buf, size_t n);
 /* The dtype the cache stores tokens in (ops->dtype, else f32). */
 enum kv_dtype kv_cache_dtype(const struct kv_cache *c);
-/* The same for a strategy and parameters, before any cache exists. */
+/* The same for a strategy and parameters, before any cache exists
+ * (params NULL: the table's defaults). */
 int kv_strategy_describe(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
                          const void *params, char *buf, size_t n);
 int kv_strategy_label(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n);

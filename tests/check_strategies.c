@@ -822,6 +822,16 @@ START_TEST(test_conformance_table)
     ck_assert_int_eq(kv_params_set(ops, b.b, "no-such-parameter", 1), KV_ERR_INVALID);
     ck_assert_int_gt(kv_strategy_describe(ops, &cc, a.b, line, sizeof line), 0);
     ck_assert_int_gt(kv_strategy_label(ops, a.b, line, sizeof line), 0);
+    /* NULL parameters are the table's defaults */
+    char with_def[512];
+    kv_params_defaults(ops, b.b);
+    kv_strategy_describe(ops, &cc, b.b, with_def, sizeof with_def);
+    kv_strategy_describe(ops, &cc, NULL, line, sizeof line);
+    ck_assert_str_eq(line, with_def);
+    kv_strategy_label(ops, b.b, with_def, sizeof with_def);
+    kv_strategy_label(ops, NULL, line, sizeof line);
+    ck_assert_str_eq(line, with_def);
+    ck_assert_int_eq(kv_strategy_dtype(ops, NULL), kv_strategy_dtype(ops, b.b));
     ck_assert(kv_dtype_traits(kv_strategy_dtype(ops, a.b)) != NULL);
     /* the dtype says whether it is lossy, the flag too */
     ck_assert_int_eq(kv_type_traits[kv_strategy_dtype(ops, a.b)].has_qparams ||
@@ -1069,6 +1079,10 @@ START_TEST(test_registry)
     dupl = *kv_strategy_find("dynamic");
     dupl.name = "fresh-name";
     dupl.crop = NULL;
+    ck_assert_int_eq(kv_strategy_register(&dupl), KV_ERR_INVALID);
+    dupl = *kv_strategy_find("dynamic");
+    dupl.name = "fresh-name";
+    dupl.params_size = KV_PARAMS_MAX_BYTES + 1; /* callers hold parameters on the stack */
     ck_assert_int_eq(kv_strategy_register(&dupl), KV_ERR_INVALID);
     ck_assert_int_eq(kv_strategy_register(NULL), KV_ERR_INVALID);
     ck_assert_int_eq(kv_strategy_count(), n);
