@@ -54,11 +54,13 @@ KV_CFLAGS_ALL = $(CFLAGS) $(KV_REQ_CFLAGS)
 KV_LDFLAGS = $(LDFLAGS) $(KV_REQ_LDFLAGS)
 
 # libkvlab.a: the kernels, the strategies and the model (decoder,
-# checkpoints, tokenizer), which a program of yours links (make install);
+# checkpoints, tokenizer, and the file checks they open and write files
+# with), which a program of yours links (make install);
 # libkvlab-cli.a: the commands, sweep, CSV, compare, merge, demo, roofline,
 # which only the kvlab binary and the tests use.
 KV_LIB_SRCS := $(wildcard kernels/*.c) $(wildcard strategies/*.c) \
-               bench/model.c bench/checkpoint.c bench/tokenizer.c bench/file_commit.c
+               bench/model.c bench/checkpoint.c bench/tokenizer.c bench/file_check.c \
+               bench/file_commit.c
 CLI_LIB_SRCS := $(filter-out bench/main.c $(KV_LIB_SRCS),$(wildcard bench/*.c))
 LIB_SRCS := $(KV_LIB_SRCS) $(CLI_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
