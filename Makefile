@@ -4,6 +4,7 @@
 #   make test       Check suites + end-to-end tests (SANITIZE=1: ASan+UBSan)
 #   make bench      build + the default, PyTorch-comparison and kernel sweeps + every plot (out/)
 #   make kernel-bench  the attention kernel alone: out/kernel.csv, out/kernel.md, kernel.png
+#   make peers      fetch and build llama.cpp/ggml (npm, pinned, checked) into build/peers/
 #   make deps       install the Debian packages kvlab needs, when missing
 #
 # Knobs: CFLAGS, CPPFLAGS, LDFLAGS (yours: `make CFLAGS=-O2` replaces the
@@ -74,7 +75,8 @@ LIB := $(BUILD)/libkvlab.a
 CLI_LIB := $(BUILD)/libkvlab-cli.a
 CLI := $(BUILD)/kvlab
 
-.PHONY: all test check-unit check-e2e bench bench-quick kernel-bench plots demo deps clean install notebooks-data
+.PHONY: all test check-unit check-e2e bench bench-quick kernel-bench plots demo deps clean install notebooks-data \
+        peers peers-bin check-peers
 
 # Build the library and the CLI.
 all: $(LIB) $(CLI)
@@ -162,43 +164,66 @@ TORCH_CSV ?= out/torch_compare.csv
 STEPS_MD ?= out/steps.md
 TORCH_ARGS ?= --layers 1 --dim 512 --heads 8 --kv-heads 8 --mlp off --strategies dynamic,static \
               --seq-lens 128,512,1024,2048,4096,8192
+# the peers' measurements of this run (bench/peers/): out/peers.csv, the
+# token agreement and precision of each peer, and the row files the parts
+# of a run leave before they are assembled
+PEERS_CSV ?= out/peers.csv
+PEERS_ACC_CSV ?= out/peers_accuracy.csv
+PEERS_PART = $(PEERS_CSV:.csv=).part
 # the sweep CSV records the build flags (# cflags=) through sysinfo.c
 $(BUILD)/obj/bench/sysinfo.o: KV_REQ_CPPFLAGS += -DKV_CFLAGS='"$(strip $(KV_CFLAGS_ALL))"'
 
 # Build, run the default sweep into $(BENCH_CSV), the PyTorch-comparison sweep into
-# $(TORCH_CSV) and the kernel sweep into $(KERNEL_CSV) (tables: $(STEPS_MD),
-# $(KERNEL_CSV:.csv=.md)), draw every plot into $(PLOTS_DIR).
+# $(TORCH_CSV), the kernel sweep into $(KERNEL_CSV) and, when built (make peers)
+# or importable, the peers beside them into $(PEERS_CSV) and $(PEERS_ACC_CSV)
+# (tables: $(STEPS_MD), $(KERNEL_CSV:.csv=.md)), draw every plot into $(PLOTS_DIR).
 bench: deps
-	@$(MAKE) --no-print-directory $(CLI)
-	@mkdir -p $(dir $(BENCH_CSV))
+	@$(MAKE) --no-print-directory $(CLI) $(if $(PEERS_BUILT),peers-bin)
+	@mkdir -p $(dir $(BENCH_CSV)) $(dir $(PEERS_CSV))
 	$(CLI) sweep --out $(BENCH_CSV) $(BENCH_ARGS)
 	$(CLI) sweep $(TORCH_ARGS) --quiet --out $(TORCH_CSV)
-	bash bench/kernel_table.sh --steps $(BENCH_CSV) $(TORCH_CSV) >$(STEPS_MD).tmp && \
-	  mv $(STEPS_MD).tmp $(STEPS_MD)
 	@$(MAKE) --no-print-directory kernel-bench-run
+	@rm -f $(PEERS_PART).models $(PEERS_PART).acc
+	KVLAB=$(CLI) PEERS_DIR=$(PEERS_DIR) bash bench/peers/models.sh $(PEERS_PART).models $(PEERS_PART).acc
+	@$(MAKE) --no-print-directory peers-assemble PEERS_ROWS="$(PEERS_PART).kernel $(PEERS_PART).models"
+	bash bench/peers/assemble.sh accuracy $(PEERS_ACC_CSV) $(PEERS_PART).acc
+	@rm -f $(PEERS_PART).models $(PEERS_PART).acc
+	bash bench/kernel_table.sh --peers $(PEERS_CSV) --accuracy $(PEERS_ACC_CSV) \
+	  --steps $(BENCH_CSV) $(TORCH_CSV) >$(STEPS_MD).tmp && mv $(STEPS_MD).tmp $(STEPS_MD)
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
 	@if [ -f $(MODEL) ] && [ -d /usr/share/games/fortunes ]; then \
 	  $(MAKE) --no-print-directory bench-perplexity; \
 	else echo "bench: no bits-per-byte table (needs $(MODEL) and the fortunes package)"; fi
-	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV) and $(KERNEL_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
+	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV) and $(PEERS_ACC_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
 
-# Time the attention kernel alone (the machine's limits first, same threads)
-# into $(KERNEL_CSV), its markdown table into $(KERNEL_CSV:.csv=.md), plot kernel.png.
+# Time the attention kernel alone (the machine's limits first, same threads), and
+# ggml's when the peers are built, into $(KERNEL_CSV) and $(PEERS_CSV), the
+# markdown table into $(KERNEL_CSV:.csv=.md), plot kernel.png.
 kernel-bench: deps
-	@$(MAKE) --no-print-directory $(CLI)
+	@$(MAKE) --no-print-directory $(CLI) $(if $(PEERS_BUILT),peers-bin)
 	@$(MAKE) --no-print-directory kernel-bench-run
+	@$(MAKE) --no-print-directory peers-assemble PEERS_ROWS="$(PEERS_PART).kernel"
 	@mkdir -p $(PLOTS_DIR)
 	gnuplot -e "csv='$(KERNEL_CSV)'; outdir='$(PLOTS_DIR)'" plots/kernel.gp
-	@echo "kernel-bench: results in $(KERNEL_CSV), table in $(KERNEL_CSV:.csv=.md), plot in $(PLOTS_DIR)/kernel.png"
+	@echo "kernel-bench: results in $(KERNEL_CSV) and $(PEERS_CSV), table in $(KERNEL_CSV:.csv=.md), plot in $(PLOTS_DIR)/kernel.png"
 
-# (the measuring part, bench/kernel_bench.sh: KERNEL_PASSES passes of one
-# `kvlab kernel --csv` per shape and mode into one CSV, then its table)
-.PHONY: kernel-bench-run
+# (the measuring part: bench/kernel_bench.sh, per pass and shape kvlab cold,
+# hot and prefill, then ggml cold and hot; ggml's rows into $(PEERS_PART).kernel)
+.PHONY: kernel-bench-run peers-assemble
 kernel-bench-run: $(CLI)
-	@KVLAB=$(CLI) KERNEL_CSV='$(KERNEL_CSV)' KERNEL_PASSES='$(KERNEL_PASSES)' \
-	  KERNEL_SHAPES='$(KERNEL_SHAPES)' KERNEL_SEQ_LENS='$(KERNEL_SEQ_LENS)' \
-	  KERNEL_DTYPES='$(KERNEL_DTYPES)' KERNEL_PREFILL='$(KERNEL_PREFILL)' \
-	  KERNEL_ARGS='$(KERNEL_ARGS)' bash bench/kernel_bench.sh
+	@rm -f $(PEERS_PART).kernel
+	@KVLAB=$(CLI) KERNEL_CSV='$(KERNEL_CSV)' KERNEL_SHAPES='$(KERNEL_SHAPES)' \
+	  KERNEL_SEQ_LENS='$(KERNEL_SEQ_LENS)' KERNEL_DTYPES='$(KERNEL_DTYPES)' \
+	  KERNEL_PREFILL='$(KERNEL_PREFILL)' KERNEL_ARGS='$(KERNEL_ARGS)' KERNEL_PASSES='$(KERNEL_PASSES)' \
+	  PEERS_GGML='$(if $(PEERS_BUILT),$(PEERS_GGML))' PEERS_KERNEL_CSV='$(PEERS_PART).kernel' \
+	  PEERS_VERSION="$$(cat $(PEERS_DIR)/llama.commit 2>/dev/null)" bash bench/kernel_bench.sh
+
+# ($(PEERS_CSV) from this run's peer rows, then the kernel table that reads it)
+peers-assemble:
+	bash bench/peers/assemble.sh peers $(PEERS_CSV) $(PEERS_ROWS)
+	@rm -f $(PEERS_PART).kernel
+	bash bench/kernel_table.sh --peers $(PEERS_CSV) $(KERNEL_CSV) >$(KERNEL_CSV:.csv=.md).tmp && \
+	  mv $(KERNEL_CSV:.csv=.md).tmp $(KERNEL_CSV:.csv=.md)
 
 # A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into out/plots-quick/.
 bench-quick: deps
@@ -308,6 +333,50 @@ bench-shards: deps
 # a one-node cluster (about a minute); as another user it says so and skips.
 test-slurm: $(CLI)
 	KVLAB=$(CLI) bash tests/e2e_slurm.sh
+
+# ---- peers: llama.cpp/ggml and PyTorch, built and run by kvlab -----------
+# llama.cpp's source comes from the npm package node-llama-cpp (a git bundle
+# inside it), pinned by version and by npm's sha512 integrity of the tarball;
+# bench/peers/build.sh fetches, checks, clones and builds it into build/peers/
+# (about 12 minutes on 2 cores, once; a second `make peers` does nothing).
+PEERS_VERSION ?= 3.21.1
+PEERS_INTEGRITY := sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg==
+PEERS_DIR := build/peers
+PEERS_STAMP := $(PEERS_DIR)/stamp-$(PEERS_VERSION)
+PEERS_BUILT := $(wildcard $(PEERS_STAMP))
+PEERS_GGML := $(PEERS_DIR)/bin/kvlab-peer-ggml
+PEERS_LLAMA := $(PEERS_DIR)/bin/kvlab-peer-llama
+PEERS_INC := -I$(PEERS_DIR)/llama.cpp/ggml/include -I$(PEERS_DIR)/llama.cpp/include
+PEERS_LIBS := $(PEERS_DIR)/build/src/libllama.a $(PEERS_DIR)/build/ggml/src/libggml.a \
+              $(PEERS_DIR)/build/ggml/src/libggml-cpu.a $(PEERS_DIR)/build/ggml/src/libggml-base.a \
+              -lstdc++
+PEERS_CFLAGS := -O2 -g -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror -fopenmp
+
+# Fetch, verify and build llama.cpp (ggml CPU, libllama, llama-bench, the
+# llama2.c converter), install Debian's python3-torch, build kvlab's peer
+# harnesses; exit 2 naming what is missing when a tool or the network is.
+peers:
+	@bash bench/peers/build.sh $(PEERS_VERSION) $(PEERS_INTEGRITY) $(PEERS_DIR)
+	@$(MAKE) --no-print-directory SANITIZE=0 PORTABLE=0 peers-bin
+
+# kvlab's two harnesses, linked against that build (and kvlab's library: run
+# it with the default build settings, as `peers` and `bench` do).
+peers-bin: $(PEERS_GGML) $(PEERS_LLAMA)
+
+$(PEERS_GGML): bench/peers/ggml_attn.c bench/kernel_timing.h $(PEERS_STAMP) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(LIB) $(PEERS_LIBS) $(LDLIBS)
+
+$(PEERS_LLAMA): bench/peers/llama_greedy.c $(PEERS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(PEERS_LIBS) -lm
+
+# The external agreement checks, required: greedy tokens of llama.cpp and of
+# PyTorch equal kvlab's (tests/e2e_peers.sh; make test runs it too, skipping
+# what is not built).
+check-peers: $(CLI)
+	@$(MAKE) --no-print-directory SANITIZE=0 PORTABLE=0 peers-bin
+	KVLAB=$(CLI) PEERS_REQUIRED=1 bash tests/e2e_peers.sh
 
 # ---- regression tracking (kvlab compare) and fuzzing --------------------
 .PHONY: baseline bench-check fuzz fuzz-csv

@@ -1,23 +1,36 @@
 /*
  * cmd_kernel.c - `kvlab kernel`: times the attention kernel alone.
  *
- * Builds one filled cache per configuration, laid out as the strategies lay
- * it out, (n_kv_heads, T, head_dim) for the one sequence, in the requested
- * dtype, and times kv_attn over it (decode when --queries is 1, causal
+ * Builds filled caches per configuration, laid out as the strategies lay
+ * them out, (n_kv_heads, T, head_dim) for the one sequence, in the requested
+ * dtype, and times kv_attn over them (decode when --queries is 1, causal
  * prefill of the last N positions otherwise), then the scalar reference
  * kv_attn_ref with fewer repetitions. Rates come from declared counts: bytes
  * are the K+V bytes the spans hold (codes + qparams), FLOPs are 4 * head_dim
- * * heads per visible (query, key) pair. Every buffer is touched at creation
- * (kv_alloc zero-fills) and the kernel is warmed up before timing; the
- * result is checked against the reference after timing. OpenBLAS is set to
- * one thread: kv_attn runs its own OpenMP threads and calls sgemm on tiles.
+ * * heads per visible (query, key) pair. OpenBLAS is set to one thread:
+ * kv_attn runs its own OpenMP threads and calls sgemm on tiles.
+ *
+ * The one design decision: the default is cold. A decode step reads each
+ * layer's cache once, so over a model whose caches outgrow the L3 every
+ * read comes from DRAM; timing one cache over and over measures the L3
+ * instead. So the calls rotate over independent copies of the cache whose
+ * total exceeds 2 x the L3 (kernel_timing.h; --cold-bytes changes that
+ * total); --hot keeps one cache, which stays in the L3 between calls. The
+ * copies are carved from one pool allocated (and page-faulted) once per
+ * process and reused by every configuration. The protocol (warm-up,
+ * repetitions, disturbed passes measured again) is kernel_timing.c's, the
+ * one the peer harnesses in bench/peers/ use too.
+ *
  * With --csv the rows are preceded by `# key=value` metadata lines (commit,
- * CPU, threads, ...; with --roofline also the machine's limits measured on
- * the same threads, read_gbps, copy_gbps, sgemm_gflops, as sweep records).
+ * CPU, threads, mode, the L3 size and the cold total; with --roofline also
+ * the machine's limits measured on the same threads: read_gbps from DRAM,
+ * read_l3_gbps from an L3-resident buffer, copy_gbps, sgemm_gflops, and
+ * `limit=` naming the one that matches the mode).
  *
  *   kvlab kernel --seq-len T[,T...] --heads H --kv-heads HKV --head-dim D
  *                --dtype f32|int8|int4[,...] [--queries N] [--reps R]
- *                [--threads N] [--group G] [--no-ref] [--roofline] [--csv]
+ *                [--threads N] [--group G] [--hot] [--cold-bytes B]
+ *                [--no-ref] [--roofline] [--csv]
  */
 #include <cblas.h>
 #include <errno.h>
@@ -35,22 +48,12 @@
 #include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "kernel_timing.h"
 #include "roofline.h"
 #include "stats.h"
 #include "sysinfo.h"
 
 #define KERNEL_MAX_LIST 32
-/* A timing pass during which other programs (or the hypervisor, "steal")
- * used more than this share of one core (busy time of the whole machine
- * from /proc/stat minus this process's CPU time, over the pass's wall time)
- * shared the cores with us: it is run again, after a pause, up to
- * KERNEL_MAX_TRIES passes, and the pass with the best minimum is kept.
- * Passes shorter than KERNEL_CHECK_MIN_NS are not judged (/proc/stat counts
- * in 10 ms ticks). */
-#define KERNEL_MAX_OTHERS 0.15
-#define KERNEL_CHECK_MIN_NS 50000000L
-#define KERNEL_MAX_TRIES 4
-#define KERNEL_RETRY_PAUSE_NS 300000000L
 
 struct kernel_opts {
     int32_t seq_len[KERNEL_MAX_LIST];
@@ -59,10 +62,13 @@ struct kernel_opts {
     int n_dtype;
     int32_t heads, kv_heads, head_dim, queries, reps, threads, group;
     int no_ref, csv, roofline;
+    enum kv_ktime_mode mode;
+    size_t cold_bytes; /* cold: the copies together exceed this (default 2 x L3) */
 };
 
 struct kernel_result {
     double us_min, us_median, gbps, gflops;
+    int32_t sets;      /* copies of the cache the calls rotated over */
     double ref_us_min; /* NAN when not measured */
     double max_err;    /* max |kv_attn - kv_attn_ref|, NAN when not measured */
 };
@@ -72,11 +78,17 @@ static void kernel_usage(FILE *f)
     fprintf(f,
             "usage: kvlab kernel --seq-len T[,T...] --heads H --kv-heads HKV --head-dim D\n"
             "                    --dtype f32|int8|int4[,...] [--queries N] [--reps R]\n"
-            "                    [--threads N] [--group G] [--no-ref] [--roofline] [--csv]\n"
+            "                    [--threads N] [--group G] [--hot] [--cold-bytes B]\n"
+            "                    [--no-ref] [--roofline] [--csv]\n"
             "Times one attention call over a filled cache (decode when N = 1, causal\n"
             "prefill of the last N positions otherwise) and the scalar reference.\n"
+            "Cold by default: the calls rotate over copies of the cache that together\n"
+            "exceed B bytes (default 2 x the L3), so K/V come from DRAM.\n"
+            "  --hot       one cache, reused by every call (it stays in the L3)\n"
+            "  --cold-bytes B  the total the cold copies exceed (default 2 x L3)\n"
             "  --no-ref    skip the scalar reference (its time and the error check)\n"
-            "  --roofline  first measure read/copy bandwidth and sgemm on the same threads\n"
+            "  --roofline  first measure read bandwidth (DRAM and L3), copy bandwidth\n"
+            "              and sgemm on the same threads\n"
             "  --csv       '# key=value' metadata lines, a header, one row per (T, dtype)\n");
 }
 
@@ -127,6 +139,8 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
     o->reps = 0; /* 0: chosen per configuration */
     o->threads = omp_get_num_procs();
     o->group = 32;
+    o->mode = KV_KTIME_COLD;
+    o->cold_bytes = KV_KTIME_COLD_FACTOR * kv_l3_bytes();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -145,9 +159,13 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
             o->roofline = 1;
             continue;
         }
+        if (strcmp(a, "--hot") == 0) {
+            o->mode = KV_KTIME_HOT;
+            continue;
+        }
         static const char *const valued[] = {"--seq-len", "--dtype", "--heads", "--kv-heads",
                                              "--head-dim", "--queries", "--reps", "--threads",
-                                             "--group"};
+                                             "--cold-bytes", "--group"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
@@ -178,6 +196,10 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
             rc = kv_cli_i32(a, v, 1, 1000000, &o->reps);
         } else if (strcmp(a, "--threads") == 0) {
             rc = kv_cli_i32(a, v, 1, 1024, &o->threads);
+        } else if (strcmp(a, "--cold-bytes") == 0) {
+            int64_t cb = 0;
+            rc = kv_cli_int(a, v, 1, (int64_t)1 << 40, &cb);
+            o->cold_bytes = (size_t)cb;
         } else {
             rc = kv_cli_i32(a, v, 1, 16384, &o->group); /* --group, the last known one */
         }
@@ -215,7 +237,10 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
                                 "--seq-len x --head-dim)\n");
                 return -1;
             }
+            /* cold: the copies exceed cold_bytes by less than one cache */
             total = cache + io;
+            if (o->mode == KV_KTIME_COLD)
+                total = o->cold_bytes > SIZE_MAX - total ? SIZE_MAX : total + o->cold_bytes;
             if (kv_cli_check_memory("kernel", total) != 0)
                 return -1;
         }
@@ -226,38 +251,6 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
 /* ------------------------------------------------------------------------ */
 /* One configuration                                                        */
 
-/* Busy time of the whole machine so far (all CPUs, /proc/stat user + nice
- * + system + irq + softirq + steal), in ns; -1 when it cannot be read. */
-static int64_t machine_busy_ns(void)
-{
-    FILE *f = fopen("/proc/stat", "r");
-    if (f == NULL)
-        return -1;
-    char line[512];
-    const char *ok = fgets(line, sizeof line, f);
-    fclose(f);
-    if (ok == NULL || strncmp(line, "cpu ", 4) != 0)
-        return -1;
-    /* the first line: "cpu" then user nice system idle iowait irq softirq steal */
-    unsigned long long v[8] = {0};
-    int n = 0;
-    char *p = line + 4;
-    while (n < 8) {
-        char *end;
-        errno = 0;
-        v[n] = strtoull(p, &end, 10);
-        if (end == p || errno != 0)
-            break;
-        p = end;
-        n++;
-    }
-    long tck = sysconf(_SC_CLK_TCK);
-    if (n != 8 || tck <= 0)
-        return -1;
-    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-    return (int64_t)(busy * (1000000000ull / (unsigned long long)tck));
-}
-
 static uint64_t kernel_rng = 0x2545F4914F6CDD1Dull;
 static float kernel_rand(void)
 {
@@ -265,6 +258,59 @@ static float kernel_rand(void)
     kernel_rng ^= kernel_rng << 25;
     kernel_rng ^= kernel_rng >> 27;
     return (float)((double)((kernel_rng * 2685821657736338717ull) >> 40) / 16777216.0 * 2.0 - 1.0);
+}
+
+/* The copies of the cache a run rotates over, carved from one pool that
+ * grows on demand and is reused by every configuration of the process (so
+ * its pages are faulted in once, never inside a configuration). */
+static char *kernel_pool;
+static size_t kernel_pool_bytes;
+
+static char *kernel_pool_get(size_t bytes)
+{
+    if (bytes > kernel_pool_bytes) {
+        kv_free(kernel_pool);
+        kernel_pool = kv_alloc(bytes);
+        kernel_pool_bytes = kernel_pool ? bytes : 0;
+    }
+    return kernel_pool;
+}
+
+static void kernel_pool_release(void)
+{
+    kv_free(kernel_pool);
+    kernel_pool = NULL;
+    kernel_pool_bytes = 0;
+}
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Bytes of one copy of the cache of (T, dt): K codes | V codes | K qparams
+ * | V qparams, each 64-byte aligned; *kvb and *qpbytes: the part sizes. */
+static size_t kernel_set_bytes(const struct kernel_opts *o, int32_t T, enum kv_dtype dt,
+                               size_t *kvb, size_t *qpbytes)
+{
+    size_t rows = (size_t)o->kv_heads * T;
+    size_t ng = dt == KV_DTYPE_F32 ? 0 : (size_t)(o->head_dim / o->group);
+    *kvb = round64(rows * kv_dtype_row_bytes(dt, o->head_dim));
+    *qpbytes = ng ? round64(rows * ng * sizeof(struct kv_qparams)) : 0;
+    return 2 * *kvb + 2 * *qpbytes;
+}
+
+/* One timed call: kv_attn over copy `set`. */
+struct kernel_call {
+    float *out;
+    const float *q;
+    const struct kv_attn_params *p;
+    const struct kv_view *views; /* (n_sets): one span each */
+    void *ws;
+    size_t wsb;
+};
+
+static void kernel_call(void *ctx, int32_t set)
+{
+    const struct kernel_call *c = ctx;
+    kv_attn(c->out, c->q, c->p, &c->views[set], c->ws, c->wsb);
 }
 
 /* Fills, times and checks one (T, dtype); 1 on a run-time failure. */
@@ -276,18 +322,23 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
     size_t rows = (size_t)hkv * T, rb = kv_dtype_row_bytes(dt, d);
     size_t qpb = (size_t)ng * sizeof(struct kv_qparams);
     size_t nqf = (size_t)nq * o->heads * d;
+    size_t kvb, qpbytes, set_bytes = kernel_set_bytes(o, T, dt, &kvb, &qpbytes);
+    int32_t sets = kv_ktime_sets(o->mode, set_bytes, o->cold_bytes);
     int rc = 1;
-    char *k = kv_alloc(rows * rb), *v = kv_alloc(rows * rb);
-    struct kv_qparams *kqp = ng ? kv_alloc(rows * qpb) : NULL;
-    struct kv_qparams *vqp = ng ? kv_alloc(rows * qpb) : NULL;
     float *q = kv_alloc(nqf * sizeof(float)), *out = kv_alloc(nqf * sizeof(float));
     float *ref = kv_alloc(nqf * sizeof(float)), *row = kv_alloc((size_t)d * sizeof(float));
-    double *times = kv_alloc(1000 * sizeof(double) + 1);
+    struct kv_span *spans = kv_alloc((size_t)sets * sizeof(*spans));
+    struct kv_view *views = kv_alloc((size_t)sets * sizeof(*views));
+    char *pool = kernel_pool_get((size_t)sets * set_bytes);
     void *ws = NULL;
-    if (!k || !v || (ng && (!kqp || !vqp)) || !q || !out || !ref || !row || !times) {
-        fprintf(stderr, "kvlab: kernel: out of memory for T=%d\n", T);
+    if (!q || !out || !ref || !row || !spans || !views || !pool) {
+        fprintf(stderr, "kvlab: kernel: out of memory for T=%d (%d copies of %zu bytes)\n", T,
+                sets, set_bytes);
         goto done;
     }
+    char *k = pool, *v = pool + kvb;
+    struct kv_qparams *kqp = ng ? (struct kv_qparams *)(pool + 2 * kvb) : NULL;
+    struct kv_qparams *vqp = ng ? (struct kv_qparams *)(pool + 2 * kvb + qpbytes) : NULL;
     for (size_t i = 0; i < rows; i++) {
         for (int32_t e = 0; e < d; e++)
             row[e] = kernel_rand();
@@ -298,17 +349,22 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
     }
     for (size_t i = 0; i < nqf; i++)
         q[i] = 2.0f * kernel_rand();
-
-    const struct kv_tensor side = {.dtype = dt, .row_stride = rb, .head_stride = rb * T,
-                                   .seq_stride = rb * rows, .axis = KV_QAXIS_TOKEN,
-                                   .group = o->group, .qp_row_stride = qpb,
-                                   .qp_head_stride = qpb * T, .qp_seq_stride = qpb * rows};
-    struct kv_span span = {.k = side, .v = side, .n_tokens = T, .pos0 = 0};
-    span.k.data = k;
-    span.k.qp = kqp;
-    span.v.data = v;
-    span.v.qp = vqp;
-    const struct kv_view view = {.spans = &span, .n_spans = 1};
+    /* the other copies hold the same values at other addresses */
+    for (int32_t s = 1; s < sets; s++)
+        memcpy(pool + (size_t)s * set_bytes, pool, set_bytes);
+    for (int32_t s = 0; s < sets; s++) {
+        char *base = pool + (size_t)s * set_bytes;
+        const struct kv_tensor side = {.dtype = dt, .row_stride = rb, .head_stride = rb * T,
+                                       .seq_stride = rb * rows, .axis = KV_QAXIS_TOKEN,
+                                       .group = o->group, .qp_row_stride = qpb,
+                                       .qp_head_stride = qpb * T, .qp_seq_stride = qpb * rows};
+        spans[s] = (struct kv_span){.k = side, .v = side, .n_tokens = T, .pos0 = 0};
+        spans[s].k.data = base;
+        spans[s].v.data = base + kvb;
+        spans[s].k.qp = ng ? (const struct kv_qparams *)(base + 2 * kvb) : NULL;
+        spans[s].v.qp = ng ? (const struct kv_qparams *)(base + 2 * kvb + qpbytes) : NULL;
+        views[s] = (struct kv_view){.spans = &spans[s], .n_spans = 1};
+    }
     struct kv_attn_params p = {.batch = 1, .n_q = nq, .n_heads = o->heads, .n_kv_heads = hkv,
                                .head_dim = d, .q_pos0 = T - nq,
                                .scale = 1.0f / sqrtf((float)d), .n_threads = o->threads};
@@ -318,62 +374,40 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         fprintf(stderr, "kvlab: kernel: out of memory for the workspace\n");
         goto done;
     }
-    enum kv_status st = kv_attn(out, q, &p, &view, ws, wsb);
+    enum kv_status st = kv_attn(out, q, &p, &views[0], ws, wsb);
     if (st != KV_OK) {
         fprintf(stderr, "kvlab: kernel: %s\n", kv_status_str(st));
         goto done;
     }
-    size_t bytes = kv_attn_span_bytes(&p, &view);
-    double flops = 4.0 * d * o->heads * (double)kv_attn_visible_pairs(&p, &view);
+    size_t bytes = kv_attn_span_bytes(&p, &views[0]);
+    double flops = 4.0 * d * o->heads * (double)kv_attn_visible_pairs(&p, &views[0]);
 
-    /* repetitions: enough to fill ~0.3 s, bounded */
-    int64_t t0 = kv_now_ns();
-    for (int w = 0; w < 2; w++)
-        kv_attn(out, q, &p, &view, ws, wsb);
-    double one = (double)(kv_now_ns() - t0) / 2.0;
-    int reps = o->reps > 0 ? o->reps : (int)(3e8 / (one + 1.0));
-    reps = reps < 5 ? 5 : reps > 1000 ? 1000 : reps;
-    if (o->reps > 0 && o->reps < reps)
-        reps = o->reps;
-    r->us_min = INFINITY;
-    for (int attempt = 0; attempt < KERNEL_MAX_TRIES; attempt++) {
-        if (attempt > 0) {
-            struct timespec pause = {0, KERNEL_RETRY_PAUSE_NS};
-            nanosleep(&pause, NULL);
-        }
-        int64_t wall0 = kv_now_ns(), cpu0 = kv_cpu_now_ns(), busy0 = machine_busy_ns();
-        for (int i = 0; i < reps; i++) {
-            int64_t a = kv_now_ns();
-            kv_attn(out, q, &p, &view, ws, wsb);
-            times[i] = (double)(kv_now_ns() - a) / 1e3;
-        }
-        int64_t wall = kv_now_ns() - wall0, busy1 = machine_busy_ns();
-        /* cores' worth of CPU that others used during the pass */
-        double others = busy0 < 0 || busy1 < 0 || wall < KERNEL_CHECK_MIN_NS ? 0.0 :
-                        (double)(busy1 - busy0 - (kv_cpu_now_ns() - cpu0)) / (double)wall;
-        double med = kv_stats_median(times, reps); /* sorts: times[0] is the min */
-        if (times[0] < r->us_min) {
-            r->us_min = times[0];
-            r->us_median = med;
-        }
-        if (others <= KERNEL_MAX_OTHERS)
-            break;
-        kv_cli_progress("# T %d, %s: other programs used %.2f cores during timing pass %d%s\n",
-                        T, kv_type_traits[dt].name, others, attempt + 1,
-                        attempt + 1 < KERNEL_MAX_TRIES ? ", measuring again"
-                                                       : ", keeping the best");
+    char label[96];
+    snprintf(label, sizeof label, "T %d, %s, %s", T, kv_type_traits[dt].name,
+             kv_ktime_mode_name(o->mode));
+    struct kernel_call call = {out, q, &p, views, ws, wsb};
+    struct kv_ktime_params tp = {.reps = o->reps, .n_sets = sets, .label = label};
+    struct kv_ktime_result tr;
+    if (kv_ktime_run(&tr, &tp, kernel_call, &call) != 0) {
+        fprintf(stderr, "kvlab: kernel: out of memory for the timings\n");
+        goto done;
     }
+    r->us_min = tr.us_min;
+    r->us_median = tr.us_median;
+    r->sets = sets;
     r->gbps = (double)bytes / (r->us_min * 1e3);
     r->gflops = flops / (r->us_min * 1e3);
     r->ref_us_min = NAN;
     r->max_err = NAN;
     if (!o->no_ref) {
-        /* the reference is ~100x slower: a few calls at most */
-        int ref_reps = reps / 20 < 1 ? 1 : reps / 20 > 5 ? 5 : reps / 20;
+        /* the reference is ~100x slower: a few calls at most (every copy
+         * holds the same values, so the last timed call's output is the
+         * output over copy 0) */
+        int ref_reps = tr.reps / 20 < 1 ? 1 : tr.reps / 20 > 5 ? 5 : tr.reps / 20;
         double best = INFINITY;
         for (int i = 0; i < ref_reps; i++) {
             int64_t a = kv_now_ns();
-            st = kv_attn_ref(ref, q, &p, &view);
+            st = kv_attn_ref(ref, q, &p, &views[0]);
             double us = (double)(kv_now_ns() - a) / 1e3;
             best = us < best ? us : best;
             if (st != KV_OK) {
@@ -390,15 +424,12 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
     }
     rc = 0;
 done:
-    kv_free(k);
-    kv_free(v);
-    kv_free(kqp);
-    kv_free(vqp);
     kv_free(q);
     kv_free(out);
     kv_free(ref);
     kv_free(row);
-    kv_free(times);
+    kv_free(spans);
+    kv_free(views);
     kv_free(ws);
     return rc;
 }
@@ -412,7 +443,8 @@ int kv_cmd_kernel(int argc, char **argv)
     int rc = parse_kernel_opts(&o, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
-    struct kv_roofline rl = {.read_gbps = NAN, .copy_gbps = NAN, .sgemm_gflops = NAN};
+    struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
+                             .sgemm_gflops = NAN};
     if (o.roofline) {
         struct kv_roofline_params rp;
         kv_roofline_defaults(&rp, o.threads);
@@ -421,45 +453,71 @@ int kv_cmd_kernel(int argc, char **argv)
             fprintf(stderr, "kvlab: kernel: roofline: %s\n", kv_status_str(s));
             return 1;
         }
-        kv_cli_progress("# roofline: read %.2f GB/s, copy %.2f GB/s, sgemm %.1f GFLOP/s\n",
-                        rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
+        kv_cli_progress("# roofline: read %.2f GB/s (DRAM), %.2f GB/s (L3), copy %.2f GB/s, "
+                        "sgemm %.1f GFLOP/s\n",
+                        rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops);
+    }
+    /* one pool for every configuration's copies, faulted in before any timing */
+    size_t pool = 0;
+    for (int si = 0; si < o.n_seq_len; si++) {
+        for (int di = 0; di < o.n_dtype; di++) {
+            size_t kvb, qpb, sb = kernel_set_bytes(&o, o.seq_len[si], o.dtype[di], &kvb, &qpb);
+            size_t need = sb * (size_t)kv_ktime_sets(o.mode, sb, o.cold_bytes);
+            pool = need > pool ? need : pool;
+        }
+    }
+    if (kernel_pool_get(pool) == NULL) {
+        fprintf(stderr, "kvlab: kernel: out of memory for %zu bytes of caches\n", pool);
+        return 1;
     }
     /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the
      * calling thread */
     openblas_set_num_threads(1);
+    const char *mode = kv_ktime_mode_name(o.mode);
+    char cold[64] = "";
+    if (o.mode == KV_KTIME_COLD)
+        snprintf(cold, sizeof cold, " (copies of each cache exceeding %zu MB)", o.cold_bytes / 1000000);
     kv_cli_progress("# kvlab kernel: %d threads (of %d cores), head_dim %d, heads %d/%d, "
-                    "queries %d, group %d\n", o.threads, omp_get_num_procs(), o.head_dim,
-                    o.heads, o.kv_heads, o.queries, o.group);
+                    "queries %d, group %d, %s%s\n", o.threads, omp_get_num_procs(), o.head_dim,
+                    o.heads, o.kv_heads, o.queries, o.group, mode, cold);
     if (o.csv) {
         struct kv_sysinfo si;
         kv_sysinfo_collect(&si);
         printf("# kvlab kernel\n# commit=%s\n# date=%s\n# cpu=%s\n# threads=%d\n"
-               "# blas_core=%s\n# compiler=%s\n# cflags=%s\n# l3_bytes=%ld\n# group=%d\n",
+               "# blas_core=%s\n# compiler=%s\n# cflags=%s\n# l3_bytes=%ld\n# group=%d\n"
+               "# mode=%s\n",
                si.commit, si.date, si.cpu, o.threads, si.blas_core, si.compiler, si.cflags,
-               si.l3_bytes, o.group);
+               si.l3_bytes, o.group, mode);
+        if (o.mode == KV_KTIME_COLD)
+            printf("# cold_bytes=%zu\n", o.cold_bytes);
+        /* the limit that matches the mode: cold reads from DRAM, hot from the L3 */
+        printf("# limit=%s\n", o.mode == KV_KTIME_COLD ? "read_gbps" : "read_l3_gbps");
         if (o.roofline)
-            printf("# read_gbps=%.3f\n# copy_gbps=%.3f\n# sgemm_gflops=%.3f\n", rl.read_gbps,
-                   rl.copy_gbps, rl.sgemm_gflops);
-        printf("head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,ref_us_min\n");
+            printf("# read_gbps=%.3f\n# read_l3_gbps=%.3f\n# copy_gbps=%.3f\n# sgemm_gflops=%.3f\n",
+                   rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops);
+        printf("head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,"
+               "ref_us_min,mode,sets\n");
     }
     for (int si = 0; si < o.n_seq_len; si++) {
         for (int di = 0; di < o.n_dtype; di++) {
             struct kernel_result r;
             int32_t T = o.seq_len[si];
             enum kv_dtype dt = o.dtype[di];
-            if (kernel_run_one(&r, &o, T, dt) != 0)
+            if (kernel_run_one(&r, &o, T, dt) != 0) {
+                kernel_pool_release();
                 return 1;
+            }
             const char *name = kv_type_traits[dt].name;
             if (o.csv) {
                 printf("%d,%d,%d,%d,%d,%s,%d,%.2f,%.2f,%.3f,%.3f,", o.head_dim, o.heads, o.kv_heads,
                        T, o.queries, name, o.threads, r.us_min, r.us_median, r.gbps, r.gflops);
-                if (isnan(r.ref_us_min))
-                    printf("\n");
-                else
-                    printf("%.2f\n", r.ref_us_min);
+                if (!isnan(r.ref_us_min))
+                    printf("%.2f", r.ref_us_min);
+                printf(",%s,%d\n", mode, r.sets);
             } else {
-                printf("T %d, %s: kv_attn min %.1f us, median %.1f us, %.2f GB/s, %.2f GFLOP/s\n",
-                       T, name, r.us_min, r.us_median, r.gbps, r.gflops);
+                printf("T %d, %s, %s (%d cop%s): kv_attn min %.1f us, median %.1f us, %.2f GB/s, %.2f GFLOP/s\n",
+                       T, name, mode, r.sets, r.sets == 1 ? "y" : "ies", r.us_min, r.us_median,
+                       r.gbps, r.gflops);
                 if (!isnan(r.ref_us_min))
                     printf("T %d, %s: kv_attn_ref min %.1f us (%.1fx slower); max |kv_attn - ref| = %.2g\n",
                            T, name, r.ref_us_min, r.ref_us_min / r.us_min, r.max_err);
@@ -467,5 +525,6 @@ int kv_cmd_kernel(int argc, char **argv)
             fflush(stdout);
         }
     }
+    kernel_pool_release();
     return 0;
 }

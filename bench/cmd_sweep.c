@@ -661,6 +661,7 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_meta(w, "os", si->os);
     kv_csv_writer_set_meta(w, "host", si->host);
     kv_csv_writer_set_metaf(w, "read_gbps", "%.3f", rl->read_gbps);
+    kv_csv_writer_set_metaf(w, "read_l3_gbps", "%.3f", rl->read_l3_gbps);
     kv_csv_writer_set_metaf(w, "copy_gbps", "%.3f", rl->copy_gbps);
     kv_csv_writer_set_metaf(w, "sgemm_gflops", "%.3f", rl->sgemm_gflops);
     kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, cfg->seed);
@@ -784,7 +785,8 @@ int kv_cmd_sweep(int argc, char **argv)
     int64_t t0 = kv_now_ns();
 
     /* The machine's limits, measured first, on the run's threads. */
-    struct kv_roofline rl = {.read_gbps = NAN, .copy_gbps = NAN, .sgemm_gflops = NAN};
+    struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
+                             .sgemm_gflops = NAN};
     int rl_runs = o.no_roofline ? 0 : 1;
     if (!o.no_roofline) {
         if (!o.quiet)
@@ -836,6 +838,7 @@ int kv_cmd_sweep(int argc, char **argv)
         rp.stop = &sweep_signal;
         if (kv_roofline_measure(&rl2, &rp) == KV_OK) {
             rl.read_gbps = fmax(rl.read_gbps, rl2.read_gbps);
+            rl.read_l3_gbps = fmax(rl.read_l3_gbps, rl2.read_l3_gbps);
             rl.copy_gbps = fmax(rl.copy_gbps, rl2.copy_gbps);
             rl.sgemm_gflops = fmax(rl.sgemm_gflops, rl2.sgemm_gflops);
             rl_runs = 2;

@@ -1,7 +1,10 @@
 /*
  * roofline.c - measure the machine's limits on the run's threads: read
- * bandwidth (an OpenMP sum over a large float array), copy bandwidth (an
- * OpenMP copy between two large arrays) and the cblas_sgemm rate.
+ * bandwidth from DRAM (an OpenMP sum over a float array of more than twice
+ * the L3) and from the L3 (the same sum, repeated over an array of an
+ * eighth of it), copy bandwidth (an OpenMP copy between two large arrays)
+ * and the cblas_sgemm rate. A cold kernel measurement is compared with the
+ * first, a hot one (its cache reused call after call) with the second.
  *
  * Every buffer is allocated with kv_alloc (zero-filled, so every page is
  * touched) and then written once by the same threads, with the same static
@@ -17,6 +20,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -72,13 +76,25 @@ static void fill(float *x, size_t n, float value, int32_t nt)
         x[i] = value;
 }
 
-/* sum of x (n): one streaming read of 4n bytes. */
-static float sum(const float *x, size_t n, int32_t nt)
+/* sum of x (n), `sweeps` times over: 4n bytes read per sweep. One parallel
+ * region for all sweeps (a region per sweep would wait at a barrier each
+ * time); each thread reads the same static chunk that fill() wrote. */
+static float sum(const float *x, size_t n, int32_t sweeps, int32_t nt)
 {
     float s = 0.0f;
-#pragma omp parallel for simd schedule(static) num_threads(nt) reduction(+ : s)
-    for (size_t i = 0; i < n; i++)
-        s += x[i];
+#pragma omp parallel num_threads(nt) reduction(+ : s)
+    {
+        size_t t = (size_t)omp_get_thread_num(), nth = (size_t)omp_get_num_threads();
+        size_t lo = n / nth * t + (t < n % nth ? t : n % nth);
+        size_t hi = lo + n / nth + (t < n % nth ? 1 : 0);
+        for (int32_t k = 0; k < sweeps; k++) {
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (size_t i = lo; i < hi; i++)
+                acc += x[i];
+            s += acc;
+        }
+    }
     return s;
 }
 
@@ -95,6 +111,7 @@ struct read_ctx {
     const float *x;
     size_t n;
     int32_t nt;
+    int32_t sweeps; /* passes over x per timed pass */
 };
 struct copy_ctx {
     float *dst;
@@ -111,7 +128,7 @@ struct gemm_ctx {
 static void read_pass(void *ctx)
 {
     const struct read_ctx *r = ctx;
-    roofline_sink = sum(r->x, r->n, r->nt);
+    roofline_sink = sum(r->x, r->n, r->sweeps, r->nt);
 }
 
 static void copy_pass(void *ctx)
@@ -128,9 +145,11 @@ static void gemm_pass(void *ctx)
                 g->n, g->b, g->n, 0.0f, g->c, g->n);
 }
 
-static enum kv_status measure_read(double *gbps, const struct kv_roofline_params *p)
+/* Read bandwidth over an array of `bytes`, summed `sweeps` times a pass. */
+static enum kv_status measure_read(double *gbps, const struct kv_roofline_params *p,
+                                   size_t bytes, int32_t sweeps)
 {
-    size_t n = p->read_bytes / sizeof(float);
+    size_t n = bytes / sizeof(float);
     float *x = kv_alloc(n * sizeof(float));
     double *t = kv_alloc((size_t)p->reps * sizeof(double));
     if (x == NULL || t == NULL) {
@@ -139,10 +158,11 @@ static enum kv_status measure_read(double *gbps, const struct kv_roofline_params
         return KV_ERR_NOMEM;
     }
     fill(x, n, 1.0f, p->n_threads);
-    struct read_ctx ctx = {x, n, p->n_threads};
+    struct read_ctx ctx = {x, n, p->n_threads, sweeps};
     read_pass(&ctx); /* untimed warm-up pass */
     int32_t done = timed_passes(t, p, read_pass, &ctx);
-    *gbps = done == p->reps ? (double)(n * sizeof(float)) / kv_stats_median(t, done) : NAN;
+    *gbps = done == p->reps ? (double)sweeps * (double)(n * sizeof(float)) / kv_stats_median(t, done)
+                            : NAN;
     kv_free(x);
     kv_free(t);
     return KV_OK;
@@ -218,7 +238,15 @@ void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads)
 {
     memset(p, 0, sizeof(*p));
     p->n_threads = n_threads;
+    size_t l3 = kv_l3_bytes();
     p->read_bytes = (size_t)256 << 20;
+    if (p->read_bytes < 2 * l3)
+        p->read_bytes = 2 * l3;
+    p->read_l3_bytes = l3 / 8;
+    if (p->read_l3_bytes < ((size_t)1 << 20))
+        p->read_l3_bytes = (size_t)1 << 20;
+    if (p->read_l3_bytes > ((size_t)32 << 20))
+        p->read_l3_bytes = (size_t)32 << 20;
     p->copy_bytes = (size_t)128 << 20;
     p->gemm_n = 2048;
     p->reps = 7;
@@ -227,13 +255,19 @@ void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads)
 enum kv_status kv_roofline_measure(struct kv_roofline *out,
                                    const struct kv_roofline_params *p)
 {
-    out->read_gbps = out->copy_gbps = out->sgemm_gflops = NAN;
+    out->read_gbps = out->read_l3_gbps = out->copy_gbps = out->sgemm_gflops = NAN;
     if (p->n_threads < 1 || p->reps < 1 || p->gemm_n < 1 || p->gemm_n > 16384 ||
-        p->read_bytes < sizeof(float) || p->copy_bytes < sizeof(float))
+        p->read_bytes < sizeof(float) || p->read_l3_bytes < sizeof(float) ||
+        p->copy_bytes < sizeof(float))
         return KV_ERR_INVALID;
     out->n_threads = p->n_threads;
     out->reps = p->reps;
-    enum kv_status s = measure_read(&out->read_gbps, p);
+    enum kv_status s = measure_read(&out->read_gbps, p, p->read_bytes, 1);
+    if (s == KV_OK && !stopped(p)) {
+        /* as many bytes per pass as the DRAM test, at most 4096 sweeps */
+        size_t sw = (p->read_bytes + p->read_l3_bytes - 1) / p->read_l3_bytes;
+        s = measure_read(&out->read_l3_gbps, p, p->read_l3_bytes, sw > 4096 ? 4096 : (int32_t)sw);
+    }
     if (s == KV_OK && !stopped(p))
         s = measure_copy(&out->copy_gbps, p);
     if (s == KV_OK && !stopped(p))

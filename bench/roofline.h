@@ -1,6 +1,7 @@
 /*
  * roofline.h - the machine's limits, measured in-process on the threads a
- * run uses: read bandwidth, copy bandwidth and the OpenBLAS sgemm rate.
+ * run uses: read bandwidth from DRAM and from the L3, copy bandwidth and
+ * the OpenBLAS sgemm rate.
  *
  * The one design decision: every buffer is created and touched (zero-filled
  * by kv_alloc, then written once) before any timing, so first-touch page
@@ -22,7 +23,8 @@
 
 struct kv_roofline_params {
     int32_t n_threads;     /* threads for the OpenMP loops and OpenBLAS (>= 1) */
-    size_t read_bytes;     /* bytes of the array summed by the read test */
+    size_t read_bytes;     /* bytes of the array summed by the DRAM read test */
+    size_t read_l3_bytes;  /* bytes of the L3-resident array of the L3 read test */
     size_t copy_bytes;     /* bytes of each of the two arrays of the copy test */
     int32_t gemm_n;        /* M = N = K of the sgemm test */
     int32_t reps;          /* repetitions of each test (median reported) */
@@ -30,19 +32,22 @@ struct kv_roofline_params {
 };
 
 struct kv_roofline {
-    double read_gbps;      /* 1e9 bytes/s read (sum of a float array) */
+    double read_gbps;      /* 1e9 bytes/s read from DRAM (sum of a float array > 2 x L3) */
+    double read_l3_gbps;   /* 1e9 bytes/s read from an array that fits in the L3 */
     double copy_gbps;      /* 1e9 bytes/s moved, read + write counted (STREAM copy) */
     double sgemm_gflops;   /* 1e9 flop/s of cblas_sgemm, 2*M*N*K per call */
     int32_t n_threads;
     int32_t reps;
 };
 
-/* The defaults: 256 MiB read array, 2 x 128 MiB copy arrays, sgemm 2048,
- * 7 repetitions. */
+/* The defaults: a DRAM read array of max(256 MiB, 2 x L3), an L3 read
+ * array of L3 / 8 clamped to [1, 32] MiB (summed repeatedly, so a pass
+ * reads as many bytes as the DRAM one), 2 x 128 MiB copy arrays, sgemm
+ * 2048, 7 repetitions. */
 void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads);
 
 /*
- * Runs the three tests. KV_ERR_INVALID on bad params, KV_ERR_NOMEM when a
+ * Runs the four tests. KV_ERR_INVALID on bad params, KV_ERR_NOMEM when a
  * buffer cannot be allocated. When *stop becomes set, returns KV_OK with
  * the figures not yet measured set to NaN.
  */

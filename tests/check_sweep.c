@@ -488,12 +488,17 @@ START_TEST(roofline_small_run_and_bad_params)
     struct kv_roofline_params p;
     kv_roofline_defaults(&p, 1);
     p.read_bytes = p.copy_bytes = (size_t)1 << 20;
+    p.read_l3_bytes = (size_t)1 << 18;
     p.gemm_n = 64;
     p.reps = 3;
     struct kv_roofline r;
     ck_assert_int_eq(kv_roofline_measure(&r, &p), KV_OK);
-    ck_assert(r.read_gbps > 0 && r.copy_gbps > 0 && r.sgemm_gflops > 0);
+    ck_assert(r.read_gbps > 0 && r.read_l3_gbps > 0 && r.copy_gbps > 0 && r.sgemm_gflops > 0);
     struct kv_roofline_params bad = p;
+    bad.read_l3_bytes = 0;
+    ck_assert_int_eq(kv_roofline_measure(&r, &bad), KV_ERR_INVALID);
+    ck_assert(isnan(r.read_l3_gbps));
+    bad = p;
     bad.n_threads = 0;
     ck_assert_int_eq(kv_roofline_measure(&r, &bad), KV_ERR_INVALID);
     ck_assert(isnan(r.read_gbps));
