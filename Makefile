@@ -490,6 +490,7 @@ lint-deps:
 
 lint-cppcheck:
 	cppcheck $(CPPCHECK_FLAGS) $(BLAS_CFLAGS) $(LINT_SRCS)
+	cppcheck $(CPPCHECK_FLAGS) $(if $(PEERS_BUILT),$(PEERS_INC)) $(wildcard bench/peers/*.c)
 
 # One stamp per file, so `make -j lint` runs clang-tidy in parallel.
 lint-tidy: $(LINT_SRCS:%.c=build/lint/%.tidy)

@@ -12,17 +12,19 @@
 # fails is named on stderr and its rows are simply absent (the tables print
 # "not measured"). Always exits 0 unless misused (2).
 #
-# Environment: KVLAB (build/kvlab), PEERS_DIR (build/peers), THREADS (2),
+# Environment: KVLAB (build/kvlab), PEERS_DIR (build/peers), THREADS (the online
+# cores, as kvlab sweep's default),
 # LLAMA_SEQ_LENS (512,1024,2048,4096,8192; the sweep's T of the step
 # table), LLAMA_REPS (21, as the sweep's cached rows), TORCH_SEQ_LENS
-# (128,512,1024,2048,4096,8192), TORCH_NONE_MAX (1024 for the whole model;
-# the one-layer model gets 4x), AGREE_STEPS (200), PEERS_SKIP_LLAMA=1 /
+# (128,512,1024,2048,4096,8192), TORCH_NONE_MAX (1024: the longest T of the
+# no-cache loop, whose eager attention holds a T x T score matrix per head),
+# AGREE_STEPS (200), PEERS_SKIP_LLAMA=1 /
 # PEERS_SKIP_TORCH=1 to leave one out.
 set -u
 [ $# = 2 ] || { echo "usage: bash bench/peers/models.sh ROWS.csv ACCURACY.csv" >&2; exit 2; }
 rows=$1 acc=$2
 KVLAB=${KVLAB:-build/kvlab}
-THREADS=${THREADS:-2}
+THREADS=${THREADS:-$(nproc 2>/dev/null || echo 2)}
 LLAMA_SEQ_LENS=${LLAMA_SEQ_LENS:-512,1024,2048,4096,8192}
 LLAMA_REPS=${LLAMA_REPS:-21}
 TORCH_SEQ_LENS=${TORCH_SEQ_LENS:-128,512,1024,2048,4096,8192}
@@ -120,7 +122,7 @@ if [ "${PEERS_SKIP_TORCH:-0}" != 1 ] && peers_have_torch; then
     tp="$here/torch_peer.py"
     tver=$("$PEERS_PY" -c 'import torch; print(torch.__version__)')
     "$KVLAB" export-synthetic --out "$tmp/layer.bin" --layers 1 --mlp off >/dev/null
-    for spec in "layer:$LAYER_SHAPE:off:$((4 * TORCH_NONE_MAX))" "default:$DEFAULT_SHAPE:on:$TORCH_NONE_MAX"; do
+    for spec in "layer:$LAYER_SHAPE:off:$TORCH_NONE_MAX" "default:$DEFAULT_SHAPE:on:$TORCH_NONE_MAX"; do
         IFS=: read -r name shape mlp nmax <<<"$spec"
         note "pytorch $tver, $name model, caches cat,prealloc,none, T $TORCH_SEQ_LENS"
         if "$PEERS_PY" "$tp" bench --model "$tmp/$name.bin" --mlp "$mlp" --seq-lens "$TORCH_SEQ_LENS" \
