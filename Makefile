@@ -216,7 +216,7 @@ kernel-bench-run: $(CLI)
 	  KERNEL_SEQ_LENS='$(KERNEL_SEQ_LENS)' KERNEL_DTYPES='$(KERNEL_DTYPES)' \
 	  KERNEL_PREFILL='$(KERNEL_PREFILL)' KERNEL_ARGS='$(KERNEL_ARGS)' KERNEL_PASSES='$(KERNEL_PASSES)' \
 	  PEERS_GGML='$(if $(PEERS_BUILT),$(PEERS_GGML))' PEERS_KERNEL_CSV='$(PEERS_PART).kernel' \
-	  PEERS_VERSION="$$(cat $(PEERS_DIR)/llama.commit 2>/dev/null)" bash bench/kernel_bench.sh
+	  PEERS_COMMIT="$$(cat $(PEERS_DIR)/llama.commit 2>/dev/null)" bash bench/kernel_bench.sh
 
 # ($(PEERS_CSV) from this run's peer rows, then the kernel table that reads it)
 peers-assemble:

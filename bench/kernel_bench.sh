@@ -16,7 +16,7 @@
 # Environment (the Makefile passes its variables): KVLAB, KERNEL_CSV,
 # KERNEL_SHAPES ("D,H,HKV ..."), KERNEL_SEQ_LENS, KERNEL_DTYPES,
 # KERNEL_PREFILL, KERNEL_ARGS, KERNEL_PASSES, PEERS_GGML (the harness, empty
-# for none), PEERS_KERNEL_CSV, PEERS_VERSION (the llama.cpp commit),
+# for none), PEERS_KERNEL_CSV, PEERS_COMMIT (the llama.cpp commit),
 # PEER_DTYPES, PEER_LAYOUTS.
 set -u
 KVLAB=${KVLAB:-build/kvlab}
@@ -29,7 +29,7 @@ args=${KERNEL_ARGS:-}
 passes=${KERNEL_PASSES:-3}
 ggml=${PEERS_GGML:-}
 peer_out=${PEERS_KERNEL_CSV:-}
-peer_ver=${PEERS_VERSION:-unknown}
+peer_ver=${PEERS_COMMIT:-unknown}
 peer_dtypes=${PEER_DTYPES:-f32,f16,bf16,q8_0,q4_0}
 peer_layouts=${PEER_LAYOUTS:-llama,contig}
 # the peer runs on the threads kvlab runs on

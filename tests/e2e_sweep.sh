@@ -70,6 +70,8 @@ done
 check "schema=2" grep -qx '# schema=2' "$CSV"
 check "partial=0 for a complete run" grep -qx '# partial=0' "$CSV"
 check "--no-roofline writes nan" grep -qx '# read_gbps=nan' "$CSV"
+check "--no-roofline writes nan for the L3 rate too" grep -qx '# read_l3_gbps=nan' "$CSV"
+check "the metadata names the limit a step's bytes are compared with (DRAM)" grep -qx '# limit=read_gbps' "$CSV"
 check "threads recorded" grep -qx '# threads=2' "$CSV"
 
 header=$(grep -v '^#' "$CSV" | head -n 1)
