@@ -524,7 +524,7 @@ static int key_differs(const struct kv_csv *const *in, int32_t n, const char *ke
 static const char *summary(const struct kv_csv *const *in, int32_t n, const char *key,
                            char *buf, size_t len)
 {
-    static const char *const best[] = {"read_gbps", "copy_gbps", "sgemm_gflops", "l3_bytes",
+    static const char *const best[] = {"read_gbps", "read_l3_gbps", "copy_gbps", "sgemm_gflops", "l3_bytes",
                                        "wall_s",    "sweep_s",   "pred_s"};
     if (strcmp(key, "shard") == 0 || strcmp(key, "shard_rows") == 0)
         return NULL;
