@@ -43,13 +43,13 @@ static void capture_weights(struct kv_demo_run *R, struct kv_demo_layer *lc, con
             for (int32_t si = 0; si < v->n_spans; si++) {
                 const struct kv_span *sp = &v->spans[si];
                 for (int32_t t = 0; t < sp->n_tokens && nk < R->max_pos; t++) {
-                    int32_t s = sp->pos0 + t;
+                    const int64_t s = kv_span_pos(sp, b, kvh, t);
                     int vis = kv_attn_key_visible(&v->mask, b, qp, s);
-                    if (!vis || s >= R->max_pos)
+                    if (!vis || s < 0 || s >= R->max_pos)
                         continue;
                     R->kspan[nk] = si;
                     R->ktok[nk] = t;
-                    R->kpos[nk++] = s;
+                    R->kpos[nk++] = (int32_t)s;
                 }
             }
             if (nk == 0)
@@ -115,36 +115,40 @@ static void probe(void *user, int32_t layer, const float *q, const struct kv_att
                           kv_type_traits[s->v.dtype].has_qparams;
         if (lossy)
             lc->q_dtype = kv_type_traits[s->k.dtype].has_qparams ? s->k.dtype : s->v.dtype;
-        for (int32_t t = 0; t < s->n_tokens; t++) {
-            int32_t pos = s->pos0 + t;
-            if (pos < 0 || pos >= M)
-                continue;
-            lc->held[pos] = 1;
-            if (lossy) {
-                lc->held_q[pos] = 1;
-                if (pos > lc->q_newest)
-                    lc->q_newest = pos;
-                if (seen[pos] && pos > lc->q_pos)
-                    lc->q_pos = pos;
-                continue;
-            }
-            if (seen[pos])
-                continue;
-            for (int32_t h = 0; h < p->n_kv_heads; h++) {
+        /* positions per kv head (a span with a position table, h2o, keeps
+         * different ones in each): held = held by any head */
+        for (int32_t h = 0; h < p->n_kv_heads; h++)
+            for (int32_t t = 0; t < s->n_tokens; t++) {
+                const int64_t pos64 = kv_span_pos(s, 0, h, t);
+                if (pos64 < 0 || pos64 >= M)
+                    continue;
+                const int32_t pos = (int32_t)pos64;
+                lc->held[pos] = 1;
+                if (lossy) {
+                    lc->held_q[pos] = 1;
+                    if (pos > lc->q_newest)
+                        lc->q_newest = pos;
+                    if (seen[pos] == 1 && pos > lc->q_pos)
+                        lc->q_pos = pos;
+                    continue;
+                }
+                if (seen[pos] == 1)
+                    continue;
                 read_row(hist + ((size_t)pos * 2) * kvd + (size_t)h * hd, s, &s->k, 0, h, t, hd);
                 read_row(hist + ((size_t)pos * 2 + 1) * kvd + (size_t)h * hd, s, &s->v, 0, h, t,
                          hd);
+                seen[pos] = 2; /* recorded for some heads in this call */
             }
-            seen[pos] = 1;
-        }
     }
+    for (int32_t pos = 0; pos < M; pos++)
+        seen[pos] = seen[pos] != 0;
     /* Round-trip error of the newest quantized row we hold an f32 copy of. */
     lc->q_err = lc->q_half_step = 0.0f;
     for (int32_t si = 0; si < v->n_spans && lc->q_pos >= 0; si++) {
         const struct kv_span *s = &v->spans[si];
         int32_t t = lc->q_pos - s->pos0;
-        if (t < 0 || t >= s->n_tokens)
-            continue;
+        if (s->pos != NULL || t < 0 || t >= s->n_tokens)
+            continue; /* (quantized spans are in position order) */
         for (int kv = 0; kv < 2; kv++) {
             const struct kv_tensor *td = kv ? &s->v : &s->k;
             if (!kv_type_traits[td->dtype].has_qparams)

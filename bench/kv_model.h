@@ -110,8 +110,12 @@ void kv_runner_destroy(struct kv_runner *r);
 /*
  * Extra sliding-window mask for strategies that have none of their own
  * (0 = off): lets tests run `none` with the same window as `sliding`.
+ * kv_runner_set_mask adds attention sinks to it (the first n_sink positions
+ * stay visible, as a `sinks` cache's mask says). Where the cache's view has
+ * a window too, the narrower window wins, with its own sinks.
  */
 void kv_runner_set_window(struct kv_runner *r, int32_t window);
+void kv_runner_set_mask(struct kv_runner *r, int32_t window, int32_t n_sink);
 
 /*
  * Optional probe, called in kv_forward after each layer's attention with
@@ -144,6 +148,7 @@ struct kv_gen_params {
     int32_t n_threads;
     int32_t window;         /* extra sliding-window mask for the runner
                                (kv_runner_set_window); 0 = none */
+    int32_t n_sink;         /* with window: sinks of that mask (kv_runner_set_mask) */
 };
 
 /* Called after the prefill (step 0) and after every decode step. */

@@ -16,7 +16,8 @@
  *   sequence computes exactly what it computes alone; the attention mask
  *   hides the padding keys (absolute positions < pad[b]).
  * - The runner's extra window and the strategy's mask window combine as the
- *   intersection of both masks: the smaller non-zero window wins.
+ *   intersection of both windows: the smaller non-zero window wins, with the
+ *   sinks of the mask it came from.
  * - The synthetic model has an untied classifier by default: with a tied
  *   one and random embeddings, a token's own embedding dominates its logits
  *   and greedy decoding just repeats the last token.
@@ -263,6 +264,7 @@ struct kv_runner {
     int32_t max_tokens;         /* per sequence and call */
     int32_t n_threads;
     int32_t window;             /* extra mask window, 0 = off */
+    int32_t n_sink;             /* and its sinks */
     kv_attn_probe_fn probe;
     void *probe_user;
 
@@ -399,7 +401,13 @@ void kv_runner_destroy(struct kv_runner *r)
 
 void kv_runner_set_window(struct kv_runner *r, int32_t window)
 {
+    kv_runner_set_mask(r, window, 0);
+}
+
+void kv_runner_set_mask(struct kv_runner *r, int32_t window, int32_t n_sink)
+{
     r->window = window > 0 ? window : 0;
+    r->n_sink = r->window > 0 && n_sink > 0 ? n_sink : 0;
 }
 
 void kv_runner_set_probe(struct kv_runner *r, kv_attn_probe_fn fn, void *user)
@@ -419,14 +427,14 @@ static int same_shape(const struct kv_model_config *a, const struct kv_model_con
            a->mlp == b->mlp;
 }
 
-/* Intersection of two window masks (0 = no window). */
-static int32_t combine_window(int32_t a, int32_t b)
+/* The view's mask and the runner's extra one: the narrower window wins,
+ * with its sinks (0 = no window). */
+static void combine_mask(struct kv_mask *m, int32_t window, int32_t n_sink)
 {
-    if (a == 0)
-        return b;
-    if (b == 0)
-        return a;
-    return a < b ? a : b;
+    if (window > 0 && (m->window == 0 || window < m->window)) {
+        m->window = window;
+        m->n_sink = n_sink;
+    }
 }
 
 /*
@@ -503,16 +511,23 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
         s = kv_cache_view(cache, l, &view);
         if (s != KV_OK)
             return s;
-        view.mask.window = combine_window(view.mask.window, r->window);
+        combine_mask(&view.mask, r->window, r->n_sink);
         view.mask.pad = pad;
+        /* a cache that evicts by attention gets the mass per key back
+         * (NULL for every other: the kernel then computes none) */
+        s = kv_cache_mass_buffer(cache, l, &view, c->n_heads, &ap.mass, &ap.mass_len);
+        if (s != KV_OK)
+            return s;
 
         int64_t t0 = kv_now_ns();
         s = kv_attn(r->att, r->q, &ap, &view, r->ws, r->ws_bytes);
         local.attn_ns += kv_now_ns() - t0;
         if (s != KV_OK)
             return s;
-        if (r->probe != NULL)
+        if (r->probe != NULL) /* before observe, which may evict what the view shows */
             r->probe(r->probe_user, l, r->q, &ap, &view);
+        if (ap.mass != NULL && (s = kv_cache_observe(cache, l, ap.mass, c->n_heads)) != KV_OK)
+            return s;
         int64_t pairs = kv_attn_visible_pairs(&ap, &view);
         fl->attn += 4 * (int64_t)HS * c->n_heads * pairs;
         fl->softmax += KV_FLOPS_SOFTMAX_ELEM * (int64_t)c->n_heads * pairs;
@@ -595,7 +610,7 @@ enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
     enum kv_status s = kv_runner_create(&r, m, B, max_tokens, gp->n_threads);
     if (s != KV_OK)
         return s;
-    kv_runner_set_window(r, gp->window);
+    kv_runner_set_mask(r, gp->window, gp->n_sink);
     size_t seq_floats = (size_t)B * (size_t)max_tokens;
     float *logits = kv_alloc((size_t)B * (size_t)V * sizeof(float));
     int32_t *next = kv_alloc((size_t)B * sizeof(int32_t));

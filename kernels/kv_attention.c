@@ -140,6 +140,15 @@ static float exp_sub_row(float *x, int32_t n, float m)
     return sum;
 }
 
+/* exp_sub_row over a row of any length (the mass rows of long views). */
+static void exp_sub_rows(float *x, size_t n, float m)
+{
+    for (size_t j = 0; j < n; j += (size_t)INT32_MAX / 2) {
+        const size_t k = n - j < (size_t)INT32_MAX / 2 ? n - j : (size_t)INT32_MAX / 2;
+        (void)exp_sub_row(x + j, (int32_t)k, m);
+    }
+}
+
 static float row_max(const float *x, int32_t n)
 {
     float m = -INFINITY;
@@ -372,12 +381,41 @@ struct dec_scratch {
     float *ktile, *vtile; /* (DEC_KB, d) */
 };
 
+/* What a block does besides attention, for spans and calls that ask:
+ * mask key by key (a span with a position table) and keep the raw scores
+ * (the attention mass). All NULL on the plain path. */
+struct dec_extra {
+    const struct kv_mask *mask;
+    int32_t b;
+    int64_t qpos;
+    const int32_t *pos; /* the (b, h) row of the span's position table, or NULL */
+    float *mass;        /* this span's keys in the mass row of head 0 of the
+                           group, or NULL; heads n_keys apart */
+    size_t n_keys;
+};
+
+/* Keys of the block the query must not see (position table) -> -inf, every
+ * head; then the raw scores into the mass rows (normalised by the merge). */
+static void dec_block_extra(float *sc, const struct dec_extra *E, int32_t g, int32_t t,
+                            int32_t nb)
+{
+    if (E->pos != NULL)
+        for (int32_t j = 0; j < nb; j++)
+            if (!kv_attn_key_visible(E->mask, E->b, E->qpos, E->pos[t + j]))
+                for (int32_t i = 0; i < g; i++)
+                    sc[(size_t)i * DEC_KB + j] = -INFINITY;
+    if (E->mass != NULL)
+        for (int32_t i = 0; i < g; i++)
+            memcpy(E->mass + (size_t)i * E->n_keys + t, sc + (size_t)i * DEC_KB,
+                   (size_t)nb * sizeof(float));
+}
+
 /* Rows t .. t+nb-1 (nb <= DEC_KB) of a bound span into the running softmax
  * states part (g, slot) of one chunk; msum_ng: min terms pending per head
- * (rescaled with the states), 0 for none. */
+ * (rescaled with the states), 0 for none; E: masking and mass, or NULL. */
 static void dec_block(float *part, const struct attn_layout *L, const struct dec_scratch *X,
                       const struct dec_span *D, int32_t d, int32_t t, int32_t nb,
-                      int32_t msum_ng)
+                      int32_t msum_ng, const struct dec_extra *E)
 {
     const struct kv_dec_job *J = &D->J;
     const struct kv_span *s = D->s;
@@ -402,12 +440,19 @@ static void dec_block(float *part, const struct attn_layout *L, const struct dec
         }
     }
 
+    if (E != NULL)
+        dec_block_extra(sc, E, g, t, nb);
+
     /* online softmax: the running max and sum per head */
     for (int32_t i = 0; i < g; i++) {
         float *st = part + (size_t)i * L->slot, *si_ = sc + (size_t)i * DEC_KB;
         for (int32_t j = nb; j < DEC_KB; j++)
             si_[j] = -INFINITY;
         float bm = row_max(si_, nb);
+        if (bm == -INFINITY) { /* a masked block this head sees nothing of */
+            memset(si_, 0, (size_t)nb * sizeof(float));
+            continue;
+        }
         if (bm > st[d]) {
             float corr = expf(st[d] - bm); /* 0 for the first block */
             st[d] = bm;
@@ -462,7 +507,8 @@ static void fold_msum(float *part, const struct attn_layout *L, float *msum, int
  */
 static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
                       const struct kv_attn_params *p, const struct kv_view *view, int32_t b,
-                      int32_t h, int64_t v0, int64_t v1, const float *qs, int prefetch)
+                      int32_t h, int64_t v0, int64_t v1, const float *qs, int prefetch,
+                      size_t n_keys)
 {
     const int32_t g = L->g, d = p->head_dim;
     struct dec_scratch X;
@@ -485,12 +531,26 @@ static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
     int64_t lo[2], hi[2], seen = 0;
     const int nr = kv_mask_ranges(&view->mask, b, p->q_pos0, lo, hi);
     struct dec_span D;
-    for (int32_t si = 0; si < view->n_spans && seen < v1; si++) {
+    struct dec_extra E = {.mask = &view->mask, .b = b, .qpos = p->q_pos0, .n_keys = n_keys};
+    size_t key0 = 0; /* index in the view of the span's token 0 */
+    for (int32_t si = 0; si < view->n_spans && seen < v1;
+         key0 += (size_t)view->spans[si].n_tokens, si++) {
         const struct kv_span *s = &view->spans[si];
         int bound = 0;
-        for (int r = 0; r < nr; r++) {
-            int32_t t0, t1;
-            kv_span_token_range(s, lo[r], hi[r], &t0, &t1);
+        /* a span with a position table: all its tokens are candidates
+         * (masked key by key), once */
+        const int nrs = s->pos != NULL ? nr > 0 : nr;
+        E.pos = s->pos != NULL ? s->pos + (size_t)b * s->pos_seq_stride +
+                                     (size_t)h * s->pos_head_stride
+                               : NULL;
+        E.mass = p->mass != NULL
+                     ? p->mass + ((size_t)b * p->n_heads + (size_t)h * g) * n_keys + key0
+                     : NULL;
+        const struct dec_extra *Ep = E.pos != NULL || E.mass != NULL ? &E : NULL;
+        for (int r = 0; r < nrs; r++) {
+            int32_t t0 = 0, t1 = s->n_tokens;
+            if (s->pos == NULL)
+                kv_span_token_range(s, lo[r], hi[r], &t0, &t1);
             int64_t n = t1 - t0;
             /* intersect [seen, seen + n) with [v0, v1) */
             int64_t a = v0 > seen ? v0 - seen : 0, e = v1 - seen < n ? v1 - seen : n;
@@ -515,7 +575,7 @@ static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
                 if (prefetch && t + DEC_KB < end)
                     prefetch_block(&D, t + DEC_KB,
                                    end - t - DEC_KB < DEC_KB ? end - t - DEC_KB : DEC_KB);
-                dec_block(part, L, &X, &D, d, t, nb, msum_ng);
+                dec_block(part, L, &X, &D, d, t, nb, msum_ng, Ep);
             }
         }
     }
@@ -523,12 +583,17 @@ static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
         fold_msum(part, L, X.msum, d, msum_group);
 }
 
-/* Number of visible keys of sequence b for the decode query. */
+/* Number of visible keys of sequence b for the decode query (every key of
+ * a span with a position table: the candidates, masked in the blocks). */
 static int64_t dec_visible(const struct kv_attn_params *p, const struct kv_view *v, int32_t b)
 {
     int64_t lo[2], hi[2], n = 0;
     const int nr = kv_mask_ranges(&v->mask, b, p->q_pos0, lo, hi);
     for (int32_t s = 0; s < v->n_spans; s++) {
+        if (v->spans[s].pos != NULL) {
+            n += nr > 0 ? v->spans[s].n_tokens : 0;
+            continue;
+        }
         for (int r = 0; r < nr; r++) {
             int32_t t0, t1;
             kv_span_token_range(&v->spans[s], lo[r], hi[r], &t0, &t1);
@@ -558,15 +623,18 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
     float *qs = ws, *parts = qs + L->qs;
     float *scratch = parts + L->parts;
     const int prefetch = dec_from_dram(p, view);
+    const size_t n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0;
 
 #pragma omp parallel num_threads(p->n_threads)
     {
         float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
-        /* scaled queries */
+        /* scaled queries (and the mass rows: -inf, a key nobody sees) */
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             for (int32_t e = 0; e < d; e++)
                 qs[(size_t)r * d + e] = q[(size_t)r * d + e] * p->scale;
+            for (size_t j = 0; j < n_keys; j++)
+                p->mass[(size_t)r * n_keys + j] = -INFINITY;
         }
         /* split-K chunks, each (sequence, kv head, split) independent */
 #pragma omp for schedule(static)
@@ -581,7 +649,7 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
             int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
             size_t r0 = (size_t)b * H + (size_t)h * g;
             dec_chunk(parts + (size_t)it * g * L->slot, my, L, p, view, b, h, v0, v1,
-                      qs + r0 * d, prefetch);
+                      qs + r0 * d, prefetch, n_keys);
         }
         /* merge the splits of each (sequence, query head) */
 #pragma omp for schedule(static)
@@ -611,6 +679,17 @@ static void attn_decode(float *out, const float *q, const struct kv_attn_params 
                 float inv = 1.0f / lsum;
                 for (int32_t e = 0; e < d; e++)
                     o[e] *= inv;
+            }
+            if (n_keys > 0) { /* raw scores -> probabilities */
+                float *m = p->mass + (size_t)r * n_keys;
+                if (lsum > 0.0f) {
+                    exp_sub_rows(m, n_keys, M);
+                    const float inv = 1.0f / lsum;
+                    for (size_t j = 0; j < n_keys; j++)
+                        m[j] *= inv;
+                } else {
+                    memset(m, 0, n_keys * sizeof(float));
+                }
             }
         }
     }
@@ -647,23 +726,132 @@ static const float *pre_rows(float *buf, int *ld, const struct kv_span *s,
     return buf;
 }
 
+/*
+ * Row r of a score tile S (keys t .. t+nk-1 of span s, positions from s_lo
+ * when contiguous) <- -inf where query qpos of sequence b (kv head h) must
+ * not see the key: interval arithmetic on a contiguous span, key by key on a
+ * span with a position table.
+ */
+static void pre_mask_row(float *sr, int32_t nk, const struct kv_mask *mask,
+                         const struct kv_span *s, int32_t b, int32_t h, int64_t qpos, int32_t t,
+                         int64_t s_lo)
+{
+    if (s->pos != NULL) {
+        for (int32_t j = 0; j < nk; j++)
+            if (!kv_attn_key_visible(mask, b, qpos, kv_span_pos(s, b, h, t + j)))
+                sr[j] = -INFINITY;
+        return;
+    }
+    int64_t lo[2], hi[2];
+    const int nr = kv_mask_ranges(mask, b, qpos, lo, hi);
+    int64_t j = 0;
+    for (int k = 0; k < nr; k++) {
+        /* visible j in [jlo, jhi) */
+        int64_t jlo = lo[k] - s_lo, jhi = hi[k] - s_lo + 1;
+        jlo = jlo < j ? j : jlo > nk ? nk : jlo;
+        jhi = jhi < jlo ? jlo : jhi > nk ? nk : jhi;
+        for (; j < jlo; j++)
+            sr[j] = -INFINITY;
+        j = jhi;
+    }
+    for (; j < nk; j++)
+        sr[j] = -INFINITY;
+}
+
+/* Key tiles [t, t + nk) of span s a tile of queries may see: the union
+ * ranges' tokens on a contiguous span, all tokens (masked later) on a span
+ * with a position table. Returns how many ranges (0..2) it filled. */
+static int pre_key_ranges(const struct kv_span *s, int nu, const int64_t ulo[2],
+                          const int64_t uhi[2], int32_t t0[2], int32_t t1[2])
+{
+    if (s->pos != NULL) {
+        t0[0] = 0;
+        t1[0] = s->n_tokens;
+        return nu > 0;
+    }
+    for (int u = 0; u < nu; u++)
+        kv_span_token_range(s, ulo[u], uhi[u], &t0[u], &t1[u]);
+    return nu;
+}
+
+/* The tile's buffers in the thread's scratch. */
+struct pre_bufs {
+    float *Q, *O, *S, *mx, *ls, *Kt, *Vt;
+};
+
+static struct pre_bufs pre_bufs_of(float *my, const struct attn_layout *L, int32_t d)
+{
+    const size_t A = WS_ALIGN_FLOATS;
+    struct pre_bufs B;
+    B.Q = my;                                              /* (m, d) */
+    B.O = B.Q + round_up((size_t)L->m_rows * d, A);        /* (m, d) */
+    B.S = B.O + round_up((size_t)L->m_rows * d, A);        /* (m, kt) */
+    B.mx = B.S + round_up((size_t)L->m_rows * L->kt, A);   /* (m) */
+    B.ls = B.mx + round_up((size_t)L->m_rows, A);          /* (m) */
+    B.Kt = B.ls + round_up((size_t)L->m_rows, A);          /* (kt, d) */
+    B.Vt = B.Kt + round_up((size_t)L->kt * d, A);          /* (kt, d) */
+    return B;
+}
+
+/*
+ * The attention mass of a finished tile (B->mx, B->ls final): each key's
+ * probability, recomputed from S = Q K^T, added over the tile's queries into
+ * mass rows (b, h*g + j) (n_keys apart). One more QK^T pass, only when the
+ * mass is asked for; the caller runs the tiles of one (b, h) in one thread.
+ */
+static void pre_tile_mass(const struct kv_attn_params *p, const struct kv_view *view,
+                          const struct attn_layout *L, const struct pre_bufs *B, int32_t b,
+                          int32_t h, int32_t i0, int32_t nq, size_t n_keys)
+{
+    const int32_t d = p->head_dim, g = L->g, kt = L->kt, m = nq * g;
+    const struct kv_mask *mask = &view->mask;
+    const int64_t pfirst = (int64_t)p->q_pos0 + i0, plast = pfirst + nq - 1;
+    int64_t ulo[2], uhi[2];
+    const int nu = kv_mask_ranges_of(mask, b, pfirst, plast, ulo, uhi);
+    float *mrow = p->mass + ((size_t)b * p->n_heads + (size_t)h * g) * n_keys;
+    size_t key0 = 0;
+    for (int32_t si = 0; si < view->n_spans; key0 += (size_t)view->spans[si].n_tokens, si++) {
+        const struct kv_span *s = &view->spans[si];
+        int32_t t0[2], t1[2];
+        const int nr = pre_key_ranges(s, nu, ulo, uhi, t0, t1);
+        for (int u = 0; u < nr; u++) {
+            for (int32_t t = t0[u]; t < t1[u]; t += kt) {
+                int32_t nk = t1[u] - t < kt ? t1[u] - t : kt;
+                const int64_t s_lo = (int64_t)s->pos0 + t, s_hi = s_lo + nk - 1;
+                int ldk;
+                const float *K = pre_rows(B->Kt, &ldk, s, &s->k, d, b, h, t, nk);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, d, 1.0f, B->Q, d, K,
+                            ldk, 0.0f, B->S, kt);
+                const int full = s->pos == NULL &&
+                                 kv_mask_block_full(mask, b, pfirst, plast, s_lo, s_hi);
+                for (int32_t r = 0; r < m; r++) {
+                    float *sr = B->S + (size_t)r * kt;
+                    if (!(B->ls[r] > 0.0f))
+                        continue; /* this query sees nothing at all */
+                    if (!full)
+                        pre_mask_row(sr, nk, mask, s, b, h, pfirst + r / g, t, s_lo);
+                    (void)exp_sub_row(sr, nk, B->mx[r]);
+                    const float inv = 1.0f / B->ls[r];
+                    float *dst = mrow + (size_t)(r % g) * n_keys + key0 + (size_t)t;
+                    for (int32_t j = 0; j < nk; j++)
+                        dst[j] += sr[j] * inv;
+                }
+            }
+        }
+    }
+}
+
 /* One tile of queries [i0, i0+nq) of (sequence b, kv head h) against every
- * key it sees; writes its rows of out. */
+ * key it sees; writes its rows of out (and its share of the mass). */
 static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
                      const struct kv_view *view, const struct attn_layout *L, float *my,
-                     int32_t b, int32_t h, int32_t i0, int32_t nq)
+                     int32_t b, int32_t h, int32_t i0, int32_t nq, size_t n_keys)
 {
     const int32_t d = p->head_dim, g = L->g, H = p->n_heads, kt = L->kt;
     const int32_t m = nq * g; /* rows: r = i*g + j  <->  query i0+i, head h*g+j */
-    const size_t A = WS_ALIGN_FLOATS;
     const struct kv_mask *mask = &view->mask;
-    float *Q = my;                                            /* (m, d) */
-    float *O = Q + round_up((size_t)L->m_rows * d, A);        /* (m, d) */
-    float *S = O + round_up((size_t)L->m_rows * d, A);        /* (m, kt) */
-    float *mx = S + round_up((size_t)L->m_rows * kt, A);      /* (m) */
-    float *ls = mx + round_up((size_t)L->m_rows, A);          /* (m) */
-    float *Kt = ls + round_up((size_t)L->m_rows, A);          /* (kt, d) */
-    float *Vt = Kt + round_up((size_t)kt * d, A);             /* (kt, d) */
+    const struct pre_bufs B = pre_bufs_of(my, L, d);
+    float *Q = B.Q, *O = B.O, *S = B.S, *mx = B.mx, *ls = B.ls;
 
     for (int32_t i = 0; i < nq; i++)
         for (int32_t j = 0; j < g; j++) {
@@ -683,37 +871,24 @@ static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
 
     for (int32_t si = 0; si < view->n_spans; si++) {
         const struct kv_span *s = &view->spans[si];
-        for (int u = 0; u < nu; u++) {
-            int32_t t0, t1;
-            kv_span_token_range(s, ulo[u], uhi[u], &t0, &t1);
-            for (int32_t t = t0; t < t1; t += kt) {
-                int32_t nk = t1 - t < kt ? t1 - t : kt;
+        int32_t t0[2], t1[2];
+        const int nr = pre_key_ranges(s, nu, ulo, uhi, t0, t1);
+        for (int u = 0; u < nr; u++) {
+            for (int32_t t = t0[u]; t < t1[u]; t += kt) {
+                int32_t nk = t1[u] - t < kt ? t1[u] - t : kt;
                 int64_t s_lo = (int64_t)s->pos0 + t, s_hi = s_lo + nk - 1;
                 int ldk, ldv;
-                const float *K = pre_rows(Kt, &ldk, s, &s->k, d, b, h, t, nk);
-                const float *V = pre_rows(Vt, &ldv, s, &s->v, d, b, h, t, nk);
+                const float *K = pre_rows(B.Kt, &ldk, s, &s->k, d, b, h, t, nk);
+                const float *V = pre_rows(B.Vt, &ldv, s, &s->v, d, b, h, t, nk);
                 /* S (m, nk) = Q K^T */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, d, 1.0f, Q, d, K,
                             ldk, 0.0f, S, kt);
-                const int full = kv_mask_block_full(mask, b, pfirst, plast, s_lo, s_hi);
+                const int full = s->pos == NULL &&
+                                 kv_mask_block_full(mask, b, pfirst, plast, s_lo, s_hi);
                 for (int32_t r = 0; r < m; r++) {
                     float *sr = S + (size_t)r * kt;
-                    if (!full) { /* keys outside the row's intervals get -inf */
-                        int64_t lo[2], hi[2];
-                        const int nr = kv_mask_ranges(mask, b, pfirst + r / g, lo, hi);
-                        int64_t j = 0;
-                        for (int k = 0; k < nr; k++) {
-                            /* visible j in [jlo, jhi) */
-                            int64_t jlo = lo[k] - s_lo, jhi = hi[k] - s_lo + 1;
-                            jlo = jlo < j ? j : jlo > nk ? nk : jlo;
-                            jhi = jhi < jlo ? jlo : jhi > nk ? nk : jhi;
-                            for (; j < jlo; j++)
-                                sr[j] = -INFINITY;
-                            j = jhi;
-                        }
-                        for (; j < nk; j++)
-                            sr[j] = -INFINITY;
-                    }
+                    if (!full) /* keys outside the row's intervals get -inf */
+                        pre_mask_row(sr, nk, mask, s, b, h, pfirst + r / g, t, s_lo);
                     float bm = row_max(sr, nk);
                     if (bm == -INFINITY) { /* this row sees nothing here */
                         memset(sr, 0, (size_t)nk * sizeof(float));
@@ -743,6 +918,8 @@ static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
             for (int32_t e = 0; e < d; e++)
                 dst[e] = O[(size_t)r * d + e] * inv;
         }
+    if (p->mass != NULL)
+        pre_tile_mass(p, view, L, &B, b, h, i0, nq, n_keys);
 }
 
 static void attn_prefill(float *out, const float *q, const struct kv_attn_params *p,
@@ -751,6 +928,27 @@ static void attn_prefill(float *out, const float *q, const struct kv_attn_params
     float *scratch = ws + L->qs;
     const int32_t n_tiles = (p->n_q + L->qt - 1) / L->qt;
     const int64_t bh_n = (int64_t)p->batch * p->n_kv_heads, items = bh_n * n_tiles;
+    if (p->mass != NULL) {
+        /* the tiles of one (b, h) add into the same mass rows: each (b, h)
+         * runs its tiles in one thread, after zeroing its rows */
+        const size_t n_keys = (size_t)kv_view_keys(view), g = (size_t)L->g;
+#pragma omp parallel num_threads(p->n_threads)
+        {
+            float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t bh = 0; bh < bh_n; bh++) {
+                const int32_t b = (int32_t)(bh / p->n_kv_heads), h = (int32_t)(bh % p->n_kv_heads);
+                memset(p->mass + ((size_t)b * p->n_heads + (size_t)h * g) * n_keys, 0,
+                       g * n_keys * sizeof(float));
+                for (int32_t tile = 0; tile < n_tiles; tile++) {
+                    const int32_t i0 = tile * L->qt;
+                    const int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
+                    pre_tile(out, q, p, view, L, my, b, h, i0, nq, n_keys);
+                }
+            }
+        }
+        return;
+    }
     /* later query tiles see more keys: hand them out first, one at a time */
 #pragma omp parallel num_threads(p->n_threads)
     {
@@ -762,7 +960,7 @@ static void attn_prefill(float *out, const float *q, const struct kv_attn_params
             int32_t i0 = tile * L->qt;
             int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
             pre_tile(out, q, p, view, L, my, (int32_t)(bh / p->n_kv_heads),
-                     (int32_t)(bh % p->n_kv_heads), i0, nq);
+                     (int32_t)(bh % p->n_kv_heads), i0, nq, 0);
         }
     }
 }

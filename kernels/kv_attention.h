@@ -33,6 +33,22 @@
  *            t / group (paged: (t % P) / group in page t / P, and group
  *            divides P). Codes are laid out as kv_quant.h says.
  *
+ * Positions. A span's token t is at absolute position pos0 + t, unless the
+ * span carries a position table (pos != NULL, pos0 then unused): token t of
+ * (sequence b, kv head h) is at pos[b*pos_seq_stride + h*pos_head_stride + t]
+ * (int32 elements), in any order. A cache that evicts by score (h2o) keeps
+ * the survivors where they are and says where each came from; the kernel
+ * masks such a span key by key instead of by interval.
+ *
+ * Attention mass (optional output, kv_attn_params.mass): for each query head
+ * and each key of the view, the attention probability it received, summed
+ * over the call's queries:
+ *   mass[(b*n_heads + hq)*n_keys + j] = sum_i softmax_i(j)
+ * where j numbers the view's keys in span order (span 0's tokens, then span
+ * 1's, ...), n_keys = the sum of the spans' n_tokens, and a key no query
+ * sees gets 0. A strategy that evicts by accumulated attention (h2o) asks
+ * for it; without it (mass NULL) nothing is computed or written.
+ *
  * Masking, for the query of sequence b at absolute position p (query i of
  * the call has position q_pos0 + i) and a key at absolute position s. The
  * mask is always causal; a kv_mask adds the rest (all 0 / NULL: causal only):
@@ -76,7 +92,19 @@ struct kv_span {
     int32_t n_tokens;
     int32_t pos0;        /* absolute position of token 0 of the span */
     int32_t page_tokens; /* 0: contiguous; > 0: tokens per page (paged) */
+    /* NULL: positions pos0 .. pos0 + n_tokens - 1. Else the position of each
+     * token per (sequence, kv head), strides in int32 elements (header). */
+    const int32_t *pos;
+    size_t pos_seq_stride, pos_head_stride;
 };
+
+/* Absolute position of token t of span s for (sequence b, kv head h). */
+static inline int64_t kv_span_pos(const struct kv_span *s, int32_t b, int32_t h, int32_t t)
+{
+    if (s->pos == NULL)
+        return (int64_t)s->pos0 + t;
+    return s->pos[(size_t)b * s->pos_seq_stride + (size_t)h * s->pos_head_stride + (size_t)t];
+}
 
 /* Which keys each query sees, besides causality (header comment). */
 struct kv_mask {
@@ -85,8 +113,9 @@ struct kv_mask {
     const int32_t *pad;  /* (batch) left-padding length per sequence, or NULL */
 };
 
-/* What a cache exposes for one layer: spans in position order, and the
- * mask its storage needs (kv_cache_view fills it). */
+/* What a cache exposes for one layer: spans in position order (a span with
+ * a position table may hold any positions), and the mask its storage needs
+ * (kv_cache_view fills it). */
 struct kv_view {
     const struct kv_span *spans; /* (n_spans) */
     int32_t n_spans;
@@ -102,7 +131,21 @@ struct kv_attn_params {
     int32_t q_pos0;     /* absolute position of query 0 (same for every sequence) */
     float scale;        /* usually 1/sqrt(head_dim) */
     int32_t n_threads;  /* OpenMP threads to use (>= 1) */
+    /* Optional output: the attention mass per (sequence, query head, key)
+     * (header comment), mass_len floats, at least batch * n_heads * n_keys.
+     * NULL: not computed (the default; costs nothing). */
+    float *mass;
+    size_t mass_len;
 };
+
+/* Keys of a view: the sum of its spans' n_tokens (the mass's n_keys). */
+static inline int64_t kv_view_keys(const struct kv_view *v)
+{
+    int64_t n = 0;
+    for (int32_t i = 0; i < v->n_spans; i++)
+        n += v->spans[i].n_tokens;
+    return n;
+}
 
 /*
  * The mask of the header comment as a predicate: 1 if the query of sequence
@@ -157,12 +200,16 @@ enum kv_status kv_attn_ref(float *out, const float *q, const struct kv_attn_para
 
 /*
  * Number of visible (query, key) pairs summed over the batch, computed in
- * closed form from the positions (no pass over the data). The attention
- * FLOPs of a call are 4 * head_dim * n_heads * pairs (2 for QK^T, 2 for PV).
+ * closed form from the positions (no pass over the data; a span with a
+ * position table is counted key by key, as the mean over kv heads, exact
+ * when every head sees as many keys, as an evicting cache's heads do). The
+ * attention FLOPs of a call are 4 * head_dim * n_heads * pairs (2 for QK^T,
+ * 2 for PV).
  */
 int64_t kv_attn_visible_pairs(const struct kv_attn_params *p, const struct kv_view *v);
 
-/* K+V bytes (codes + qparams) that the spans hold, all sequences and heads. */
+/* K+V bytes (codes + qparams, and position tables) that the spans hold, all
+ * sequences and heads. */
 size_t kv_attn_span_bytes(const struct kv_attn_params *p, const struct kv_view *v);
 
 #endif /* KV_ATTENTION_H */

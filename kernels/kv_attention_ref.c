@@ -9,7 +9,8 @@
  * not the kernel's interval arithmetic), accumulates in double and reads
  * every row through its dtype's to_float_row one row at a time. So it shares
  * nothing with the fast paths except the row addressing and the argument
- * checks (kv_attn_check.c).
+ * checks (kv_attn_check.c). The attention mass, when asked for, is a third
+ * pass: each key's probability, accumulated in double over the queries.
  */
 #include "kv_attention_impl.h"
 
@@ -33,8 +34,12 @@ static double ref_dot(const float *q, const float *k, int32_t d)
     return acc;
 }
 
-/* out (d) = attention of one query q (d) of sequence b at position pos, kv head h */
-static void ref_query(float *out, const float *q, const struct kv_attn_params *p,
+/*
+ * out (d) = attention of one query q (d) of sequence b at position pos, kv
+ * head h. With mass (n_keys doubles of this query head, or NULL), adds each
+ * key's probability at its index in the view.
+ */
+static void ref_query(float *out, double *mass, const float *q, const struct kv_attn_params *p,
                       const struct kv_view *v, int32_t b, int32_t h, int64_t pos, float *row,
                       double *acc)
 {
@@ -45,7 +50,7 @@ static void ref_query(float *out, const float *q, const struct kv_attn_params *p
     for (int32_t s = 0; s < v->n_spans; s++) {
         const struct kv_span *sp = &v->spans[s];
         for (int32_t t = 0; t < sp->n_tokens; t++) {
-            if (!kv_attn_key_visible(&v->mask, b, pos, (int64_t)sp->pos0 + t))
+            if (!kv_attn_key_visible(&v->mask, b, pos, kv_span_pos(sp, b, h, t)))
                 continue;
             ref_row(row, sp, p, b, h, t, 0);
             double sc = ref_dot(q, row, d) * p->scale;
@@ -60,7 +65,7 @@ static void ref_query(float *out, const float *q, const struct kv_attn_params *p
     for (int32_t s = 0; s < v->n_spans; s++) {
         const struct kv_span *sp = &v->spans[s];
         for (int32_t t = 0; t < sp->n_tokens; t++) {
-            if (!kv_attn_key_visible(&v->mask, b, pos, (int64_t)sp->pos0 + t))
+            if (!kv_attn_key_visible(&v->mask, b, pos, kv_span_pos(sp, b, h, t)))
                 continue;
             ref_row(row, sp, p, b, h, t, 0);
             double w = exp(ref_dot(q, row, d) * p->scale - mx);
@@ -72,6 +77,19 @@ static void ref_query(float *out, const float *q, const struct kv_attn_params *p
     }
     for (int32_t i = 0; i < d; i++)
         out[i] = sum > 0.0 ? (float)(acc[i] / sum) : 0.0f; /* no key: zeros */
+    if (mass == NULL || !(sum > 0.0))
+        return;
+    /* pass 3: the probabilities, by key index in the view */
+    int64_t j = 0;
+    for (int32_t s = 0; s < v->n_spans; s++) {
+        const struct kv_span *sp = &v->spans[s];
+        for (int32_t t = 0; t < sp->n_tokens; t++, j++) {
+            if (!kv_attn_key_visible(&v->mask, b, pos, kv_span_pos(sp, b, h, t)))
+                continue;
+            ref_row(row, sp, p, b, h, t, 0);
+            mass[j] += exp(ref_dot(q, row, d) * p->scale - mx) / sum;
+        }
+    }
 }
 
 enum kv_status kv_attn_ref(float *out, const float *q, const struct kv_attn_params *p,
@@ -83,20 +101,29 @@ enum kv_status kv_attn_ref(float *out, const float *q, const struct kv_attn_para
     if (out == NULL || q == NULL)
         return KV_ERR_INVALID;
     const int32_t d = p->head_dim, g = p->n_heads / p->n_kv_heads;
+    const size_t n_keys = (size_t)kv_view_keys(v);
+    const size_t n_mass = p->mass != NULL ? (size_t)p->batch * p->n_heads * n_keys : 0;
     float *row = kv_alloc((size_t)d * sizeof(float));
     double *acc = kv_alloc((size_t)d * sizeof(double));
-    if (row == NULL || acc == NULL) {
+    double *mass = n_mass > 0 ? kv_alloc(n_mass * sizeof(double)) : NULL; /* zeroed */
+    if (row == NULL || acc == NULL || (n_mass > 0 && mass == NULL)) {
         kv_free(row);
         kv_free(acc);
+        kv_free(mass);
         return KV_ERR_NOMEM;
     }
     for (int32_t b = 0; b < p->batch; b++)
         for (int32_t i = 0; i < p->n_q; i++)
             for (int32_t h = 0; h < p->n_heads; h++) {
                 size_t off = (((size_t)b * p->n_q + i) * p->n_heads + h) * d;
-                ref_query(out + off, q + off, p, v, b, h / g, (int64_t)p->q_pos0 + i, row, acc);
+                double *m = mass != NULL ? mass + ((size_t)b * p->n_heads + h) * n_keys : NULL;
+                ref_query(out + off, m, q + off, p, v, b, h / g, (int64_t)p->q_pos0 + i, row,
+                          acc);
             }
+    for (size_t j = 0; j < n_mass; j++)
+        p->mass[j] = (float)mass[j];
     kv_free(row);
     kv_free(acc);
+    kv_free(mass);
     return KV_OK;
 }

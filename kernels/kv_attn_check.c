@@ -117,20 +117,43 @@ enum kv_status kv_attn_check(const struct kv_attn_params *p, const struct kv_vie
         if (st != KV_OK)
             return st;
     }
+    if (p->mass != NULL) { /* room for (batch, n_heads, n_keys) */
+        size_t need;
+        const size_t f[3] = {(size_t)p->batch, (size_t)p->n_heads, (size_t)kv_view_keys(v)};
+        if (kv_mul_sizes(&need, 3, f) != KV_OK || p->mass_len < need)
+            return KV_ERR_INVALID;
+    }
     return KV_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Closed-form counts                                                       */
 
+/* Visible keys of a span with a position table for one query, summed over
+ * the kv heads (key by key). */
+static int64_t table_visible(const struct kv_attn_params *p, const struct kv_mask *m,
+                             const struct kv_span *s, int32_t b, int64_t qpos)
+{
+    int64_t n = 0;
+    for (int32_t h = 0; h < p->n_kv_heads; h++)
+        for (int32_t t = 0; t < s->n_tokens; t++)
+            n += kv_attn_key_visible(m, b, qpos, kv_span_pos(s, b, h, t));
+    return n;
+}
+
 int64_t kv_attn_visible_pairs(const struct kv_attn_params *p, const struct kv_view *v)
 {
-    int64_t pairs = 0;
+    int64_t pairs = 0, table = 0; /* table: summed over kv heads */
     for (int32_t b = 0; b < p->batch; b++) {
         for (int32_t i = 0; i < p->n_q; i++) {
             int64_t lo[2], hi[2];
-            const int nr = kv_mask_ranges(&v->mask, b, (int64_t)p->q_pos0 + i, lo, hi);
+            const int64_t qpos = (int64_t)p->q_pos0 + i;
+            const int nr = kv_mask_ranges(&v->mask, b, qpos, lo, hi);
             for (int32_t s = 0; s < v->n_spans; s++) {
+                if (v->spans[s].pos != NULL) {
+                    table += table_visible(p, &v->mask, &v->spans[s], b, qpos);
+                    continue;
+                }
                 for (int r = 0; r < nr; r++) {
                     int32_t t0, t1;
                     kv_span_token_range(&v->spans[s], lo[r], hi[r], &t0, &t1);
@@ -139,7 +162,7 @@ int64_t kv_attn_visible_pairs(const struct kv_attn_params *p, const struct kv_vi
             }
         }
     }
-    return pairs;
+    return pairs + table / p->n_kv_heads;
 }
 
 /* Bytes of one descriptor of a span of n tokens, one (sequence, kv head). */
@@ -160,7 +183,8 @@ size_t kv_attn_span_bytes(const struct kv_attn_params *p, const struct kv_view *
     for (int32_t s = 0; s < v->n_spans; s++) {
         const struct kv_span *sp = &v->spans[s];
         total += (tensor_bytes(&sp->k, p->head_dim, sp->n_tokens) +
-                  tensor_bytes(&sp->v, p->head_dim, sp->n_tokens)) *
+                  tensor_bytes(&sp->v, p->head_dim, sp->n_tokens) +
+                  (sp->pos != NULL ? (size_t)sp->n_tokens * sizeof(int32_t) : 0)) *
                  (size_t)p->batch * (size_t)p->n_kv_heads;
     }
     return total;

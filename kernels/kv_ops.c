@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 /* Elements of work below which an op stays on one thread. */
 #define KV_OPS_PAR_MIN 32768
@@ -261,6 +262,27 @@ void kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t ro
             if (k != NULL)
                 rope_rotate(k + r * n_kv_heads * head_dim, n_kv_heads, head_dim, p0, np,
                             c, s);
+        }
+    }
+}
+
+void kv_rope_shift(float *dst, const float *src, int64_t rows, int32_t head_dim, int32_t delta)
+{
+    KV_ASSERT(head_dim > 0 && head_dim % 2 == 0);
+    const int32_t half = head_dim / 2;
+    for (int32_t p0 = 0; p0 < half; p0 += ROPE_BLOCK) {
+        const int32_t np = half - p0 < ROPE_BLOCK ? half - p0 : ROPE_BLOCK;
+        float c[ROPE_BLOCK], s[ROPE_BLOCK];
+        for (int32_t j = 0; j < np; j++) { /* the angles of kv_rope at position delta */
+            const double a = (double)delta * pow(KV_ROPE_THETA, -(double)(2 * (p0 + j)) / head_dim);
+            c[j] = (float)cos(a);
+            s[j] = (float)sin(a);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            float *x = dst + r * head_dim;
+            if (dst != src)
+                memcpy(x + 2 * p0, src + r * head_dim + 2 * p0, (size_t)np * 2 * sizeof(float));
+            rope_rotate(x, 1, head_dim, p0, np, c, s);
         }
     }
 }

@@ -83,6 +83,14 @@ void kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t ro
 void kv_rope_ref(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
                  int32_t head_dim, const int32_t *pos);
 
+/*
+ * dst (rows, head_dim) <- src rows rotated by `delta` more positions, the
+ * angles of kv_rope (dst may equal src). Rotations compose: a key rotated
+ * for position p, shifted by delta, is the key rotated for p + delta (up to
+ * float rounding), which is how a cache moves its keys to new positions.
+ */
+void kv_rope_shift(float *dst, const float *src, int64_t rows, int32_t head_dim, int32_t delta);
+
 /* ------------------------------------------------------------------------ */
 /* SwiGLU, softmax, argmax                                                  */
 

@@ -13,10 +13,12 @@
  * strategy runs, so each strategy only checks what depends on its state
  * (pos0 == length, room).
  * Optional methods that are NULL get defaults here: max_spans 1, reset =
- * free + init, 0 for seq_len/resident/copied, no spans for view, the name
- * for label and describe, f32 for dtype, KV_ERR_UNSUPPORTED for crop, fork
- * and reorder. The core also owns the span storage of the views: max_spans
- * per layer, allocated at creation.
+ * free + init, 0 for seq_len/resident/copied, an equal share of the
+ * resident bytes per layer, no spans for view, the name for label and
+ * describe, f32 for dtype, the table's caps, KV_ERR_UNSUPPORTED for crop,
+ * fork and reorder. The core also owns the span storage of the views
+ * (max_spans per layer, allocated at creation) and the attention-mass
+ * buffer of a strategy that asks for one (grown to the largest view).
  */
 #include "strategy.h"
 
@@ -80,6 +82,7 @@ static enum kv_status cache_alloc(struct kv_cache **out, const struct kv_strateg
         st = KV_ERR_OVERFLOW;
     if (st == KV_OK) {
         c->max_spans = max_spans;
+        c->caps = kv_strategy_caps(ops, cfg, c->params);
         c->state = kv_alloc(ops->state_size); /* zeroed, as init expects */
         c->spans = kv_alloc(span_bytes);
         if (c->state == NULL || c->spans == NULL)
@@ -99,6 +102,7 @@ static enum kv_status cache_alloc(struct kv_cache **out, const struct kv_strateg
 /* Frees the object (not what init allocated). */
 static void cache_release(struct kv_cache *c)
 {
+    kv_free(c->mass);
     kv_free(c->state);
     kv_free(c->spans);
     kv_free(c->params);
@@ -203,6 +207,66 @@ size_t kv_cache_resident_bytes(const struct kv_cache *c)
     return c->ops->resident_bytes(c->state);
 }
 
+size_t kv_cache_layer_bytes(const struct kv_cache *c, int32_t layer)
+{
+    if (c == NULL || layer < 0 || layer >= c->cfg.n_layers)
+        return 0;
+    if (c->ops->layer_bytes != NULL)
+        return c->ops->layer_bytes(c->state, layer);
+    return kv_cache_resident_bytes(c) / (size_t)c->cfg.n_layers;
+}
+
+/* 1 when layer of c wants the attention mass. */
+static int wants_mass(const struct kv_cache *c, int32_t layer)
+{
+    return (c->caps & KV_CAP_ATTN_MASS) != 0 && c->ops->observe != NULL &&
+           (c->ops->wants_mass == NULL || c->ops->wants_mass(c->state, layer));
+}
+
+enum kv_status kv_cache_mass_buffer(struct kv_cache *c, int32_t layer, const struct kv_view *view,
+                                    int32_t n_heads, float **mass, size_t *len)
+{
+    if (mass == NULL || len == NULL)
+        return KV_ERR_INVALID;
+    *mass = NULL;
+    *len = 0;
+    if (c == NULL || view == NULL || layer < 0 || layer >= c->cfg.n_layers || n_heads < 1 ||
+        n_heads % c->cfg.n_kv_heads != 0)
+        return KV_ERR_INVALID;
+    if (!wants_mass(c, layer))
+        return KV_OK;
+    size_t need;
+    const size_t f[3] = {(size_t)c->cfg.batch, (size_t)n_heads, (size_t)kv_view_keys(view)};
+    if (kv_mul_sizes(&need, 3, f) != KV_OK || need > SIZE_MAX / 2 / sizeof(float))
+        return KV_ERR_OVERFLOW;
+    if (need > c->mass_cap) {
+        const size_t cap = need > 2 * c->mass_cap ? need : 2 * c->mass_cap;
+        float *m = kv_alloc_uninit(cap * sizeof(float)); /* the kernel writes it all */
+        if (m == NULL)
+            return KV_ERR_NOMEM;
+        kv_free(c->mass);
+        c->mass = m;
+        c->mass_cap = cap;
+    }
+    *mass = c->mass;
+    *len = need;
+    return KV_OK;
+}
+
+enum kv_status kv_cache_observe(struct kv_cache *c, int32_t layer, const float *mass,
+                                int32_t n_heads)
+{
+    if (c == NULL || layer < 0 || layer >= c->cfg.n_layers || n_heads < 1 ||
+        n_heads % c->cfg.n_kv_heads != 0)
+        return KV_ERR_INVALID;
+    if (!wants_mass(c, layer))
+        return KV_OK;
+    if (mass == NULL)
+        return KV_ERR_INVALID;
+    c->ops->observe(c->state, layer, mass, n_heads);
+    return KV_OK;
+}
+
 size_t kv_cache_copied_bytes(const struct kv_cache *c)
 {
     if (c == NULL || c->ops->copied_bytes == NULL)
@@ -223,7 +287,15 @@ int32_t kv_cache_mask_window(const struct kv_cache *c)
 
 int kv_cache_has(const struct kv_cache *c, uint32_t caps)
 {
-    return c != NULL && (c->ops->caps & caps) == caps;
+    return c != NULL && (c->caps & caps) == caps;
+}
+
+uint32_t kv_strategy_caps(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
+                          const void *params)
+{
+    if (ops->caps_of == NULL || cfg == NULL || (ops->params_size > 0 && params == NULL))
+        return ops->caps;
+    return ops->caps_of(cfg, params) & ops->caps; /* never more than the table */
 }
 
 /* params, or the table's defaults in d when params is NULL. */

@@ -164,6 +164,45 @@ static inline struct kv_span kv_store_span_model(const float *k_new, const float
 }
 
 /* ------------------------------------------------------------------------ */
+/* A ring of f32 slots (sliding, sinks, h2o's recent window)                */
+
+/*
+ * Stores k, v (batch, n_kv_heads, w, head_dim) used as a ring: position p
+ * (p >= base) lives in slot (p - base) % w. kv_ring_put writes positions
+ * [a, b) of an update (tokens a - pos0 ..) into their slots;
+ * kv_ring_spans fills spans with positions [first, end) (end - first <= w,
+ * first >= base) in position order, 0, 1 or 2 spans, and returns how many.
+ */
+static inline void kv_ring_put(float *k, float *v, int32_t w, int32_t base, const float *k_new,
+                               const float *v_new, int32_t n_new, int32_t pos0, int32_t a,
+                               int32_t b, const struct kv_cache_config *cfg)
+{
+    for (int32_t p = a; p < b;) {
+        const int32_t slot = (p - base) % w;
+        const int32_t run = (b - p < w - slot) ? b - p : w - slot;
+        kv_store_put(k, w, slot, k_new, n_new, p - pos0, run, cfg);
+        kv_store_put(v, w, slot, v_new, n_new, p - pos0, run, cfg);
+        p += run;
+    }
+}
+
+static inline int32_t kv_ring_spans(struct kv_span *spans, const float *k, const float *v,
+                                    int32_t w, int32_t base, int32_t first, int32_t end,
+                                    const struct kv_cache_config *cfg)
+{
+    const int32_t held = end - first;
+    if (held <= 0)
+        return 0;
+    const int32_t slot = (first - base) % w;
+    const int32_t n1 = held < w - slot ? held : w - slot;
+    spans[0] = kv_store_span(k, v, w, slot, n1, first, cfg);
+    if (n1 == held)
+        return 1;
+    spans[1] = kv_store_span(k, v, w, 0, held - n1, first + n1, cfg);
+    return 2;
+}
+
+/* ------------------------------------------------------------------------ */
 /* A growing f32 store (dynamic, dynamic-concat)                            */
 
 /*

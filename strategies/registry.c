@@ -18,6 +18,8 @@ static const struct kv_strategy_ops *const kv_registry[] = {
     &kv_strategy_dynamic_concat,
     &kv_strategy_static,
     &kv_strategy_sliding,
+    &kv_strategy_sinks,
+    &kv_strategy_h2o,
     &kv_strategy_quantized,
 };
 
@@ -71,7 +73,9 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
         return KV_ERR_INVALID;
     if (!(o->caps & KV_CAP_CROP) != (o->crop == NULL) ||
         !(o->caps & KV_CAP_FORK) != (o->fork == NULL) ||
-        !(o->caps & KV_CAP_REORDER) != (o->reorder == NULL))
+        !(o->caps & KV_CAP_REORDER) != (o->reorder == NULL) ||
+        !(o->caps & KV_CAP_ATTN_MASS) != (o->observe == NULL) ||
+        (o->wants_mass != NULL && o->observe == NULL))
         return KV_ERR_INVALID;
     if (o->n_params < 0 || o->n_presets < 0 || o->params_size > KV_PARAMS_MAX_BYTES ||
         (o->n_params > 0 && (o->params == NULL || o->params_size == 0)))

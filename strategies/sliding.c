@@ -128,14 +128,8 @@ static float *sliding_v(const struct sliding_state *s, int32_t l)
 static void sliding_write(struct sliding_state *s, int32_t layer, const float *k_new,
                           const float *v_new, int32_t n_new, int32_t pos0, int32_t a, int32_t b)
 {
-    const int32_t w = s->window;
-    for (int32_t p = a; p < b;) {
-        const int32_t slot = p % w;
-        const int32_t run = (b - p < w - slot) ? b - p : w - slot;
-        kv_store_put(sliding_k(s, layer), w, slot, k_new, n_new, p - pos0, run, &s->cfg);
-        kv_store_put(sliding_v(s, layer), w, slot, v_new, n_new, p - pos0, run, &s->cfg);
-        p += run;
-    }
+    kv_ring_put(sliding_k(s, layer), sliding_v(s, layer), s->window, 0, k_new, v_new, n_new,
+                pos0, a, b, &s->cfg);
     s->copied += (size_t)(b - a) * kv_store_token_bytes(&s->cfg);
 }
 
@@ -179,19 +173,8 @@ static int32_t sliding_view(const void *state, int32_t layer, struct kv_span *sp
         return 1;
     }
     const int32_t held = l->len < w ? l->len : w;
-    if (held == 0)
-        return 0;
-    const int32_t oldest = l->len - held;
-    const int32_t slot = oldest % w;
-    const int32_t n1 = held < w - slot ? held : w - slot;
-    const float *k = sliding_k(s, layer), *v = sliding_v(s, layer);
-    spans[0] = kv_store_span(k, v, w, slot, n1, oldest, &s->cfg);
-    /* cppcheck-suppress knownConditionTrueFalse ; false positive: n1 == held
-     * whenever the held positions do not wrap past the ring's end */
-    if (n1 == held)
-        return 1;
-    spans[1] = kv_store_span(k, v, w, 0, held - n1, oldest + n1, &s->cfg);
-    return 2;
+    return kv_ring_spans(spans, sliding_k(s, layer), sliding_v(s, layer), w, 0, l->len - held,
+                         l->len, &s->cfg);
 }
 
 static int32_t sliding_seq_len(const void *state, int32_t layer)

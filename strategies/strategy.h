@@ -66,7 +66,8 @@ enum kv_cap {
     KV_CAP_KEEPS_HISTORY = 1u << 0,
     /* values read back within their dtype's error bound, not bit-exact */
     KV_CAP_LOSSY = 1u << 1,
-    /* forgets tokens: exact only under the mask its views carry */
+    /* forgets tokens: exact only under the mask its views carry (with
+     * KV_CAP_SCORE_EVICTS: only for the keys it keeps) */
     KV_CAP_EVICTS = 1u << 2,
     /* all storage allocated at creation: updates never allocate, resident
      * bytes are flat */
@@ -81,7 +82,19 @@ enum kv_cap {
     KV_CAP_SHARES_STORAGE = 1u << 8,
     /* refuses positions past cfg.max_len > 0 with KV_ERR_FULL */
     KV_CAP_BOUNDED = 1u << 9,
-    KV_CAP_ALL = (1u << 10) - 1
+    /* wants the attention mass per key of its views (an eviction score):
+     * the caller asks kv_cache_mass_buffer for a buffer, passes it to the
+     * kernel (kv_attn_params.mass) and hands it back with kv_cache_observe */
+    KV_CAP_ATTN_MASS = 1u << 10,
+    /* evicts by a score (accumulated attention), so no mask says which
+     * keys are gone: its views hold, exactly, the keys it kept, always
+     * including the current update's own */
+    KV_CAP_SCORE_EVICTS = 1u << 11,
+    /* its views may serve keys rotated (RoPE, kernels/kv_ops.h) to other
+     * positions than they were written at (StreamingLLM's re-indexing):
+     * read back, each rotated pair keeps its length, values are exact */
+    KV_CAP_REPOSITIONS = 1u << 12,
+    KV_CAP_ALL = (1u << 13) - 1
 };
 
 /* ------------------------------------------------------------------------ */
@@ -165,6 +178,10 @@ struct kv_strategy_ops {
     enum kv_status (*bytes_for)(const struct kv_cache_config *cfg, const void *params,
                                 int32_t n_tokens, size_t *bytes);
 
+    /* The capabilities of a cache with these parameters, a subset of caps
+     * (a per-layer pattern has only what its layers have). NULL: caps. */
+    uint32_t (*caps_of)(const struct kv_cache_config *cfg, const void *params);
+
     /* Most spans view() returns for one layer (NULL: 1). The core allocates
      * that many per layer at creation, so no view ever allocates and no fixed
      * limit applies (a cache with one span per page asks for max_len / page). */
@@ -210,6 +227,10 @@ struct kv_strategy_ops {
      * + qparams + residual; capacity, not just used slots). */
     size_t (*resident_bytes)(const void *state);
 
+    /* The part of resident_bytes that layer holds (the layers sum to it).
+     * NULL: every layer holds the same, resident_bytes / n_layers. */
+    size_t (*layer_bytes)(const void *state, int32_t layer);
+
     /* Bytes written into cache storage by updates since init/reset:
      * new tokens stored plus any relocation (growth copies, re-quantizing,
      * reorders). */
@@ -217,6 +238,22 @@ struct kv_strategy_ops {
 
     /* Forgets all tokens; keeps preallocated storage. NULL: free + init. */
     void (*reset)(void *state);
+
+    /*
+     * KV_CAP_ATTN_MASS (the table has observe exactly when it has the flag):
+     * receives the attention mass of the layer's current view, (batch,
+     * n_heads, n_keys) floats as kernels/kv_attention.h defines it (n_heads
+     * query heads, a multiple of n_kv_heads), after the attention that read
+     * that view and before the layer's next update, while the caller's
+     * k_new/v_new of that update are still alive. The strategy adds it to
+     * its scores and may evict then. A strategy must stay correct (within
+     * its mask) when observe is never called.
+     */
+    void (*observe)(void *state, int32_t layer, const float *mass, int32_t n_heads);
+
+    /* With KV_CAP_ATTN_MASS: 1 when layer wants the mass (a per-layer
+     * pattern: only its evicting layers). NULL: every layer. */
+    int (*wants_mass)(const void *state, int32_t layer);
 
     /* Optional operations, each declared by its capability flag (the table
      * has the method exactly when it has the flag); KV_ERR_UNSUPPORTED
@@ -316,6 +353,9 @@ struct kv_cache {
     void *state;
     struct kv_span *spans; /* (n_layers, max_spans) storage of the views */
     int32_t max_spans;
+    uint32_t caps;         /* ops->caps_of(cfg, params), else ops->caps */
+    float *mass;           /* KV_CAP_ATTN_MASS: the attention mass buffer */
+    size_t mass_cap;       /* its floats (grown to the largest view) */
 };
 
 /* Validates the shape (positive sizes, overflow) and the parameters
@@ -330,10 +370,32 @@ enum kv_status kv_cache_update(struct kv_cache *c, int32_t layer, const float *k
 enum kv_status kv_cache_view(const struct kv_cache *c, int32_t layer, struct kv_view *view);
 int32_t kv_cache_seq_len(const struct kv_cache *c, int32_t layer);
 size_t kv_cache_resident_bytes(const struct kv_cache *c);
+/* The part of the resident bytes that one layer holds (0 for a bad layer). */
+size_t kv_cache_layer_bytes(const struct kv_cache *c, int32_t layer);
 size_t kv_cache_copied_bytes(const struct kv_cache *c);
 enum kv_status kv_cache_reset(struct kv_cache *c);
-/* 1 when the cache's strategy has every flag of caps. */
+/* 1 when the cache has every flag of caps (its strategy's, for its
+ * parameters: ops->caps_of). */
 int kv_cache_has(const struct kv_cache *c, uint32_t caps);
+/* The capabilities a cache of this strategy and parameters has. */
+uint32_t kv_strategy_caps(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
+                          const void *params);
+
+/*
+ * The attention mass, for a cache with KV_CAP_ATTN_MASS. kv_cache_mass_buffer
+ * gives the buffer for layer's view `view` (just taken with kv_cache_view)
+ * with n_heads query heads: *mass and *len (floats: batch * n_heads * the
+ * view's keys) for kv_attn_params.mass / mass_len, or NULL and 0 when the
+ * cache (or that layer) wants none. The buffer belongs to the cache and
+ * grows, amortised, to the largest view (KV_ERR_NOMEM, nothing changed).
+ * After the attention, kv_cache_observe hands the filled buffer to the
+ * strategy (a no-op for a cache that wants none). KV_ERR_INVALID for a bad
+ * layer or n_heads (not a positive multiple of n_kv_heads).
+ */
+enum kv_status kv_cache_mass_buffer(struct kv_cache *c, int32_t layer, const struct kv_view *view,
+                                    int32_t n_heads, float **mass, size_t *len);
+enum kv_status kv_cache_observe(struct kv_cache *c, int32_t layer, const float *mass,
+                                int32_t n_heads);
 /* The strategy's one line for this cache (describe, else the description)
  * and its label (label, else the name); snprintf's count. */
 int kv_cache_describe(const struct kv_cache *c, char *buf, size_t n);
@@ -383,6 +445,8 @@ extern const struct kv_strategy_ops kv_strategy_dynamic;
 extern const struct kv_strategy_ops kv_strategy_dynamic_concat;
 extern const struct kv_strategy_ops kv_strategy_static;
 extern const struct kv_strategy_ops kv_strategy_sliding;
+extern const struct kv_strategy_ops kv_strategy_sinks;
+extern const struct kv_strategy_ops kv_strategy_h2o;
 extern const struct kv_strategy_ops kv_strategy_quantized;
 
 #endif /* KV_STRATEGY_H */

@@ -11,9 +11,11 @@
  * given out of order, a quantized span plus an f32 residual, all quantized,
  * one paged span, one span per small page, one paged span with a block table
  * per sequence sharing pages, per-channel quantized keys with
- * per-token values, quantized keys with f32 values), so the span addressing,
+ * per-token values, quantized keys with f32 values, a span with a position
+ * table in another order per head), so the span addressing,
  * the masking (windows, attention sinks, padding) and the quantized paths are
- * all checked against the same dense truth.
+ * all checked against the same dense truth. Every case runs a second time
+ * asking for the attention mass per key, checked against the naive one.
  */
 #include <check.h>
 #include <float.h>
@@ -70,6 +72,10 @@ enum layout {
     LAYOUT_CHANNEL,   /* keys quantized per channel over groups of tokens,
                          values per token (KIVI-style) */
     LAYOUT_MIXED,     /* quantized keys, f32 values */
+    LAYOUT_SCATTER,   /* an f32 span with a position table holding the older
+                         three quarters in another order per (sequence, kv
+                         head), then a contiguous f32 span of the rest (the
+                         survivors of a cache that evicts by score) */
 };
 
 /* Tokens per page of the paged layouts: small and odd, so pages cut the
@@ -104,8 +110,12 @@ struct fixture {
     void *kbuf, *vbuf;    /* span storage */
     void *kbuf2, *vbuf2;  /* second span's storage (f32 residual) */
     struct kv_qparams *kqp, *vqp;
+    int32_t *pos;         /* LAYOUT_SCATTER: the position table */
     double vmax;
 };
+
+/* Position-table strides of LAYOUT_SCATTER: padded, so the kernel must use them. */
+#define SCATTER_HEAD_PAD 3
 
 static size_t dense_at(const struct acase *c, int32_t b, int32_t h, int32_t t)
 {
@@ -408,6 +418,42 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
             sp->v = quant_tensor(c, f->vbuf, f->vqp, T);
         }
         f->n_spans = 1;
+    } else if (c->layout == LAYOUT_SCATTER) {
+        /* positions [0, ns) in a random order per (b, h), then [ns, T) */
+        const int32_t ns = T - T / 4, nr = T - ns;
+        const size_t hs = (size_t)ns + SCATTER_HEAD_PAD, ss = hs * c->kv_heads;
+        float *kb = malloc(nd * sizeof(float) + 4), *vb = malloc(nd * sizeof(float) + 4);
+        f->pos = malloc(ss * c->batch * sizeof(int32_t) + 4);
+        ck_assert(kb && vb && f->pos);
+        f->kbuf = kb;
+        f->vbuf = vb;
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int32_t h = 0; h < c->kv_heads; h++) {
+                int32_t *row = f->pos + (size_t)b * ss + (size_t)h * hs;
+                for (int32_t t = 0; t < ns; t++)
+                    row[t] = t;
+                for (int32_t t = ns - 1; t > 0; t--) { /* Fisher-Yates */
+                    int32_t u = (int32_t)rnd(0, t + 1), x = row[t];
+                    row[t] = row[u > t ? t : u];
+                    row[u > t ? t : u] = x;
+                }
+                for (int32_t t = 0; t < T; t++) {
+                    const int32_t from = t < ns ? row[t] : t;
+                    memcpy(kb + dense_at(c, b, h, t), f->kd + dense_at(c, b, h, from),
+                           d * sizeof(float));
+                    memcpy(vb + dense_at(c, b, h, t), f->vd + dense_at(c, b, h, from),
+                           d * sizeof(float));
+                }
+            }
+        f32_span(&f->spans[0], c, kb, vb, 0, ns, T);
+        f->spans[0].pos = f->pos;
+        f->spans[0].pos_head_stride = hs;
+        f->spans[0].pos_seq_stride = ss;
+        f->n_spans = 1;
+        if (nr > 0) {
+            f32_span(&f->spans[1], c, kb + (size_t)ns * d, vb + (size_t)ns * d, ns, nr, T);
+            f->n_spans = 2;
+        }
     } else if (c->layout == LAYOUT_ONE || c->layout == LAYOUT_RING || c->layout == LAYOUT_TOKEN) {
         float *kb = malloc(nd * sizeof(float) + 4), *vb = malloc(nd * sizeof(float) + 4);
         ck_assert(kb && vb);
@@ -500,6 +546,7 @@ static void fixture_free(struct fixture *f)
     free(f->vbuf2);
     free(f->kqp);
     free(f->vqp);
+    free(f->pos);
     if (f->owned != NULL) {
         for (int32_t i = 0; i < f->n_owned; i++)
             free(f->owned[i]);
@@ -526,6 +573,69 @@ static int naive_visible(const struct kv_mask *m, int32_t b, int64_t qpos, int64
     if (m->pad != NULL && kpos < m->pad[b])
         return 0;
     return 1;
+}
+
+/* Position of token t of span s for (b, h), read from the span as the
+ * kernel's header lays it out. */
+static int64_t span_pos(const struct kv_span *s, int32_t b, int32_t h, int32_t t)
+{
+    if (s->pos == NULL)
+        return (int64_t)s->pos0 + t;
+    return s->pos[(size_t)b * s->pos_seq_stride + (size_t)h * s->pos_head_stride + t];
+}
+
+/* Keys of the fixture's view (the mass's n_keys). */
+static size_t fixture_keys(const struct fixture *f)
+{
+    size_t n = 0;
+    for (int32_t s = 0; s < f->n_spans; s++)
+        n += (size_t)f->spans[s].n_tokens;
+    return n;
+}
+
+/*
+ * mass (batch, heads, n_keys) from the dense arrays, in double: per query,
+ * the probability of each position, put at the index of that position's key
+ * in the view (the spans walked in order).
+ */
+static void naive_mass(double *mass, const struct fixture *f)
+{
+    const struct acase *c = &f->c;
+    const int32_t d = c->d, grp = c->heads / c->kv_heads;
+    const size_t nk = fixture_keys(f);
+    double *pr = malloc(((size_t)c->T + 1) * sizeof(double));
+    ck_assert(pr != NULL);
+    memset(mass, 0, (size_t)c->batch * c->heads * nk * sizeof(double));
+    for (int32_t b = 0; b < c->batch; b++)
+        for (int32_t hq = 0; hq < c->heads; hq++) {
+            const int32_t h = hq / grp;
+            for (int32_t i = 0; i < c->n_q; i++) {
+                const float *q = f->q + (((size_t)b * c->n_q + i) * c->heads + hq) * d;
+                const int64_t qpos = (int64_t)f->p.q_pos0 + i;
+                double mx = -INFINITY, sum = 0.0;
+                for (int32_t t = 0; t < c->T; t++) {
+                    pr[t] = -INFINITY;
+                    if (!naive_visible(&f->view.mask, b, qpos, t))
+                        continue;
+                    double sc = 0.0;
+                    for (int32_t e = 0; e < d; e++)
+                        sc += (double)q[e] * f->kd[dense_at(c, b, h, t) + e];
+                    pr[t] = sc * f->p.scale;
+                    mx = fmax(mx, pr[t]);
+                }
+                for (int32_t t = 0; t < c->T; t++)
+                    sum += pr[t] == -INFINITY ? 0.0 : exp(pr[t] - mx);
+                size_t j = 0;
+                double *row = mass + ((size_t)b * c->heads + hq) * nk;
+                for (int32_t s = 0; s < f->n_spans; s++)
+                    for (int32_t t = 0; t < f->spans[s].n_tokens; t++, j++) {
+                        const int64_t kp = span_pos(&f->spans[s], b, h, t);
+                        if (sum > 0.0 && kp >= 0 && kp < c->T && pr[kp] != -INFINITY)
+                            row[j] += exp(pr[kp] - mx) / sum;
+                    }
+            }
+        }
+    free(pr);
 }
 
 /* out (batch, n_q, heads, d) from the dense arrays, in double */
@@ -595,36 +705,88 @@ static void compare(const float *got, const double *want, const struct fixture *
     }
 }
 
-/* Builds the case, runs kv_attn and kv_attn_ref, compares both with naive. */
+/*
+ * The attention mass against the naive one, relative to each value. A
+ * probability p = exp(s - max) / sum is off by about p times (the score's
+ * rounding, head_dim terms of |q k| up to |score| <= 4 sqrt(d), twice: its
+ * own and the max's) + (the sum's, T terms); the prefill adds n_q terms per
+ * key. MASS_TOL_FACTOR covers the exponential's ulps, as ATTN_TOL_FACTOR
+ * does for the outputs. A key nobody sees must be exactly 0; a real bug (a
+ * wrong key, head or normalisation) is off by O(p).
+ */
+#define MASS_TOL_FACTOR 4.0
+static void compare_mass(const float *got, const double *want, const struct fixture *f,
+                         const char *who, int idx)
+{
+    const struct acase *c = &f->c;
+    const size_t nk = fixture_keys(f), n = (size_t)c->batch * c->heads * nk;
+    const double rel = MASS_TOL_FACTOR * FLT_EPSILON *
+                       (8.0 * c->d * sqrt((double)c->d) + c->T + c->n_q);
+    for (size_t i = 0; i < n; i++) {
+        const double err = fabs((double)got[i] - want[i]);
+        const double tol = rel * want[i] + 1e-30;
+        if (!(err <= tol))
+            ck_abort_msg("case %d %s: mass[b=%zu h=%zu][key %zu] = %.7g, naive %.7g, err %.3g > "
+                         "tol %.3g (B=%d nq=%d H=%d Hkv=%d d=%d T=%d win=%d sink=%d layout=%d)",
+                         idx, who, i / nk / c->heads, i / nk % c->heads, i % nk, got[i], want[i],
+                         err, tol, c->batch, c->n_q, c->heads, c->kv_heads, c->d, c->T, c->window,
+                         c->n_sink, (int)c->layout);
+    }
+}
+
+/* Builds the case, runs kv_attn and kv_attn_ref, compares both with naive;
+ * then both again asking for the attention mass: the outputs must not
+ * change and the mass must match the naive one. */
 static void run_case(const struct acase *c, int idx)
 {
     struct fixture f;
     fixture_build(&f, c, (uint64_t)idx + 17);
     ck_assert_int_eq(kv_attn_check(&f.p, &f.view), KV_OK);
     size_t no = (size_t)c->batch * c->n_q * c->heads * c->d;
+    const size_t nm = (size_t)c->batch * c->heads * fixture_keys(&f);
     double *want = malloc(no * sizeof(double));
+    double *want_mass = malloc((nm + 1) * sizeof(double));
     float *got = malloc(no * sizeof(float));
-    ck_assert(want && got);
+    float *mass = malloc((nm + 1) * sizeof(float));
+    ck_assert(want && got && want_mass && mass);
     naive_attention(want, &f);
+    naive_mass(want_mass, &f);
 
     size_t wsb = kv_attn_workspace_bytes(&f.p);
     void *ws = kv_alloc(wsb);
     ck_assert(ws != NULL);
-    for (size_t i = 0; i < no; i++)
-        got[i] = NAN; /* every output must be written */
-    kv_alloc_fail_at(0, 0);
-    ck_assert_int_eq(kv_attn(got, f.q, &f.p, &f.view, ws, wsb), KV_OK);
-    ck_assert_int_eq(kv_alloc_count(), 0); /* the kernel never allocates */
-    compare(got, want, &f, "kv_attn", idx);
+    for (int with_mass = 0; with_mass < 2; with_mass++) {
+        struct kv_attn_params p = f.p;
+        if (with_mass) {
+            p.mass = mass;
+            p.mass_len = nm;
+            for (size_t i = 0; i < nm; i++)
+                mass[i] = NAN; /* every entry must be written */
+        }
+        for (size_t i = 0; i < no; i++)
+            got[i] = NAN; /* every output must be written */
+        kv_alloc_fail_at(0, 0);
+        ck_assert_int_eq(kv_attn(got, f.q, &p, &f.view, ws, wsb), KV_OK);
+        ck_assert_int_eq(kv_alloc_count(), 0); /* the kernel never allocates */
+        compare(got, want, &f, with_mass ? "kv_attn+mass" : "kv_attn", idx);
+        if (with_mass)
+            compare_mass(mass, want_mass, &f, "kv_attn", idx);
 
-    for (size_t i = 0; i < no; i++)
-        got[i] = NAN;
-    ck_assert_int_eq(kv_attn_ref(got, f.q, &f.p, &f.view), KV_OK);
-    compare(got, want, &f, "kv_attn_ref", idx);
+        for (size_t i = 0; i < no; i++)
+            got[i] = NAN;
+        for (size_t i = 0; with_mass && i < nm; i++)
+            mass[i] = NAN;
+        ck_assert_int_eq(kv_attn_ref(got, f.q, &p, &f.view), KV_OK);
+        compare(got, want, &f, with_mass ? "kv_attn_ref+mass" : "kv_attn_ref", idx);
+        if (with_mass)
+            compare_mass(mass, want_mass, &f, "kv_attn_ref", idx);
+    }
 
     kv_free(ws);
     free(want);
+    free(want_mass);
     free(got);
+    free(mass);
     fixture_free(&f);
 }
 
@@ -657,6 +819,15 @@ START_TEST(test_shapes_prefill)
 {
     struct acase c = shape_case(_i, 1);
     run_case(&c, 100 + _i);
+}
+END_TEST
+
+/* The same shapes over a span with a position table (and its residual). */
+START_TEST(test_shapes_scatter)
+{
+    struct acase c = shape_case(_i / 2, _i % 2);
+    c.layout = LAYOUT_SCATTER;
+    run_case(&c, 1000 + _i);
 }
 END_TEST
 
@@ -826,6 +997,18 @@ static const struct acase table[] = {
     {1, 1, 16, 2, 128, 129, 0, {0}, Q4, 32, LAYOUT_MIXED, 2, 0},
     {1, 1, 8, 8, 64, 200, 0, {0}, Q4, 32, LAYOUT_MIXED, 2, 0},
     {1, 30, 8, 2, 64, 100, 0, {0}, Q8, 32, LAYOUT_MIXED, 2, 0},
+    /* a span with a position table (per-head orders): decode and prefill,
+     * windows and sinks masked key by key, padding, split-K with one kv
+     * head, several query and key tiles */
+    {1, 1, 8, 8, 64, 333, 0, {0}, F32, 0, LAYOUT_SCATTER, 2, 0},
+    {1, 1, 8, 2, 80, 101, 40, {0}, F32, 0, LAYOUT_SCATTER, 2, 4},
+    {3, 1, 8, 2, 64, 150, 0, {0, 50, 149}, F32, 0, LAYOUT_SCATTER, 2, 0},
+    {3, 9, 8, 4, 128, 77, 30, {0, 5, 70}, F32, 0, LAYOUT_SCATTER, 2, 3},
+    {1, 1, 8, 1, 64, 385, 0, {0}, F32, 0, LAYOUT_SCATTER, 3, 0},
+    {1, 1, 8, 1, 64, 257, 64, {0}, F32, 0, LAYOUT_SCATTER, 2, 5},
+    {1, 300, 4, 4, 64, 1100, 600, {0}, F32, 0, LAYOUT_SCATTER, 2, 16},
+    {2, 140, 8, 2, 64, 700, 0, {0, 333}, F32, 0, LAYOUT_SCATTER, 2, 0},
+    {1, 1, 3, 1, 13, 37, 9, {0}, F32, 0, LAYOUT_SCATTER, 1, 2},
 };
 #define N_TABLE ((int)(sizeof(table) / sizeof(table[0])))
 
@@ -885,14 +1068,19 @@ START_TEST(test_visible_pairs)
     const struct acase *c = &table[_i];
     struct fixture f;
     fixture_build(&f, c, 3);
-    /* brute force: every (query, span token) pair through the mask */
+    /* brute force: every (query, span token) pair through the mask, summed
+     * over kv heads and divided by their number (the layouts' heads all
+     * see as many keys) */
     int64_t want = 0;
     for (int32_t b = 0; b < c->batch; b++)
         for (int32_t i = 0; i < c->n_q; i++)
             for (int32_t s = 0; s < f.n_spans; s++)
-                for (int32_t t = 0; t < f.spans[s].n_tokens; t++)
-                    want += naive_visible(&f.view.mask, b, (int64_t)f.p.q_pos0 + i,
-                                          (int64_t)f.spans[s].pos0 + t);
+                for (int32_t h = 0; h < c->kv_heads; h++)
+                    for (int32_t t = 0; t < f.spans[s].n_tokens; t++)
+                        want += naive_visible(&f.view.mask, b, (int64_t)f.p.q_pos0 + i,
+                                              span_pos(&f.spans[s], b, h, t));
+    ck_assert_int_eq(want % c->kv_heads, 0);
+    want /= c->kv_heads;
     ck_assert_int_eq(kv_attn_visible_pairs(&f.p, &f.view), want);
     /* positions beyond the queries and windows at odd places, with and
      * without sinks */
@@ -904,10 +1092,11 @@ START_TEST(test_visible_pairs)
         for (int32_t b = 0; b < c->batch; b++)
             for (int32_t i = 0; i < c->n_q; i++)
                 for (int32_t s = 0; s < f.n_spans; s++)
-                    for (int32_t t = 0; t < f.spans[s].n_tokens; t++)
-                        want += naive_visible(&f.view.mask, b, (int64_t)f.p.q_pos0 + i,
-                                              (int64_t)f.spans[s].pos0 + t);
-        ck_assert_int_eq(kv_attn_visible_pairs(&f.p, &f.view), want);
+                    for (int32_t h = 0; h < c->kv_heads; h++)
+                        for (int32_t t = 0; t < f.spans[s].n_tokens; t++)
+                            want += naive_visible(&f.view.mask, b, (int64_t)f.p.q_pos0 + i,
+                                                  span_pos(&f.spans[s], b, h, t));
+        ck_assert_int_eq(kv_attn_visible_pairs(&f.p, &f.view), want / c->kv_heads);
     }
     fixture_free(&f);
 }
@@ -999,6 +1188,13 @@ START_TEST(test_check_rejects)
     EXPECT_BAD_S(s[0].k.row_stride = s[0].v.row_stride = 63);         /* rows overlap */
     EXPECT_BAD_S(s[0].k.qp_row_stride = s[0].v.qp_row_stride = 8);    /* 2 groups need 16 bytes */
     EXPECT_BAD_S(s[0].k.qp_row_stride = s[0].v.qp_row_stride = 17);   /* misaligned qparams */
+    /* a mass buffer shorter than (batch, n_heads, n_keys) */
+    float mbuf[2 * 8 * 40];
+    EXPECT_BAD_P(p.mass = mbuf; p.mass_len = 2 * 8 * 40 - 1);
+    p = f.p;
+    p.mass = mbuf;
+    p.mass_len = 2 * 8 * 40;
+    ck_assert_int_eq(kv_attn_check(&p, &f.view), KV_OK);
     ck_assert_int_eq(kv_attn_check(NULL, &f.view), KV_ERR_INVALID);
     ck_assert_int_eq(kv_attn_check(&f.p, NULL), KV_ERR_INVALID);
     v = (struct kv_view){.spans = NULL, .n_spans = 2};
@@ -1096,6 +1292,7 @@ static Suite *attention_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_shapes_decode, 0, N_SHAPES);
     tcase_add_loop_test(tc, test_shapes_prefill, 0, N_SHAPES);
+    tcase_add_loop_test(tc, test_shapes_scatter, 0, 2 * N_SHAPES);
     suite_add_tcase(s, tc);
     tc = tcase_create("table");
     tcase_set_timeout(tc, 120);

@@ -58,7 +58,8 @@ static enum kv_status run_create(struct kv_demo_run *R, const char *name, int32_
                                  const struct kv_model *m, const struct kv_cache_config *cc,
                                  int32_t B, int32_t p, int32_t max_pos, int capture)
 {
-    const struct test_params tp = {.window = window, .bits = 8, .group = 4, .residual = 2};
+    const struct test_params tp = {.window = window, .bits = 8, .group = 4, .residual = 2,
+                                   .sinks = window < 2 ? window : 2, .heavy = 3};
     const struct kv_strategy_ops *ops;
     struct test_param_block blk;
     if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK)
@@ -92,8 +93,7 @@ static void walk_p(const struct kv_model *m, const char *name, int32_t p, int32_
             double sum = 0.0;
             for (int32_t s = 0; s < MAXPOS; s++) {
                 float w = lc->w[s];
-                int vis = lc->held[s] && s <= q &&
-                          (lc->mask.window == 0 || s > q - lc->mask.window);
+                int vis = lc->held[s] && kv_attn_key_visible(&lc->mask, 0, q, s);
                 if (vis) {
                     ck_assert_msg(w >= 0.0f && w <= 1.0f, "%s L%d pos %d weight %g", name, l,
                                   s, (double)w);
@@ -131,6 +131,14 @@ static void walk_p(const struct kv_model *m, const char *name, int32_t p, int32_
             }
             if (strcmp(name, "dynamic") == 0)
                 ck_assert_int_eq(lc->n_spans, 1);
+            if (kv_cache_has(R.cache, KV_CAP_EVICTS) && step > 0) {
+                /* an evicting cache holds the query's own key */
+                ck_assert(lc->held[T - 1]);
+                if (lc->mask.n_sink > 0) /* sinks: [0, S) and the window */
+                    for (int32_t s = 0; s < T; s++)
+                        ck_assert_int_eq(lc->held[s], s < lc->mask.n_sink ||
+                                                          s >= T - lc->mask.window);
+            }
         }
         seq[T] = R.next[0];
     }

@@ -526,6 +526,9 @@ START_TEST(test_conformance)
     struct kv_cache_config cc = cache_cfg(&mc, 1, 8);
     struct kv_cache *probe = make_cache(ops, &cc);
     int32_t window = kv_cache_mask_window(probe);
+    struct kv_view pv;
+    ck_assert_int_eq(kv_cache_view(probe, 0, &pv), KV_OK);
+    const int32_t n_sink = pv.mask.n_sink;
     kv_cache_destroy(probe);
 
     struct kv_gen_params gp = {
@@ -537,6 +540,7 @@ START_TEST(test_conformance)
     struct run_log lr = {.logits = malloc(NEW * per_step * sizeof(float))};
     run_gen(m, ops, &cc, &gp, tok_s, &ls);
     gp.window = window; /* `none` with the strategy's mask */
+    gp.n_sink = n_sink;
     run_gen(m, none, &cc, &gp, tok_r, &lr);
 
     double worst = 0;
@@ -556,6 +560,7 @@ START_TEST(test_conformance)
         /* the window must matter here, or the comparison proves nothing */
         ck_assert_int_lt(window, PROMPT + NEW - 1);
         gp.window = 0;
+        gp.n_sink = 0;
         run_gen(m, none, &cc, &gp, tok_r, &lr);
         double far = 0;
         for (int32_t step = 0; step < NEW; step++)
@@ -593,6 +598,15 @@ START_TEST(test_padding)
     int lossy = strategy_is_lossy(m, ops, 8);
 
     struct kv_cache_config cc = cache_cfg(&mc, 3, 8);
+    /* Attention sinks are the row's first positions: a sequence padded by
+     * at least n_sink has padding there (masked), so it keeps no sinks and
+     * computes what a plain window of the same size computes alone (the
+     * documented limitation of sinks under left padding). */
+    struct kv_cache *probe = make_cache(ops, &cc);
+    struct kv_view pv;
+    ck_assert_int_eq(kv_cache_view(probe, 0, &pv), KV_OK);
+    const int32_t n_sink = pv.mask.n_sink;
+    kv_cache_destroy(probe);
     struct kv_gen_params gp = {
         .batch = 3, .prompt_len = PROMPT, .prompt = batch_prompt, .pad = pad,
         .new_tokens = PAD_NEW, .n_threads = THREADS,
@@ -610,7 +624,12 @@ START_TEST(test_padding)
         };
         int32_t tok_1[PAD_NEW];
         struct run_log l1 = {.logits = malloc((size_t)PAD_NEW * V * sizeof(float))};
-        run_gen(m, ops, &c1, &g1, tok_1, &l1);
+        const struct kv_strategy_ops *alone = ops;
+        if (n_sink > 0 && pad[b] > 0) {
+            ck_assert_int_ge(pad[b], n_sink); /* (no partial sinks in this test) */
+            alone = kv_strategy_find("sliding");
+        }
+        run_gen(m, alone, &c1, &g1, tok_1, &l1);
         for (int32_t step = 0; step < PAD_NEW; step++) {
             ck_assert_msg(tok_b[b * PAD_NEW + step] == tok_1[step],
                           "%s: padded sequence %d step %d: token %d, alone %d", ops->name, b,
@@ -838,6 +857,94 @@ START_TEST(test_probe_and_window)
     ck_assert_int_eq(g.calls, before);
     kv_runner_destroy(r);
     kv_cache_destroy(c);
+    kv_model_destroy(m);
+}
+END_TEST
+
+/*
+ * The attention mass through the model: for a cache that asks for it
+ * (h2o), every layer's attention call carries a mass buffer, and what the
+ * kernel wrote there (seen by the probe, before the cache takes it) equals
+ * the scalar reference's mass on the same view; a cache that does not ask
+ * gets none. Each query's probabilities sum to 1 per query head.
+ */
+struct mass_log {
+    int32_t calls, with_mass;
+    double worst, worst_sum;
+};
+
+#define MASS_MODEL_TOL 1e-5 /* float probabilities of O(100) keys, one or a few queries */
+static void mass_probe(void *user, int32_t layer, const float *q, const struct kv_attn_params *p,
+                       const struct kv_view *v)
+{
+    struct mass_log *g = user;
+    (void)layer;
+    g->calls++;
+    if (p->mass == NULL)
+        return;
+    g->with_mass++;
+    const size_t nk = (size_t)kv_view_keys(v), n = (size_t)p->batch * p->n_heads * nk;
+    ck_assert_uint_ge(p->mass_len, n);
+    float *want = malloc(n * sizeof(float)), *out = malloc((size_t)p->batch * p->n_q *
+                                                           p->n_heads * p->head_dim * 4);
+    ck_assert(want && out);
+    struct kv_attn_params rp = *p;
+    rp.mass = want;
+    rp.mass_len = n;
+    ck_assert_int_eq(kv_attn_ref(out, q, &rp, v), KV_OK);
+    for (size_t r = 0; r < (size_t)p->batch * p->n_heads; r++) {
+        double sum = 0;
+        for (size_t j = 0; j < nk; j++) {
+            g->worst = fmax(g->worst, fabs((double)p->mass[r * nk + j] - want[r * nk + j]));
+            sum += p->mass[r * nk + j];
+        }
+        g->worst_sum = fmax(g->worst_sum, fabs(sum - p->n_q));
+    }
+    free(want);
+    free(out);
+}
+
+START_TEST(test_mass_through_model)
+{
+    struct kv_model_config mc = small_cfg();
+    struct kv_model *m = make_model(&mc, 5);
+    struct kv_cache_config cc = cache_cfg(&mc, 2, 8);
+    const struct kv_strategy_ops *h2o = kv_strategy_find("h2o");
+    struct test_param_block blk;
+    const struct test_params tp = {.window = 5, .heavy = 6};
+    test_params_fill(h2o, &blk, &tp);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, h2o, &cc, blk.b), KV_OK);
+    struct kv_runner *r = NULL;
+    ck_assert_int_eq(kv_runner_create(&r, m, 2, PROMPT, 1), KV_OK);
+    struct mass_log g = {0};
+    kv_runner_set_probe(r, mass_probe, &g);
+    int32_t toks[2 * PROMPT];
+    make_prompt(toks, 2 * PROMPT, mc.vocab_size, 9);
+    float logits[2 * 256];
+    /* a prompt longer than heavy + window (passed through), then decode
+     * steps that evict */
+    ck_assert_int_eq(kv_forward(r, m, c, toks, PROMPT, 0, NULL, logits, NULL), KV_OK);
+    for (int32_t t = 0; t < 20; t++)
+        ck_assert_int_eq(kv_forward(r, m, c, toks + t % PROMPT, 1, PROMPT + t, NULL, logits, NULL),
+                         KV_OK);
+    ck_assert_int_eq(g.calls, 21 * mc.n_layers);
+    ck_assert_int_eq(g.with_mass, g.calls);
+    ck_assert_msg(g.worst <= MASS_MODEL_TOL, "kernel mass vs reference: %g", g.worst);
+    ck_assert_msg(g.worst_sum <= PROMPT * MASS_MODEL_TOL, "mass sums off by %g", g.worst_sum);
+    /* h2o held heavy + window keys at the end, not all of them */
+    struct kv_view v;
+    ck_assert_int_eq(kv_cache_view(c, 0, &v), KV_OK);
+    ck_assert_int_eq(kv_view_keys(&v), 6 + 5);
+    kv_cache_destroy(c);
+    /* a cache that does not ask: no mass */
+    c = make_cache(kv_strategy_find("dynamic"), &cc);
+    g = (struct mass_log){0};
+    ck_assert_int_eq(kv_forward(r, m, c, toks, PROMPT, 0, NULL, logits, NULL), KV_OK);
+    ck_assert_int_eq(g.calls, mc.n_layers);
+    ck_assert_int_eq(g.with_mass, 0);
+    kv_cache_destroy(c);
+    kv_runner_destroy(r);
     kv_model_destroy(m);
 }
 END_TEST
@@ -1134,6 +1241,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_default_model);
     tcase_add_test(tc, test_config_check);
     tcase_add_test(tc, test_probe_and_window);
+    tcase_add_test(tc, test_mass_through_model);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
 

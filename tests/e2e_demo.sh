@@ -204,8 +204,9 @@ for s in "${strategies[@]}"; do
         slots=""
         [ "$s" = static ] && slots="--slots 3"
         for edge in "--prompt-tokens 5 --steps 0" "--prompt-tokens 5 --steps 2" \
-                    "--prompt-tokens 5 --steps 2 --window 1 --residual 1 $slots" \
-                    "--prompt-tokens 5 --steps 1 --batch 4 --window 1" "--prompt z --steps 1"; do
+                    "--prompt-tokens 5 --steps 2 --window 1 --sinks 1 --residual 1 $slots" \
+                    "--prompt-tokens 5 --steps 1 --batch 4 --window 1 --sinks 0" \
+                    "--prompt-tokens 5 --steps 3 --window 1 --sinks 1 --heavy 1" "--prompt z --steps 1"; do
             # shellcheck disable=SC2086
             NO_COLOR=1 "$KVLAB" demo $args $edge >"$tmp/edge.out" 2>"$tmp/edge.err"
             rc=$?

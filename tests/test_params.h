@@ -5,7 +5,8 @@
  * tests set them through the parameter table, like the CLI, so one set of
  * values serves every strategy: each strategy takes the ones its table has
  * and ignores the rest. A value of 0 keeps the table's default, unless
- * literal_zeros is set (the bad-configuration tests).
+ * literal_zeros is set (the bad-configuration tests; window, bits, group
+ * and residual only).
  */
 #ifndef KV_TEST_PARAMS_H
 #define KV_TEST_PARAMS_H
@@ -16,7 +17,7 @@
 #include "../strategies/strategy.h"
 
 struct test_params {
-    int32_t window, bits, group, residual;
+    int32_t window, bits, group, residual, sinks, heavy;
     int literal_zeros;
 };
 
@@ -35,14 +36,18 @@ static inline void test_params_fill(const struct kv_strategy_ops *ops, struct te
     kv_params_defaults(ops, blk->b);
     if (tp == NULL)
         return;
+    /* literal_zeros applies to the first four (the bad-configuration
+     * tests); sinks and heavy keep their defaults at 0 */
     const struct {
         const char *name;
         int32_t v;
-    } vals[] = {{"window", tp->window}, {"bits", tp->bits}, {"group", tp->group},
-                {"residual", tp->residual}};
+        int zero_literal;
+    } vals[] = {{"window", tp->window, 1},     {"bits", tp->bits, 1},
+                {"group", tp->group, 1},       {"residual", tp->residual, 1},
+                {"sinks", tp->sinks, 0},       {"heavy", tp->heavy, 0}};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         const int32_t k = kv_param_find(ops, vals[i].name);
-        if (k < 0 || (vals[i].v == 0 && !tp->literal_zeros))
+        if (k < 0 || (vals[i].v == 0 && !(tp->literal_zeros && vals[i].zero_literal)))
             continue;
         /* a value the table refuses stays as given (bad-config tests) */
         memcpy(blk->b + ops->params[k].offset, &vals[i].v, sizeof(int32_t));
