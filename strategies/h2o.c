@@ -26,13 +26,15 @@
  * The design decisions:
  *   - The lowest heavy score of each (b, h) is found while observe adds the
  *     masses (one pass), so update only compares; without observe (a caller
- *     that never passes masses) update scans, and the cache stays exact for
- *     the keys it keeps, with recency as the only guide.
+ *     that never passes masses) update scans, every score stays 0, the
+ *     heavy slots keep the first tokens that left the window, and the cache
+ *     stays exact for the keys it keeps.
  *   - A prompt longer than heavy + window (into an empty cache) attends in
  *     full over the caller's k_new/v_new (all of it visible, causal), and
  *     the heavy set is picked from that prompt's own attention when its
  *     masses arrive (observe, while k_new/v_new are alive): the top `heavy`
- *     scores among the tokens older than the window. Until then (and for
+ *     scores among the tokens older than the window (a min-heap in the
+ *     heavy slots' own arrays: no update or observe allocates). Until then (and for
  *     good, if observe never comes) the heavy slots hold the tokens right
  *     before the window. This is H2O's prompt phase: full attention, then
  *     compress.
@@ -84,12 +86,6 @@ struct h2o_layer {
     int32_t pending;      /* 1: the prompt's heavy set awaits its masses */
 };
 
-/* A prompt token while the heavy set is picked. */
-struct h2o_pick {
-    float score;
-    int32_t t;
-};
-
 /* One layer's storage, at byte offsets in its block. */
 struct h2o_parts {
     size_t hk, hv, rk, rv, pos, hscore, rscore, hmin, total;
@@ -103,9 +99,6 @@ struct h2o_state {
     char *buf;                  /* (n_layers) blocks of part.total bytes */
     struct h2o_layer *layers;   /* (n_layers) */
     size_t copied;
-    /* prompt selection scratch, (pn) entries, allocated by the update that
-     * passes a long prompt through, freed when it is chosen or dropped */
-    struct h2o_pick *sel;
 };
 
 static enum kv_status h2o_parts_of(const struct kv_cache_config *cfg, const struct h2o_params *p,
@@ -169,16 +162,9 @@ static enum kv_status h2o_init(void *state, const struct kv_cache_config *cfg, c
     return KV_OK;
 }
 
-static void h2o_drop_selection(struct h2o_state *s)
-{
-    kv_free(s->sel);
-    s->sel = NULL;
-}
-
 static void h2o_free(void *state)
 {
     struct h2o_state *s = state;
-    h2o_drop_selection(s);
     kv_free(s->buf);
     kv_free(s->layers);
     s->buf = NULL;
@@ -188,7 +174,6 @@ static void h2o_free(void *state)
 static void h2o_reset(void *state)
 {
     struct h2o_state *s = state;
-    h2o_drop_selection(s);
     memset(s->layers, 0, (size_t)s->cfg.n_layers * sizeof *s->layers);
     s->copied = 0;
 }
@@ -311,11 +296,6 @@ static enum kv_status h2o_update(void *state, int32_t layer, const float *k_new,
     if (n_new > 1 && l->len > 0 && evicts)
         return KV_ERR_INVALID; /* would evict keys these queries need */
     if (n_new > 1 && evicts) { /* a prompt longer than the budget: pass it through */
-        struct h2o_pick *sel = kv_alloc((size_t)n_new * sizeof *sel);
-        if (sel == NULL)
-            return KV_ERR_NOMEM;
-        h2o_drop_selection(s);
-        s->sel = sel;
         /* the ring: the last W; the heavy slots, until the masses come:
          * the H tokens before them */
         kv_ring_put(H2O_F(s, layer, rk), H2O_F(s, layer, rv), W, 0, k_new, v_new, n_new, 0,
@@ -389,45 +369,67 @@ static float h2o_key_mass(const float *mass, size_t row0, size_t n_keys, int32_t
     return m;
 }
 
-/* Highest score first; on ties the newer token. */
-static int h2o_by_score(const void *a, const void *b)
+/* Sift the min-heap (sc, ps) of n entries down from i (the lowest score on
+ * top). */
+static void h2o_sift(float *sc, int32_t *ps, int32_t n, int32_t i)
 {
-    const struct h2o_pick *x = a, *y = b;
-    if (x->score != y->score)
-        return x->score > y->score ? -1 : 1;
-    return x->t > y->t ? -1 : x->t < y->t;
+    for (;;) {
+        int32_t m = i;
+        const int32_t l = 2 * i + 1, r = l + 1;
+        if (l < n && sc[l] < sc[m])
+            m = l;
+        if (r < n && sc[r] < sc[m])
+            m = r;
+        if (m == i)
+            return;
+        const float ts = sc[i];
+        const int32_t tp = ps[i];
+        sc[i] = sc[m];
+        ps[i] = ps[m];
+        sc[m] = ts;
+        ps[m] = tp;
+        i = m;
+    }
 }
 
-static int h2o_by_position(const void *a, const void *b)
-{
-    const struct h2o_pick *x = a, *y = b;
-    return x->t > y->t ? 1 : x->t < y->t ? -1 : 0;
-}
-
-/* The prompt's masses: ring scores for its last W tokens, and its heavy
- * set: the H best-scored of the older ones, copied from the caller's. */
+/*
+ * The prompt's masses: ring scores for its last W tokens, and its heavy
+ * set: the H best-scored of the older ones (a min-heap of H kept in the
+ * heavy slots' own score and position arrays, so nothing is allocated),
+ * then their rows copied from the caller's k_new/v_new.
+ */
 static void h2o_choose_prompt(struct h2o_state *s, int32_t layer, const float *mass, int32_t g)
 {
     struct h2o_layer *l = &s->layers[layer];
     const int32_t H = s->p.heavy, W = s->p.window, n = l->pn, old = n - W;
     float *rscore = H2O_F(s, layer, rscore);
-    struct h2o_pick *sel = s->sel;
     for (size_t bh = 0; bh < s->bh; bh++) {
         const size_t b = bh / (size_t)s->cfg.n_kv_heads, h = bh % (size_t)s->cfg.n_kv_heads;
         const size_t row0 = (b * (size_t)s->cfg.n_kv_heads + h) * (size_t)g;
-        for (int32_t t = 0; t < n; t++)
-            sel[t] = (struct h2o_pick){.score = h2o_key_mass(mass, row0, (size_t)n, g, (size_t)t),
-                                       .t = t};
+        float *sc = H2O_F(s, layer, hscore) + bh * (size_t)H;
+        int32_t *ps = H2O_I(s, layer, pos) + bh * (size_t)H;
         for (int32_t t = old; t < n; t++)
-            rscore[bh * (size_t)W + (size_t)(t % W)] = sel[t].score;
-        qsort(sel, (size_t)old, sizeof *sel, h2o_by_score);
-        qsort(sel, (size_t)H, sizeof *sel, h2o_by_position); /* the kept, in order */
+            rscore[bh * (size_t)W + (size_t)(t % W)] =
+                h2o_key_mass(mass, row0, (size_t)n, g, (size_t)t);
+        for (int32_t t = 0; t < old; t++) {
+            const float m = h2o_key_mass(mass, row0, (size_t)n, g, (size_t)t);
+            if (t < H) {
+                sc[t] = m;
+                ps[t] = t;
+                if (t == H - 1)
+                    for (int32_t i = H / 2 - 1; i >= 0; i--)
+                        h2o_sift(sc, ps, H, i);
+            } else if (m > sc[0]) {
+                sc[0] = m;
+                ps[0] = t;
+                h2o_sift(sc, ps, H, 0);
+            }
+        }
         for (int32_t j = 0; j < H; j++)
-            h2o_take(s, layer, bh, j, l->pk, l->pv, n, sel[j].t, sel[j].score);
+            h2o_take(s, layer, bh, j, l->pk, l->pv, n, ps[j], sc[j]);
     }
     l->min_valid = 0;
     l->pending = 0;
-    h2o_drop_selection(s);
 }
 
 /*
@@ -442,7 +444,7 @@ static void h2o_observe(void *state, int32_t layer, const float *mass, int32_t n
     struct h2o_layer *l = &s->layers[layer];
     const int32_t H = s->p.heavy, W = s->p.window, g = n_heads / s->cfg.n_kv_heads;
     if (l->pn > 0) {
-        if (l->pending && s->sel != NULL)
+        if (l->pending)
             h2o_choose_prompt(s, layer, mass, g);
         return;
     }
