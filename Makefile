@@ -143,7 +143,16 @@ BENCH_QUICK_CSV ?= out/bench-quick.csv
 BENCH_ARGS ?=
 # the reduced sweep of bench-quick: default model, shorter sequences
 BENCH_QUICK_ARGS ?= --max-seq 2048 --none-max 1024
-PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp,$(sort $(wildcard plots/*.gp)))
+PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp plots/frontier.gp,$(sort $(wildcard plots/*.gp)))
+# the memory-accuracy frontier (make frontier, part of make bench): every
+# configuration of FRONTIER_LIST at FRONTIER_BUDGETS (% of an f32 dynamic
+# cache of T tokens) and FRONTIER_SEQ_LENS, into FRONTIER_CSV, plot frontier.png
+FRONTIER_CSV ?= out/frontier.csv
+FRONTIER_LIST ?= bench/frontier.list
+FRONTIER_BUDGETS ?= 12.5,25,50
+FRONTIER_SEQ_LENS ?= 2048,8192
+# extra options for the frontier sweep, e.g. FRONTIER_ARGS='--model M.bin'
+FRONTIER_ARGS ?=
 # kernel-bench: `kvlab kernel` over the shapes of issue 5's peer table
 # (head_dim,heads,kv_heads), decode at every T and dtype, plus causal prefill
 KERNEL_CSV ?= out/kernel.csv
@@ -190,11 +199,12 @@ bench: deps
 	@rm -f $(PEERS_PART).models $(PEERS_PART).acc
 	bash bench/kernel_table.sh --peers $(PEERS_CSV) --accuracy $(PEERS_ACC_CSV) \
 	  --steps $(BENCH_CSV) $(TORCH_CSV) >$(STEPS_MD).tmp && mv $(STEPS_MD).tmp $(STEPS_MD)
+	@$(MAKE) --no-print-directory frontier-run
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
 	@if [ -f $(MODEL) ] && [ -d /usr/share/games/fortunes ]; then \
 	  $(MAKE) --no-print-directory bench-perplexity; \
 	else echo "bench: no bits-per-byte table (needs $(MODEL) and the fortunes package)"; fi
-	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV) and $(PEERS_ACC_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
+	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV), $(PEERS_ACC_CSV) and $(FRONTIER_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
 
 # Time the attention kernel alone (the machine's limits first, same threads), and
 # ggml's when the peers are built, into $(KERNEL_CSV) and $(PEERS_CSV), the
@@ -225,6 +235,20 @@ peers-assemble:
 	bash bench/kernel_table.sh --peers $(PEERS_CSV) $(KERNEL_CSV) >$(KERNEL_CSV:.csv=.md).tmp && \
 	  mv $(KERNEL_CSV:.csv=.md).tmp $(KERNEL_CSV:.csv=.md)
 
+# The memory-accuracy frontier alone: $(FRONTIER_CSV) and $(PLOTS_DIR)/frontier.png.
+.PHONY: frontier frontier-run
+frontier: deps
+	@$(MAKE) --no-print-directory $(CLI)
+	@$(MAKE) --no-print-directory frontier-run
+	@mkdir -p $(PLOTS_DIR)
+	gnuplot -e "csv='$(FRONTIER_CSV)'; outdir='$(PLOTS_DIR)'" plots/frontier.gp
+	@echo "frontier: results in $(FRONTIER_CSV), plot in $(PLOTS_DIR)/frontier.png"
+
+frontier-run: $(CLI)
+	@mkdir -p $(dir $(FRONTIER_CSV))
+	$(CLI) sweep --frontier $(FRONTIER_LIST) --budgets $(FRONTIER_BUDGETS) \
+	  --seq-lens $(FRONTIER_SEQ_LENS) --quiet --out $(FRONTIER_CSV) $(FRONTIER_ARGS)
+
 # A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into out/plots-quick/.
 bench-quick: deps
 	@$(MAKE) --no-print-directory $(CLI)
@@ -243,6 +267,9 @@ plots:
 	@if [ -f $(KERNEL_CSV) ]; then \
 	  gnuplot -e "csv='$(KERNEL_CSV)'; outdir='$(PLOTS_DIR)'" plots/kernel.gp || exit 1; \
 	  echo "plots: kernel.png/svg from $(KERNEL_CSV) in $(PLOTS_DIR)/"; fi
+	@if [ -f $(FRONTIER_CSV) ]; then \
+	  gnuplot -e "csv='$(FRONTIER_CSV)'; outdir='$(PLOTS_DIR)'" plots/frontier.gp || exit 1; \
+	  echo "plots: frontier.png/svg from $(FRONTIER_CSV) in $(PLOTS_DIR)/"; fi
 
 # Regenerate notebooks_data/bench.csv (the classroom reference data) with the default sweep.
 notebooks-data: deps

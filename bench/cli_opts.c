@@ -218,7 +218,10 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
         *i += used;
         return 1;
     }
-    if (pf != NULL) { /* a strategy parameter: its table's range */
+    if (pf != NULL && pf->param->type == KV_PARAM_TEXT) { /* checked by the strategy */
+        pf->text = val;
+        pf->given = 1;
+    } else if (pf != NULL) { /* a strategy parameter: its table's range */
         int64_t v;
         if (parse_i64(val, &v) != 0 || !kv_param_accepts(pf->param, v)) {
             char range[128];
@@ -289,6 +292,18 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
         for (int32_t i = 0; i < c->n_flags; i++) {
             if (!c->flags[i].given || strcmp(c->flags[i].param->flag, p->flag) != 0)
                 continue;
+            if (p->type == KV_PARAM_TEXT) {
+                if (c->flags[i].text == NULL ||
+                    kv_params_set_text(ops, out->params, p->name, c->flags[i].text) != KV_OK) {
+                    char range[128];
+                    kv_param_range_str(p, range, sizeof range);
+                    fprintf(stderr, "kvlab: %s expects %s (no spaces, ';', '=' or quotes), "
+                                    "got '%s'\n", p->flag, range,
+                            c->flags[i].text != NULL ? c->flags[i].text : "");
+                    return -1;
+                }
+                continue;
+            }
             if (kv_params_set(ops, out->params, p->name, c->flags[i].value) != KV_OK) {
                 char range[128];
                 kv_param_range_str(p, range, sizeof range);
@@ -380,7 +395,10 @@ void kv_cli_print_param_help(FILE *f)
                     break;
                 }
         }
-        fprintf(f, "  %-14s %s (%s; default %d)\n", p->flag, p->help, users, p->def);
+        if (p->type == KV_PARAM_TEXT)
+            fprintf(f, "  %-14s %s (%s; default %s)\n", p->flag, p->help, users, p->def_text);
+        else
+            fprintf(f, "  %-14s %s (%s; default %d)\n", p->flag, p->help, users, p->def);
     }
 }
 

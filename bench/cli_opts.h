@@ -25,6 +25,7 @@
 struct kv_cli_flag {
     const struct kv_param *param; /* the first table entry with this flag */
     int64_t value;
+    const char *text;             /* a KV_PARAM_TEXT flag's value (argv's) */
     int given;
 };
 

@@ -536,11 +536,12 @@ static void print_cache_layer(struct session *x, const struct kv_demo_run *R, in
         emit(x, ROW_LABEL);
         return;
     }
-    int32_t window = kv_cache_mask_window(R->cache);
+    /* this layer's own mask (a per-layer pattern has one per layer) */
+    const int32_t window = lc->mask.window, sinks = lc->mask.n_sink;
     int any_q = 0;
     for (int32_t s = 0; s < M; s++)
         any_q |= lc->held_q[s];
-    size_t res = kv_cache_resident_bytes(R->cache), sb = slot_bytes(x);
+    size_t res = kv_cache_layer_bytes(R->cache, l), sb = slot_bytes(x) / (size_t)x->cc.n_layers;
     int32_t held_n = count_held(lc->held, M);
     if (any_q) {
         unsigned char f32[4096] = {0}; /* only [0, n) is used */
@@ -552,12 +553,24 @@ static void print_cache_layer(struct session *x, const struct kv_demo_run *R, in
         kv_line_addf(L, " | f32 residual pos ");
         line_ranges(L, f32, n);
     } else if (window > 0) {
-        /* Ring: slot = pos % window holds the newest held position. */
-        kv_line_addf(L, "ring [");
+        /* Ring: slot = (pos - sinks) % window holds the newest held position;
+         * attention sinks [0, sinks) stay in slots of their own. */
         int32_t shown = 0;
+        if (sinks > 0) {
+            kv_line_addf(L, "sinks [");
+            for (int32_t s = 0; s < sinks && s < M; s++) {
+                kv_line_addf(L, "%s%s", s ? " " : "", lc->held[s] ? "" : ".");
+                if (lc->held[s]) {
+                    kv_line_addf(L, "%" PRId32, s);
+                    shown++;
+                }
+            }
+            kv_line_addf(L, "] + ");
+        }
+        kv_line_addf(L, "ring [");
         for (int32_t slot = 0; slot < window; slot++) {
             int32_t pos = -1;
-            for (int32_t s = slot; s < M; s += window)
+            for (int32_t s = sinks + slot; s < M; s += window)
                 if (lc->held[s])
                     pos = s;
             kv_line_addf(L, "%s%s", slot ? " " : "", pos >= 0 ? "" : ".");
@@ -566,7 +579,10 @@ static void print_cache_layer(struct session *x, const struct kv_demo_run *R, in
                 shown++;
             }
         }
-        kv_line_addf(L, "] slot = pos %% %" PRId32, window);
+        if (sinks > 0)
+            kv_line_addf(L, "] slot = (pos - %" PRId32 ") %% %" PRId32, sinks, window);
+        else
+            kv_line_addf(L, "] slot = pos %% %" PRId32, window);
         if (held_n > shown)
             kv_line_addf(L, " (+%" PRId32 " new this step, passed through)", held_n - shown);
     } else {

@@ -62,8 +62,13 @@ int kv_cmd_strategies(int argc, char **argv)
         printf("%-16s %s", ops->name, ops->description);
         if (ops->n_params > 0 || ops->n_presets > 0) {
             printf("  [");
-            for (int32_t k = 0; k < ops->n_params; k++)
-                printf("%s%s %d", k ? " " : "", ops->params[k].flag, ops->params[k].def);
+            for (int32_t k = 0; k < ops->n_params; k++) {
+                const struct kv_param *p = &ops->params[k];
+                if (p->type == KV_PARAM_TEXT)
+                    printf("%s%s %s", k ? " " : "", p->flag, p->def_text);
+                else
+                    printf("%s%s %d", k ? " " : "", p->flag, p->def);
+            }
             for (int32_t k = 0; k < ops->n_presets; k++)
                 printf("%s%s", k ? " " : ops->n_params ? "; presets " : "presets ",
                        ops->presets[k].name);
@@ -81,8 +86,12 @@ int kv_cmd_strategies(int argc, char **argv)
             const struct kv_param *p = &ops->params[k];
             char range[128];
             kv_param_range_str(p, range, sizeof range);
-            printf("%-16s %s N  %s; %s, default %d%s\n", "", p->flag, p->help, range, p->def,
-                   p->scales_memory ? "; sizes the cache" : "");
+            if (p->type == KV_PARAM_TEXT)
+                printf("%-16s %s TEXT  %s; %s, default %s%s\n", "", p->flag, p->help, range,
+                       p->def_text, p->scales_memory ? "; sizes the cache" : "");
+            else
+                printf("%-16s %s N  %s; %s, default %d%s\n", "", p->flag, p->help, range,
+                       p->def, p->scales_memory ? "; sizes the cache" : "");
         }
         for (int32_t k = 0; k < ops->n_presets; k++)
             printf("%-16s preset %s = %s\n", "", ops->presets[k].name, ops->presets[k].params);

@@ -32,6 +32,7 @@
 #include "csv_read.h"
 #include "csv_schema.h"
 #include "csv_write.h"
+#include "frontier.h"
 #include "roofline.h"
 #include "shard.h"
 #include "sweep.h"
@@ -61,7 +62,8 @@
     X(ACC_MEASURED, "acc_measured", "%d", row->acc_measured)                                 \
     X(CPU_UTIL, "cpu_util", "%.3f", row->cpu_util)                                           \
     X(ATTEMPTS, "attempts", "%d", row->attempts)                                             \
-    X(ATTN_BYTES, KV_SWEEP_COL_ATTN_BYTES, "%zu", row->attn_bytes_step)
+    X(ATTN_BYTES, KV_SWEEP_COL_ATTN_BYTES, "%zu", row->attn_bytes_step)                     \
+    X(LAYER_BYTES, "layer_bytes", "%s", row->layer_bytes)
 
 /* Values of the schema's columns, by id (names in csv_schema.h). */
 #define SWEEP_V_STRATEGY "%s", st->ops->name
@@ -288,6 +290,11 @@ static void sweep_usage(FILE *f)
         "                     parts balanced by predicted cost; `kvlab merge` joins them\n"
         "  --list             print the planned rows (of --shard I/N, else all) with their\n"
         "                     predicted cost and every shard's total; measure nothing\n"
+        "  --frontier FILE    the memory-accuracy frontier instead of --strategies: every\n"
+        "                     configuration of FILE (bench/frontier.list: LABEL STRATEGY\n"
+        "                     PARAMS, '@' solved per budget) at each --budgets and T\n"
+        "  --budgets LIST     with --frontier: cache budgets in %% of an f32 dynamic\n"
+        "                     cache of T tokens (default 12.5,25,50)\n"
         "  --plan-rates G,B[,C]  rates the plan predicts with: GFLOP/s, read GB/s and\n"
         "                     cache-copy GB/s, whole numbers (default %d,%d,%d); every\n"
         "                     shard of one sweep must be given the same\n"
@@ -404,7 +411,34 @@ struct sweep_opts {
     int32_t shard, n_shards; /* --shard I/N; 0, 0 without */
     int list;                /* --list */
     struct kv_plan_rates rates;
+    const char *frontier;    /* --frontier FILE, or NULL */
+    double budgets[KV_FRONTIER_MAX_BUDGETS]; /* --budgets, fractions */
+    int32_t n_budgets;
 };
+
+/* --budgets: percentages in (0, 100], ascending; 1 after printing. */
+static int parse_budgets(struct sweep_opts *o, const char *v)
+{
+    char ex[48];
+    o->n_budgets = 0;
+    for (const char *p = v;;) {
+        char *end;
+        errno = 0;
+        const double x = strtod(p, &end);
+        if (end == p || errno != 0 || !(x > 0.0 && x <= 100.0) || (*end != ',' && *end != '\0') ||
+            o->n_budgets == KV_FRONTIER_MAX_BUDGETS ||
+            (o->n_budgets > 0 && x / 100.0 <= o->budgets[o->n_budgets - 1])) {
+            kv_csv_excerpt(ex, sizeof ex, v, 32);
+            fprintf(stderr, "kvlab sweep: --budgets expects up to %d ascending percentages in "
+                            "(0, 100], comma separated, got '%s'\n", KV_FRONTIER_MAX_BUDGETS, ex);
+            return 1;
+        }
+        o->budgets[o->n_budgets++] = x / 100.0;
+        if (*end == '\0')
+            return 0;
+        p = end + 1;
+    }
+}
 
 /* Returns 0, or the exit status (2 bad input, or 0 after --help) + 1000. */
 static int parse_opts(struct sweep_opts *o, int argc, char **argv)
@@ -438,7 +472,8 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
         }
         static const char *const with_value[] = {"--strategies", "--seq-lens", "--max-seq",
                                                  "--none-max", "--reps", "--warmup", "--out",
-                                                 "--retries", "--shard", "--plan-rates"};
+                                                 "--retries", "--shard", "--plan-rates",
+                                                 "--frontier", "--budgets"};
         int own = -1;
         for (int k = 0; k < (int)(sizeof(with_value) / sizeof(with_value[0])); k++)
             if (strcmp(a, with_value[k]) == 0)
@@ -483,10 +518,27 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
                                 "whole numbers in 1..1000000, got '%s'\n", ex);
             break;
         }
+        case 10: o->frontier = v; break;
+        case 11: bad = parse_budgets(o, v); break;
         default: break;
         }
         if (bad)
             return 1002;
+    }
+    if (o->frontier != NULL && (o->strategies != NULL || o->common.strategy != NULL ||
+                                o->n_shards > 0 || o->list)) {
+        fprintf(stderr, "kvlab sweep: --frontier takes its strategies from its file: give no "
+                        "--strategies, --strategy, --shard or --list with it\n");
+        return 1002;
+    }
+    if (o->frontier == NULL && o->n_budgets > 0) {
+        fprintf(stderr, "kvlab sweep: --budgets needs --frontier\n");
+        return 1002;
+    }
+    if (o->frontier != NULL && o->n_budgets == 0) {
+        static const double dflt[] = {0.125, 0.25, 0.5};
+        memcpy(o->budgets, dflt, sizeof dflt);
+        o->n_budgets = 3;
     }
     if (o->seq_lens != NULL && have_max_seq) {
         fprintf(stderr, "kvlab sweep: give either --seq-lens or --max-seq, not both\n");
@@ -499,6 +551,10 @@ static int parse_opts(struct sweep_opts *o, int argc, char **argv)
     static const char *const unused[] = {"--tokenizer", NULL}; /* random token ids */
     if (kv_cli_reject_unused("sweep", &o->common, unused) != 0)
         return 1002;
+    /* a frontier checks each of its configurations against the model's
+     * shape itself, and skips (with a note) what does not fit */
+    if (o->frontier != NULL)
+        o->common.no_cache = 1;
     if (kv_cli_check_common(&o->common) != 0)
         return 1002;
     /* Where the results go is decided before anything is measured: a
@@ -521,8 +577,8 @@ static int build_config(struct kv_sweep_config *cfg, const struct sweep_opts *o)
         return -1;
     }
     const char *list = o->strategies ? o->strategies : (c->strategy ? c->strategy : dflt);
-    if (parse_strategies(cfg, list, c) != 0)
-        return -1;
+    if (o->frontier == NULL && parse_strategies(cfg, list, c) != 0)
+        return -1; /* (a frontier's strategies come once the model's shape is known) */
     if (o->seq_lens != NULL) {
         int n = kv_cli_int_list("--seq-lens", o->seq_lens, 2, 1 << 20, cfg->seq_lens,
                                 KV_SWEEP_MAX_LENS);
@@ -686,6 +742,57 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_meta(w, "command", cmd);
 }
 
+static void frontier_note(void *user, const char *sentence)
+{
+    const struct sweep_opts *o = user;
+    if (!o->quiet)
+        fprintf(stderr, "kvlab sweep: frontier: %s\n", sentence);
+}
+
+/* A frontier line's strategy: defaults, the parameter flags given, then
+ * the preset's values (as for --strategies; a flag value this strategy
+ * refuses is said on stderr, and the planner skips the line). */
+static enum kv_status frontier_resolve(void *user, const char *name, struct kv_sweep_strategy *st)
+{
+    const struct sweep_opts *o = user;
+    const struct kv_strategy_ops *ops;
+    if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK || ops->params_size > sizeof st->params)
+        return KV_ERR_INVALID;
+    struct kv_cli_strategy cs;
+    if (kv_cli_strategy(&o->common, name, &cs) != 0)
+        return KV_ERR_INVALID;
+    st->ops = cs.ops;
+    memcpy(st->params, cs.params, cs.ops->params_size);
+    return KV_OK;
+}
+
+/* cfg's strategies and only-mask from the --frontier file; -1 after
+ * printing one line. */
+static int plan_frontier(struct kv_sweep_config *cfg, uint32_t *only,
+                         const struct sweep_opts *o, const struct kv_model_config *mc)
+{
+    static struct kv_frontier_line lines[KV_FRONTIER_MAX_LINES];
+    int32_t n = 0;
+    char why[256];
+    enum kv_status s = kv_frontier_load(o->frontier, lines, KV_FRONTIER_MAX_LINES, &n, why,
+                                        sizeof why);
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab sweep: --frontier %s: %s\n", o->frontier, why);
+        return -1;
+    }
+    struct kv_cache_config cc;
+    kv_sweep_cache_config(&cc, cfg, mc, NULL);
+    cfg->n_strategies = 0;
+    s = kv_frontier_plan(cfg, only, &cc, lines, n, o->budgets, o->n_budgets, frontier_resolve,
+                         frontier_note, (void *)o, why, sizeof why);
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab sweep: --frontier %s: %s\n", o->frontier, why);
+        return -1;
+    }
+    cfg->only = only;
+    return 0;
+}
+
 int kv_cmd_sweep(int argc, char **argv)
 {
     struct sweep_opts o;
@@ -725,6 +832,11 @@ int kv_cmd_sweep(int argc, char **argv)
     }
     const struct kv_model *mshape = m != NULL ? m : &shape;
     const char *why = NULL;
+    static uint32_t frontier_only[KV_SWEEP_MAX_STRATEGIES];
+    if (o.frontier != NULL && plan_frontier(&cfg, frontier_only, &o, &mshape->cfg) != 0) {
+        kv_model_destroy(m);
+        return 2;
+    }
     cfg.est_gflops = 50.0;
     cfg.est_gbps = 10.0;
     if (kv_sweep_check(&cfg, mshape, &why) != KV_OK) {

@@ -141,6 +141,27 @@ static double flops_none(const struct sweep *s, int32_t T)
                             attn_flops_per_pair(c) * 0.5 * (double)T * (T + 1.0));
 }
 
+/* buf <- the cache's resident bytes per layer, run-length ("B*N;B"). */
+static void format_layer_bytes(char *buf, size_t n, const struct kv_cache *c)
+{
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int32_t l = 0; l < c->cfg.n_layers;) {
+        const size_t b = kv_cache_layer_bytes(c, l);
+        int32_t run = 1;
+        while (l + run < c->cfg.n_layers && kv_cache_layer_bytes(c, l + run) == b)
+            run++;
+        const int k = run > 1 ? snprintf(buf + w, n - w, "%s%zu*%d", w ? ";" : "", b, run)
+                              : snprintf(buf + w, n - w, "%s%zu", w ? ";" : "", b);
+        if (k < 0 || (size_t)k >= n - w) { /* does not fit: cut, marked */
+            snprintf(buf + (w + 4 < n ? w : n - 4), 4, "...");
+            return;
+        }
+        w += (size_t)k;
+        l += run;
+    }
+}
+
 /* Prefill from a to b tokens (untimed, chunked). */
 static double pred_prefill(const struct sweep *s, int32_t a, int32_t b)
 {
@@ -269,7 +290,7 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
 {
     *why = NULL;
     if (cfg->n_strategies < 1 || cfg->n_strategies > KV_SWEEP_MAX_STRATEGIES)
-        *why = "between 1 and 16 strategies are needed";
+        *why = "between 1 and " KV_SWEEP_STR(KV_SWEEP_MAX_STRATEGIES) " strategies are needed";
     else if (cfg->n_lens < 1 || cfg->n_lens > KV_SWEEP_MAX_LENS)
         *why = "between 1 and 32 sequence lengths are needed";
     else if (cfg->warmup < 0 || cfg->reps < 0 || cfg->max_retries < 0 || cfg->batch < 1 ||
@@ -285,9 +306,13 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
             return KV_ERR_INVALID;
         }
         for (int32_t j = 0; j < i; j++) {
+            /* twice at one T (a row would have two measurements); the same
+             * configuration at different T of an `only` mask (a frontier's
+             * budgets) is two rows, not a repeat */
             if (cfg->strategies[j].ops == cfg->strategies[i].ops &&
                 memcmp(cfg->strategies[j].params, cfg->strategies[i].params,
-                       cfg->strategies[i].ops->params_size) == 0) {
+                       cfg->strategies[i].ops->params_size) == 0 &&
+                (cfg->only == NULL || (cfg->only[i] & cfg->only[j]) != 0)) {
                 *why = "a strategy is listed twice";
                 return KV_ERR_INVALID;
             }
@@ -655,6 +680,7 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
         if (j == stats_at) {
             row_step_stats(row, &ss);
             row->cache_bytes = kv_cache_resident_bytes(sl->cache);
+            format_layer_bytes(row->layer_bytes, sizeof row->layer_bytes, sl->cache);
         }
         if (is_ref)
             memcpy(s->ref_logits + (size_t)j * BV, s->logits, BV * sizeof(float));

@@ -35,7 +35,9 @@
 
 #include "kv_model.h"
 
-#define KV_SWEEP_MAX_STRATEGIES 16
+#define KV_SWEEP_MAX_STRATEGIES 64 /* a frontier lists each configuration per T */
+#define KV_SWEEP_STR_(x) #x
+#define KV_SWEEP_STR(x) KV_SWEEP_STR_(x)
 #define KV_SWEEP_MAX_LENS 32
 #define KV_SWEEP_LABEL_LEN 32
 
@@ -55,6 +57,7 @@
 #define KV_SWEEP_RETRY_BUDGET 16
 
 #define KV_SWEEP_PARAMS_BYTES KV_PARAMS_MAX_BYTES
+#define KV_SWEEP_LAYER_BYTES_LEN 256
 
 /* One measured strategy: its table, its parameters (ops->params_size bytes)
  * and the label its rows are filed under (kv_strategy_label). */
@@ -84,6 +87,10 @@ struct kv_sweep_row {
     size_t attn_bytes_step;  /* the K/V part of bytes_step: the spans' bytes the
                                 attention kernel read in that step, all layers */
     size_t cache_bytes;      /* resident cache bytes after that step */
+    /* the same per layer, run-length: "B*N;B*N" in layer order (N omitted
+     * when 1), e.g. "262144*3;1048576" for three windowed layers and a
+     * growing one; ends in "..." if it does not fit */
+    char layer_bytes[KV_SWEEP_LAYER_BYTES_LEN];
     double copy_bytes_step;  /* bytes written into the cache per timed step */
     size_t peak_rss_bytes;   /* process peak RSS when the row finished */
     double max_abs_err;      /* max |logit - reference| over timed steps */

@@ -2,9 +2,12 @@
 #
 #   awk -v mode=MODE -v key=KEY -v cols=C1,C2,... -f plots/select.awk FILE.csv
 #
-# A series is one strategy; the quantized widths are separate series, keyed
-# "quantized-int8", "quantized-int4" (strategy + bits). Columns are found by
-# header name, so extra columns and column order do not matter.
+# A series is one label (the sweep's `label` column: the strategy, or what
+# its parameters make it, "quantized-int4", "sinks-reindex", a frontier's
+# "sliding@25%"); a file without the column keys quantized widths by
+# strategy + bits ("quantized-int8"). With -v by=family, series are the
+# labels up to '@' (a frontier configuration over its budgets). Columns are
+# found by header name, so extra columns and column order do not matter.
 #   keys   the series present, in file order, space separated
 #   rows   for series KEY, the named columns, one row per line, sorted by
 #          the first column; a name may also be a derived value:
@@ -49,8 +52,13 @@ function val(name) {
 }
 
 {
-    k = $col["strategy"]
-    if (k == "quantized") k = k "-int" $col["bits"]
+    if ("label" in col) {
+        k = $col["label"]
+    } else {
+        k = $col["strategy"]
+        if (k == "quantized") k = k "-int" $col["bits"]
+    }
+    if (by == "family") sub(/@.*/, "", k)
 }
 
 mode == "keys" {

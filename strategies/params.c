@@ -4,9 +4,10 @@
  * `k=v;k=v` text form of the CSV `params` column and of presets.
  *
  * The design decision: a parameter block is the strategy's own struct,
- * opaque here; the table says where each int32_t field lives (offset), its
- * range and default, so the CLI, the CSV writer and the tests handle every
- * strategy's parameters with this one file and never name a field.
+ * opaque here; the table says where each int32_t field (or char field of a
+ * text parameter) lives (offset), its range and default, so the CLI, the
+ * CSV writer and the tests handle every strategy's parameters with this
+ * one file and never name a field.
  */
 #include "strategy.h"
 
@@ -42,6 +43,8 @@ int32_t kv_param_find(const struct kv_strategy_ops *ops, const char *name)
 
 int kv_param_accepts(const struct kv_param *p, int64_t v)
 {
+    if (p->type == KV_PARAM_TEXT)
+        return 0; /* not a number: kv_params_set_text */
     if (p->n_choices > 0) {
         for (int32_t i = 0; i < p->n_choices; i++)
             if (p->choices[i] == v)
@@ -53,6 +56,8 @@ int kv_param_accepts(const struct kv_param *p, int64_t v)
 
 int kv_param_range_str(const struct kv_param *p, char *buf, size_t n)
 {
+    if (p->type == KV_PARAM_TEXT)
+        return snprintf(buf, n, "a text of at most %d characters", p->text_size - 1);
     if (p->n_choices == 0)
         return snprintf(buf, n, "an integer in [%lld, %lld]", (long long)p->lo,
                         (long long)p->hi);
@@ -71,8 +76,59 @@ void kv_params_defaults(const struct kv_strategy_ops *ops, void *params)
     if (ops == NULL || params == NULL || ops->params_size == 0)
         return;
     memset(params, 0, ops->params_size);
-    for (int32_t i = 0; i < ops->n_params; i++)
-        *field(&ops->params[i], params) = ops->params[i].def;
+    for (int32_t i = 0; i < ops->n_params; i++) {
+        const struct kv_param *p = &ops->params[i];
+        if (p->type == KV_PARAM_TEXT)
+            snprintf((char *)params + p->offset, (size_t)p->text_size, "%s", p->def_text);
+        else
+            *field(p, params) = p->def;
+    }
+}
+
+/* 1 when text may be the value of text parameter p (see strategy.h). */
+static int text_ok(const struct kv_param *p, const char *text)
+{
+    const size_t n = strlen(text);
+    if (n == 0 || n >= (size_t)p->text_size)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)text[i];
+        if (c <= ' ' || c >= 127 || c == ';' || c == '=' || c == '"')
+            return 0;
+    }
+    return 1;
+}
+
+enum kv_status kv_params_set_text(const struct kv_strategy_ops *ops, void *params,
+                                  const char *name, const char *text)
+{
+    const int32_t i = kv_param_find(ops, name);
+    if (i < 0 || params == NULL || text == NULL)
+        return KV_ERR_INVALID;
+    const struct kv_param *p = &ops->params[i];
+    if (p->type != KV_PARAM_TEXT) {
+        char *end;
+        errno = 0;
+        const long long v = strtoll(text, &end, 10);
+        if (text[0] == '\0' || *end != '\0' || errno != 0)
+            return KV_ERR_INVALID;
+        return kv_params_set(ops, params, name, v);
+    }
+    if (!text_ok(p, text))
+        return KV_ERR_INVALID;
+    char *dst = (char *)params + p->offset;
+    size_t k = 0;
+    for (; text[k] != '\0'; k++)
+        dst[k] = text[k] == ',' ? '+' : text[k];
+    memset(dst + k, 0, (size_t)p->text_size - k);
+    return KV_OK;
+}
+
+const char *kv_params_get_text(const struct kv_strategy_ops *ops, const void *params, int32_t i)
+{
+    KV_ASSERT(ops != NULL && params != NULL && i >= 0 && i < ops->n_params);
+    const struct kv_param *p = &ops->params[i];
+    return p->type == KV_PARAM_TEXT ? (const char *)params + p->offset : NULL;
 }
 
 enum kv_status kv_params_set(const struct kv_strategy_ops *ops, void *params, const char *name,
@@ -87,7 +143,8 @@ enum kv_status kv_params_set(const struct kv_strategy_ops *ops, void *params, co
 
 int32_t kv_params_get(const struct kv_strategy_ops *ops, const void *params, int32_t i)
 {
-    KV_ASSERT(ops != NULL && params != NULL && i >= 0 && i < ops->n_params);
+    KV_ASSERT(ops != NULL && params != NULL && i >= 0 && i < ops->n_params &&
+              ops->params[i].type != KV_PARAM_TEXT);
     return field_get(&ops->params[i], params);
 }
 
@@ -101,6 +158,16 @@ enum kv_status kv_params_check(const struct kv_strategy_ops *ops,
         return KV_ERR_INVALID;
     for (int32_t i = 0; i < ops->n_params; i++) {
         const struct kv_param *p = &ops->params[i];
+        if (p->type == KV_PARAM_TEXT) { /* its meaning: the strategy's check */
+            const char *t = (const char *)params + p->offset;
+            if (memchr(t, '\0', (size_t)p->text_size) == NULL || !text_ok(p, t)) {
+                if (why != NULL && why_len > 0)
+                    snprintf(why, why_len, "%s expects %s", p->flag, "a text without spaces, "
+                             "';', '=' or quotes");
+                return KV_ERR_INVALID;
+            }
+            continue;
+        }
         const int32_t v = field_get(p, params);
         if (!kv_param_accepts(p, v)) {
             if (why != NULL && why_len > 0) {
@@ -124,9 +191,15 @@ int kv_params_format(const struct kv_strategy_ops *ops, const void *params, char
     if (ops == NULL || ops->n_params == 0)
         return snprintf(buf, n, "-");
     int w = 0;
-    for (int32_t i = 0; i < ops->n_params && w >= 0 && (size_t)w < n; i++)
-        w += snprintf(buf + w, n - (size_t)w, "%s%s=%d", i ? ";" : "", ops->params[i].name,
-                      field_get(&ops->params[i], params));
+    for (int32_t i = 0; i < ops->n_params && w >= 0 && (size_t)w < n; i++) {
+        const struct kv_param *p = &ops->params[i];
+        if (p->type == KV_PARAM_TEXT)
+            w += snprintf(buf + w, n - (size_t)w, "%s%s=%.*s", i ? ";" : "", p->name,
+                          p->text_size, (const char *)params + p->offset);
+        else
+            w += snprintf(buf + w, n - (size_t)w, "%s%s=%d", i ? ";" : "", p->name,
+                          field_get(p, params));
+    }
     return w;
 }
 
@@ -140,18 +213,15 @@ enum kv_status kv_params_parse(const struct kv_strategy_ops *ops, void *params, 
     for (;;) {
         const size_t len = strcspn(p, ";");
         const char *eq = memchr(p, '=', len);
-        char name[64], num[32];
-        if (eq == NULL || (size_t)(eq - p) >= sizeof name || len - (size_t)(eq - p) - 1 >= sizeof num)
+        char name[64], val[512];
+        if (eq == NULL || (size_t)(eq - p) >= sizeof name || len - (size_t)(eq - p) - 1 >= sizeof val)
             return KV_ERR_INVALID;
         memcpy(name, p, (size_t)(eq - p));
         name[eq - p] = '\0';
         const size_t nl = len - (size_t)(eq - p) - 1;
-        memcpy(num, eq + 1, nl);
-        num[nl] = '\0';
-        char *end;
-        errno = 0;
-        long long v = strtoll(num, &end, 10);
-        if (nl == 0 || *end != '\0' || errno != 0 || kv_params_set(ops, params, name, v) != KV_OK)
+        memcpy(val, eq + 1, nl);
+        val[nl] = '\0';
+        if (nl == 0 || kv_params_set_text(ops, params, name, val) != KV_OK)
             return KV_ERR_INVALID;
         if (p[len] == '\0')
             return KV_OK;

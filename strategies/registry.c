@@ -21,6 +21,7 @@ static const struct kv_strategy_ops *const kv_registry[] = {
     &kv_strategy_sinks,
     &kv_strategy_h2o,
     &kv_strategy_quantized,
+    &kv_strategy_hybrid,
 };
 
 #define KV_REGISTRY_COUNT ((int32_t)(sizeof kv_registry / sizeof kv_registry[0]))
@@ -84,8 +85,13 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
         const struct kv_param *p = &o->params[i];
         if (p->name == NULL || p->flag == NULL || strncmp(p->flag, "--", 2) != 0 ||
             p->help == NULL || (unsigned)p->type >= KV_PARAM_TYPE_COUNT ||
-            (p->type == KV_PARAM_CHOICE) != (p->n_choices > 0) ||
-            p->offset + sizeof(int32_t) > o->params_size || !kv_param_accepts(p, p->def))
+            (p->type == KV_PARAM_CHOICE) != (p->n_choices > 0))
+            return KV_ERR_INVALID;
+        if (p->type == KV_PARAM_TEXT
+                ? p->text_size < 2 || p->def_text == NULL ||
+                      strlen(p->def_text) >= (size_t)p->text_size ||
+                      p->offset + (size_t)p->text_size > o->params_size
+                : p->offset + sizeof(int32_t) > o->params_size || !kv_param_accepts(p, p->def))
             return KV_ERR_INVALID;
     }
     if (o->n_presets > 0 && o->presets == NULL)

@@ -103,10 +103,16 @@ enum kv_cap {
 enum kv_param_type {
     KV_PARAM_INT = 0, /* any integer in [lo, hi] */
     KV_PARAM_CHOICE,  /* one of choices[0 .. n_choices) */
+    /* a text of at most text_size - 1 bytes, in a char field of that size:
+     * printable, without ';', '=', '"' or spaces (it goes into `k=v;k=v`
+     * and a CSV cell); a ',' given is stored as '+', so lists inside it
+     * are '+'-separated. The strategy's check() says what it means. */
+    KV_PARAM_TEXT,
     KV_PARAM_TYPE_COUNT
 };
 
-/* One option of a strategy: an int32_t field of its parameter struct. */
+/* One option of a strategy: an int32_t field of its parameter struct (a
+ * char field for KV_PARAM_TEXT). */
 struct kv_param {
     const char *name;       /* key in `k=v;k=v` (CSV params) and kv_params_set */
     const char *flag;       /* the CLI option, e.g. "--window" (shared by every
@@ -119,6 +125,8 @@ struct kv_param {
     const char *help;       /* one line, for --help and `kvlab strategies` */
     int32_t scales_memory;  /* 1: resident bytes grow with it (size-bearing) */
     size_t offset;          /* of the field in the parameter struct */
+    int32_t text_size;      /* KV_PARAM_TEXT: bytes of the field, NUL included */
+    const char *def_text;   /* KV_PARAM_TEXT: default */
 };
 
 /* A named parameter set (e.g. "quantized-int4" = "bits=4"): a strategy can
@@ -327,11 +335,18 @@ int kv_param_range_str(const struct kv_param *p, char *buf, size_t n);
 /* params (ops->params_size bytes) <- every parameter's default. */
 void kv_params_defaults(const struct kv_strategy_ops *ops, void *params);
 /* Sets one parameter by name; KV_ERR_INVALID for an unknown name or a value
- * outside its range. */
+ * outside its range (and always for a KV_PARAM_TEXT parameter). */
 enum kv_status kv_params_set(const struct kv_strategy_ops *ops, void *params, const char *name,
                              int64_t value);
-/* The value of parameter i. */
+/* Sets one parameter by name from its text form: a whole decimal integer
+ * for INT and CHOICE parameters, the text itself for KV_PARAM_TEXT (within
+ * its size and characters); KV_ERR_INVALID otherwise. */
+enum kv_status kv_params_set_text(const struct kv_strategy_ops *ops, void *params,
+                                  const char *name, const char *text);
+/* The value of parameter i (not a KV_PARAM_TEXT one), and the text of a
+ * KV_PARAM_TEXT one (NULL for the others). */
 int32_t kv_params_get(const struct kv_strategy_ops *ops, const void *params, int32_t i);
+const char *kv_params_get_text(const struct kv_strategy_ops *ops, const void *params, int32_t i);
 /* Every range of the table, then ops->check against the shape; one
  * sentence in why (naming the CLI flag) on failure. */
 enum kv_status kv_params_check(const struct kv_strategy_ops *ops,
@@ -447,6 +462,7 @@ extern const struct kv_strategy_ops kv_strategy_static;
 extern const struct kv_strategy_ops kv_strategy_sliding;
 extern const struct kv_strategy_ops kv_strategy_sinks;
 extern const struct kv_strategy_ops kv_strategy_h2o;
+extern const struct kv_strategy_ops kv_strategy_hybrid;
 extern const struct kv_strategy_ops kv_strategy_quantized;
 
 #endif /* KV_STRATEGY_H */

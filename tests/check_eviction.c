@@ -13,7 +13,9 @@
  *     (scores summed from the masses handed to observe, the token leaving
  *     the window against the lowest heavy score, per (sequence, kv head)),
  *     with random masses; the long prompt's heavy set (its top scores);
- *     without observe, still exact for the keys it keeps; memory.
+ *     without observe, still exact for the keys it keeps; memory;
+ *   - hybrid: each layer's view is its own strategy's, bytes per layer,
+ *     masses only where a layer wants them, bad patterns refused.
  */
 #include <check.h>
 #include <math.h>
@@ -607,6 +609,140 @@ START_TEST(test_h2o_bad_params)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* hybrid: one strategy per layer                                           */
+
+/*
+ * A pattern of four layers repeated twice over eight: every layer's view is
+ * what a one-layer cache of its own strategy shows for the same tokens
+ * (spans' positions and the mask), its share of the bytes is that cache's,
+ * only its h2o layers ask for attention masses, and the kernel runs over
+ * every layer's view (under ASan: nothing read out of bounds).
+ */
+START_TEST(test_hybrid_layers)
+{
+    const struct kv_cache_config cc = {.n_layers = 8, .batch = 2, .n_kv_heads = 2, .head_dim = 8};
+    const char *pattern = "pattern=sinks:2:5+h2o:3:4*2,quantized:4:4:3";
+    static const char *const per_layer[4][2] = {
+        {"sinks", "sinks=2;window=5"}, {"h2o", "heavy=3;window=4"}, {"h2o", "heavy=3;window=4"},
+        {"quantized", "bits=4;group=4;residual=3"}};
+    const int32_t T = 30;
+    struct hist x;
+    hist_init(&x, cc, T, 77);
+    struct kv_cache *c = make("hybrid", cc, pattern);
+    ck_assert(kv_cache_has(c, KV_CAP_EVICTS | KV_CAP_SCORE_EVICTS | KV_CAP_LOSSY |
+                                  KV_CAP_ATTN_MASS | KV_CAP_KEEPS_HISTORY));
+    ck_assert(!kv_cache_has(c, KV_CAP_CHUNKED_APPEND)); /* not every layer takes chunks */
+    struct kv_cache *one[4];
+    struct kv_cache_config c1 = cc;
+    c1.n_layers = 1;
+    for (int i = 0; i < 4; i++)
+        one[i] = make(per_layer[i][0], c1, per_layer[i][1]);
+    struct kv_attn_params p = {.batch = cc.batch, .n_q = 1, .n_heads = 4, .n_kv_heads = 2,
+                               .head_dim = 8, .scale = 0.35f, .n_threads = 2};
+    const size_t wsb = kv_attn_workspace_bytes(&p);
+    void *ws = kv_alloc(wsb);
+    float q[2 * 4 * 8], out[2 * 4 * 8];
+    for (int i = 0; i < 64; i++)
+        q[i] = rnd(-1, 1);
+    ck_assert_ptr_nonnull(ws);
+    for (int32_t t = 0; t < T; t++) {
+        size_t sum = 0;
+        for (int32_t l = 0; l < cc.n_layers; l++) {
+            ck_assert_int_eq(hist_feed(&x, c, l, t, 1), KV_OK);
+            struct kv_cache *o = one[l % 4];
+            if (l < 4) /* the one-layer twins take layer l's rows of the first repeat */
+                ck_assert_int_eq(kv_cache_update(o, 0, x.ck, x.cv, 1, t), KV_OK);
+            struct kv_view v, w;
+            ck_assert_int_eq(kv_cache_view(c, l, &v), KV_OK);
+            ck_assert_int_eq(kv_cache_view(o, 0, &w), KV_OK);
+            ck_assert_int_eq(v.mask.window, w.mask.window);
+            ck_assert_int_eq(v.mask.n_sink, w.mask.n_sink);
+            ck_assert_int_eq(v.n_spans, w.n_spans);
+            for (int32_t i = 0; i < v.n_spans; i++) {
+                ck_assert_int_eq(v.spans[i].n_tokens, w.spans[i].n_tokens);
+                ck_assert_int_eq(v.spans[i].k.dtype, w.spans[i].k.dtype);
+                ck_assert_int_eq(v.spans[i].pos0, w.spans[i].pos0);
+                ck_assert_int_eq(v.spans[i].pos != NULL, w.spans[i].pos != NULL);
+            }
+            ck_assert_uint_eq(kv_cache_layer_bytes(c, l), kv_cache_resident_bytes(o));
+            sum += kv_cache_layer_bytes(c, l);
+            float *mass;
+            size_t len;
+            ck_assert_int_eq(kv_cache_mass_buffer(c, l, &v, 4, &mass, &len), KV_OK);
+            ck_assert_int_eq(mass != NULL, l % 4 == 1 || l % 4 == 2); /* the h2o layers */
+            p.q_pos0 = t;
+            p.mass = mass;
+            p.mass_len = len;
+            ck_assert_int_eq(kv_attn(out, q, &p, &v, ws, wsb), KV_OK);
+            if (mass != NULL) {
+                ck_assert_int_eq(kv_cache_observe(c, l, mass, 4), KV_OK);
+                if (l < 4) { /* the twin gets the same masses (its view is the same) */
+                    float *m2;
+                    size_t len2;
+                    ck_assert_int_eq(kv_cache_mass_buffer(o, 0, &w, 4, &m2, &len2), KV_OK);
+                    ck_assert_uint_eq(len2, len);
+                    memcpy(m2, mass, len * sizeof(float));
+                    ck_assert_int_eq(kv_cache_observe(o, 0, m2, 4), KV_OK);
+                }
+            }
+        }
+        ck_assert_uint_eq(sum, kv_cache_resident_bytes(c));
+    }
+    kv_free(ws);
+    for (int i = 0; i < 4; i++)
+        kv_cache_destroy(one[i]);
+    kv_cache_destroy(c);
+    hist_free(&x);
+}
+END_TEST
+
+/* Bad patterns: one sentence naming --layers-pattern, nothing created. */
+START_TEST(test_hybrid_bad_patterns)
+{
+    static const struct {
+        const char *pattern, *why;
+    } cases[] = {
+        {"sliding*3", "does not divide"},        {"dynamo", "unknown strategy 'dynamo'"},
+        {"none+dynamic", "cannot be one layer"}, {"hybrid", "cannot be one layer"},
+        {"sliding:4:5", "at most"},              {"sliding:0", "at most"},
+        {"sliding:x", "at most"},                {"sliding*0", "layer count"},
+        {"sliding*", "layer count"},             {"sliding++dynamic", "empty group"},
+        {":4", "no strategy name"},              {"sinks:9:4+dynamic", "--sinks"},
+        {"quantized:3", "at most"},
+    };
+    const struct kv_strategy_ops *ops = kv_strategy_find("hybrid");
+    const struct kv_cache_config cc = {.n_layers = 4, .batch = 1, .n_kv_heads = 2, .head_dim = 8,
+                                       .max_len = 64};
+    const int64_t live0 = kv_alloc_live();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct test_param_block blk;
+        char why[256];
+        kv_params_defaults(ops, blk.b);
+        ck_assert_int_eq(kv_params_set_text(ops, blk.b, "pattern", cases[i].pattern), KV_OK);
+        ck_assert_msg(kv_params_check(ops, &cc, blk.b, why, sizeof why) == KV_ERR_INVALID,
+                      "pattern '%s' accepted", cases[i].pattern);
+        ck_assert_msg(strstr(why, cases[i].why) != NULL && strstr(why, "--") != NULL,
+                      "pattern '%s': '%s' lacks '%s'", cases[i].pattern, why, cases[i].why);
+        struct kv_cache *c = NULL;
+        ck_assert_int_eq(kv_cache_create(&c, ops, &cc, blk.b), KV_ERR_INVALID);
+        ck_assert_ptr_null(c);
+    }
+    /* text a parameter can never hold */
+    struct test_param_block blk;
+    kv_params_defaults(ops, blk.b);
+    ck_assert_int_eq(kv_params_set_text(ops, blk.b, "pattern", "sliding dynamic"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_params_set_text(ops, blk.b, "pattern", "a;b=c"), KV_ERR_INVALID);
+    /* ',' is stored as '+' (the CSV's params cell never holds a comma) */
+    ck_assert_int_eq(kv_params_set_text(ops, blk.b, "pattern", "sliding:8*3,dynamic"), KV_OK);
+    char txt[256];
+    kv_params_format(ops, blk.b, txt, sizeof txt);
+    ck_assert_str_eq(txt, "pattern=sliding:8*3+dynamic");
+    ck_assert_int_eq(kv_params_check(ops, &cc, blk.b, NULL, 0), KV_OK);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
 static Suite *eviction_suite(void)
 {
     Suite *s = suite_create("eviction");
@@ -622,6 +758,11 @@ static Suite *eviction_suite(void)
     tcase_add_loop_test(tc, test_h2o_simulation, 0, 7);
     tcase_add_test(tc, test_h2o_without_masses);
     tcase_add_test(tc, test_h2o_bad_params);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hybrid");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_hybrid_layers);
+    tcase_add_test(tc, test_hybrid_bad_patterns);
     suite_add_tcase(s, tc);
     return s;
 }

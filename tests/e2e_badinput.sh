@@ -186,6 +186,17 @@ for cmd in generate sweep demo export-synthetic; do
         case_ "$cmd-bits-3" 2 "$cmd" "${extra[@]}" --strategy quantized --bits 3
         case_ "$cmd-group-not-dividing" 2 "$cmd" "${extra[@]}" --strategy quantized --group 7
         case_ "$cmd-window-zero" 2 "$cmd" "${extra[@]}" --strategy sliding --window 0
+        case_ "$cmd-sinks-over-window" 2 "$cmd" "${extra[@]}" --strategy sinks --sinks 8 --window 4
+        case_ "$cmd-sinks-over-max-len" 2 "$cmd" "${extra[@]}" --strategy sinks --sinks 100 \
+            --window 200 --max-len 64
+        case_ "$cmd-heavy-zero" 2 "$cmd" "${extra[@]}" --strategy h2o --heavy 0
+        case_ "$cmd-reindex-2" 2 "$cmd" "${extra[@]}" --strategy sinks --reindex 2
+        case_ "$cmd-pattern-not-dividing" 2 "$cmd" "${extra[@]}" --strategy hybrid \
+            --layers-pattern 'sliding*3'
+        case_ "$cmd-pattern-unknown" 2 "$cmd" "${extra[@]}" --strategy hybrid \
+            --layers-pattern 'sliding,dynamo'
+        case_ "$cmd-pattern-space" 2 "$cmd" "${extra[@]}" --strategy hybrid \
+            --layers-pattern 'sliding dynamic'
         case_ "$cmd-unknown-strategy" 2 "$cmd" "${extra[@]}" --strategy nosuch
         case_ "$cmd-batch-zero" 2 "$cmd" "${extra[@]}" --batch 0
         case_ "$cmd-model-missing" 2 "$cmd" "${extra[@]}" --model "$tmp/nonexistent.bin"
@@ -236,6 +247,26 @@ case_ sweep-none-max-negative 2 "${S[@]}" --none-max -1 --out "$tmp/s.csv"
 case_ sweep-strategies-unknown 2 "${S[@]}" --strategies dynamic,nosuch --out "$tmp/s.csv"
 case_ sweep-strategies-empty 2 "${S[@]}" --strategies "" --out "$tmp/s.csv"
 case_ sweep-quantized-int3 2 "${S[@]}" --strategies quantized-int3 --out "$tmp/s.csv"
+# the frontier: its list file, its budgets, and what it cannot be combined with
+F=(sweep --layers 1 --dim 16 --heads 2 --kv-heads 2 --hidden 24 --vocab 64 --max-len 64
+    --seq-lens 16 --reps 1 --warmup 0 --threads 1 --no-roofline --quiet)
+printf 'sliding sliding\n' >"$tmp/two_fields.list"
+case_ sweep-frontier-missing 2 "${F[@]}" --frontier "$tmp/nonexistent.list" --out "$tmp/s.csv"
+case_ sweep-frontier-dir 2 "${F[@]}" --frontier "$tmp/dir" --out "$tmp/s.csv"
+case_ sweep-frontier-binary 2 "${F[@]}" --frontier "$tmp/garbage.tok" --out "$tmp/s.csv"
+case_ sweep-frontier-two-fields 2 "${F[@]}" --frontier "$tmp/two_fields.list" --out "$tmp/s.csv"
+case_ sweep-frontier-nothing-fits 2 "${F[@]}" --frontier "$tmp/garbage.bin" --out "$tmp/s.csv"
+case_ sweep-frontier-strategies 2 "${F[@]}" --frontier bench/frontier.list --strategies dynamic \
+    --out "$tmp/s.csv"
+case_ sweep-frontier-shard 2 "${F[@]}" --frontier bench/frontier.list --shard 1/2 \
+    --out "$tmp/s.csv"
+case_ sweep-budgets-zero 2 "${F[@]}" --frontier bench/frontier.list --budgets 0 --out "$tmp/s.csv"
+case_ sweep-budgets-over 2 "${F[@]}" --frontier bench/frontier.list --budgets 25,101 \
+    --out "$tmp/s.csv"
+case_ sweep-budgets-descending 2 "${F[@]}" --frontier bench/frontier.list --budgets 50,25 \
+    --out "$tmp/s.csv"
+case_ sweep-budgets-junk 2 "${F[@]}" --frontier bench/frontier.list --budgets 25x --out "$tmp/s.csv"
+case_ sweep-budgets-alone 2 "${F[@]}" --budgets 25 --out "$tmp/s.csv"
 no_file sweep-refused-no-output "$tmp/s.csv"
 case_ sweep-out-empty 2 "${S[@]}" --out ""
 case_ sweep-out-dir 2 "${S[@]}" --out "$tmp/dir"

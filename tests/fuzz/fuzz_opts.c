@@ -16,7 +16,9 @@
  * prints exactly one line that starts with "kvlab: ", a success prints
  * nothing, every accepted value is inside the range the parser promises,
  * and a configuration that passes the cross-checks has a non-zero,
- * non-overflowing weight byte count.
+ * non-overflowing weight byte count. The seeds cover every strategy's
+ * parameters, the text of a --layers-pattern included (its parser runs in
+ * the cross-checks of --strategy hybrid).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -44,10 +46,14 @@ static void check_ranges(const struct kv_cli_common *c)
         c->threads < 1 || c->threads > 1024 || (m->mlp != 0 && m->mlp != 1) ||
         c->cache.max_len != m->max_len)
         abort();
-    /* every strategy-parameter flag holds a value its table accepts */
-    for (int32_t i = 0; i < c->n_flags; i++)
-        if (!kv_param_accepts(c->flags[i].param, c->flags[i].value))
+    /* every strategy-parameter flag holds a value its table accepts (a text
+     * one: the text given, checked when a strategy takes it) */
+    for (int32_t i = 0; i < c->n_flags; i++) {
+        const struct kv_cli_flag *f = &c->flags[i];
+        if (f->param->type == KV_PARAM_TEXT ? f->given && f->text == NULL
+                                            : !kv_param_accepts(f->param, f->value))
             abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
