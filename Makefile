@@ -249,6 +249,13 @@ frontier-run: $(CLI)
 	$(CLI) sweep --frontier $(FRONTIER_LIST) --budgets $(FRONTIER_BUDGETS) \
 	  --seq-lens $(FRONTIER_SEQ_LENS) --quiet --out $(FRONTIER_CSV) $(FRONTIER_ARGS)
 
+# The eviction targets (sinks and sliding flat in T past the window, h2o's
+# bookkeeping over sliding at one budget): a sweep into out/eviction.csv, then
+# the table of bench/eviction_targets.sh. Timings: run it on a quiet machine.
+.PHONY: eviction-targets
+eviction-targets: $(CLI)
+	KVLAB=$(CLI) bash bench/eviction_targets.sh
+
 # A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into out/plots-quick/.
 bench-quick: deps
 	@$(MAKE) --no-print-directory $(CLI)

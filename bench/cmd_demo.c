@@ -600,7 +600,9 @@ static void print_cache_layer(struct session *x, const struct kv_demo_run *R, in
             line_ranges(L, lc->held, M);
         }
         kv_line_addf(L, "]");
-        if (cap >= 0)
+        if (lc->per_head) /* (h2o: its bytes count positions and scores too) */
+            kv_line_addf(L, " kept by attention score, per kv head (shown: their union)");
+        else if (cap >= 0)
             kv_line_addf(L, " %" PRId32 " of %" PRId32 " slots used", held_n, cap);
     }
     /* Evicted: held before or fed now, no longer held. */

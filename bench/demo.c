@@ -103,6 +103,9 @@ static void probe(void *user, int32_t layer, const float *q, const struct kv_att
     lc->ap = *p;
     lc->mask = v->mask;
     lc->n_spans = v->n_spans;
+    lc->per_head = 0;
+    for (int32_t si = 0; si < v->n_spans; si++)
+        lc->per_head |= v->spans[si].pos != NULL;
     memset(lc->held, 0, (size_t)M);
     memset(lc->held_q, 0, (size_t)M);
     float *hist = R->hist + (size_t)layer * M * 2 * kvd;

@@ -21,6 +21,8 @@ struct kv_demo_layer {
     struct kv_attn_params ap;  /* shape of this step's call */
     struct kv_mask mask;       /* the mask the kernel applied */
     int32_t n_spans;           /* spans the kernel received */
+    int per_head;              /* a span has a position table: each kv head
+                                  keeps its own positions; held is their union */
     unsigned char *held;       /* (max_pos) 1: position in the spans (any dtype) */
     unsigned char *held_q;     /* (max_pos) 1: held quantized */
     unsigned char *prev;       /* (max_pos) held after the previous step */

@@ -190,6 +190,22 @@ else
 fi
 pause
 
+pause
+
+part "8. Evicting smarter: attention sinks, heavy hitters, one strategy per layer"
+run demo --compare sliding,sinks --window 6 --sinks 2 --steps 12 --every 6
+say "sinks keeps the first 2 positions forever besides the ring of 6 ('sinks [0 1] +" \
+    "ring'): StreamingLLM's fix for models that park attention on their first tokens." \
+    "Same memory as a window of 8; here (random weights) it differs from sliding only" \
+    "in which keys the query still sees."
+run demo --strategy h2o --heavy 3 --window 3 --steps 9 --every 9
+say "h2o keeps the 3 tokens that received the most attention so far (the kernel hands" \
+    "the attention per key back to the cache) plus the 3 newest; each kv head keeps its" \
+    "own, so old positions survive in the cache line while their neighbours go."
+run demo --strategy hybrid --layers-pattern 'sinks:2:4+h2o:2:2' --steps 9 --every 9
+say "A hybrid gives each layer its own cache (Gemma's local and global layers):" \
+    "layer 0 evicts like sinks, layer 1 like h2o, each shown on its own line."
+
 part "done"
 say "Try: kvlab demo --help, kvlab demo --strategy sliding --window 3 --batch 2" \
     "(left padding shows up as 0s in the mask rows), or your own checkpoint with" \

@@ -31,8 +31,9 @@ sliding window 64              | --strategy sliding --window 64
 # f16                          | --strategy f16
 # int2, group 32               | --strategy quantized --bits 2 --group 32 --residual 32
 # KIVI int2                    | --strategy kivi --bits 2
-# 4 sinks + window 252         | --strategy sinks --sinks 4 --window 252
-# h2o, budget 256              | --strategy h2o --budget 256
+4 sinks + window 252           | --strategy sinks --sinks 4 --window 252
+4 sinks + window 252, re-idx   | --strategy sinks --sinks 4 --window 252 --reindex 1
+h2o 128 heavy + window 128     | --strategy h2o --heavy 128 --window 128
 '
 
 if [ $# -ne 5 ]; then

@@ -26,8 +26,8 @@ dense (dynamic cache)               | --strategy dynamic
 sliding window 256                  | --strategy sliding --window 256
 recompute over a window of 256      | --strategy dynamic --recompute 256
 # issue 18, at the same budget of 256 cached tokens, with its option names:
-# 4 sinks + sliding window 252      | --strategy sinks --sinks 4 --window 252
-# h2o, budget 256                   | --strategy h2o --budget 256
+4 sinks + sliding window 252        | --strategy sinks --sinks 4 --window 252
+h2o, 128 heavy + window 128         | --strategy h2o --heavy 128 --window 128
 '
 
 if [ $# -ne 4 ]; then
