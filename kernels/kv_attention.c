@@ -372,6 +372,21 @@ static void dec_tile(float *dst, const struct dec_span *D, int is_v, int32_t d, 
     }
 }
 
+/* Row `in` of page pg of a paged side (its sequence's table, off its (b, h)
+ * offset), and its per-token qparams (the row kernels take per-token sides
+ * only): kv_tensor_row_at / kv_tensor_qp_at without the division. */
+static inline const char *dec_page_row(const struct kv_tensor *x, int32_t pg, size_t off,
+                                       int32_t in)
+{
+    return (const char *)x->pages[pg] + off + (size_t)in * x->row_stride;
+}
+
+static inline const char *dec_page_qp(const struct kv_tensor *x, int32_t pg, size_t qoff,
+                                      int32_t in)
+{
+    return (const char *)x->qp_pages[pg] + qoff + (size_t)in * x->qp_row_stride;
+}
+
 /* Scratch of one decode chunk (per thread). */
 struct dec_scratch {
     float *sc;           /* (g, DEC_KB) scores, then probabilities */
@@ -432,10 +447,11 @@ static void dec_block(float *part, const struct attn_layout *L, const struct dec
                                  : NULL;
         J->scores(sc, J, &J->k, k, kq, nb);
     } else {
-        for (int32_t j = 0; j < nb;) {
-            const int32_t run = kv_span_run(s, t + j, nb - j);
-            J->scores(sc + j, J, &J->k, kv_tensor_row_at(&D->k, page, D->koff, t + j),
-                      D->k_qp ? kv_tensor_qp_at(&D->k, page, D->kqoff, t + j) : NULL, run);
+        /* page runs: one division per block, then page by page */
+        for (int32_t j = 0, pg = t / page, in = t % page; j < nb; pg++, in = 0) {
+            const int32_t run = page - in < nb - j ? page - in : nb - j;
+            J->scores(sc + j, J, &J->k, dec_page_row(&D->k, pg, D->koff, in),
+                      D->k_qp ? dec_page_qp(&D->k, pg, D->kqoff, in) : NULL, run);
             j += run;
         }
     }
@@ -475,11 +491,11 @@ static void dec_block(float *part, const struct attn_layout *L, const struct dec
                                  : NULL;
         J->pv(part, L->slot, X->msum, X->w, sc, J, &J->v, v, vq, nb);
     } else {
-        for (int32_t j = 0; j < nb;) {
-            const int32_t run = kv_span_run(s, t + j, nb - j);
+        for (int32_t j = 0, pg = t / page, in = t % page; j < nb; pg++, in = 0) {
+            const int32_t run = page - in < nb - j ? page - in : nb - j;
             J->pv(part, L->slot, X->msum, X->w, sc + j, J, &J->v,
-                  kv_tensor_row_at(&D->v, page, D->voff, t + j),
-                  D->v_qp ? kv_tensor_qp_at(&D->v, page, D->vqoff, t + j) : NULL, run);
+                  dec_page_row(&D->v, pg, D->voff, in),
+                  D->v_qp ? dec_page_qp(&D->v, pg, D->vqoff, in) : NULL, run);
             j += run;
         }
     }

@@ -274,6 +274,28 @@ size_t kv_cache_copied_bytes(const struct kv_cache *c)
     return c->ops->copied_bytes(c->state);
 }
 
+void kv_cache_stats(const struct kv_cache *c, struct kv_cache_stats *st)
+{
+    *st = (struct kv_cache_stats){0};
+    if (c == NULL)
+        return;
+    if (c->ops->stats != NULL) {
+        c->ops->stats(c->state, st);
+        return;
+    }
+    st->resident = kv_cache_resident_bytes(c);
+    st->tokens = st->resident;
+}
+
+int kv_cache_show(const struct kv_cache *c, int32_t layer, char *buf, size_t n)
+{
+    if (n > 0)
+        buf[0] = '\0';
+    if (c == NULL || c->ops->show == NULL || layer < 0 || layer >= c->cfg.n_layers)
+        return 0;
+    return c->ops->show(c->state, layer, buf, n);
+}
+
 int32_t kv_cache_mask_window(const struct kv_cache *c)
 {
     struct kv_view v;

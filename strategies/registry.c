@@ -6,7 +6,7 @@
  * test double). Adding a built-in strategy is one line here (and its
  * file); the conformance suite in tests/check_strategies.c then tests it,
  * because it walks this list. Order is the order `kvlab strategies` prints,
- * from the no-cache baseline to the lossy cache.
+ * from the no-cache baseline to the lossy cache, then the paged cache.
  */
 #include "strategy.h"
 
@@ -22,6 +22,7 @@ static const struct kv_strategy_ops *const kv_registry[] = {
     &kv_strategy_h2o,
     &kv_strategy_quantized,
     &kv_strategy_hybrid,
+    &kv_strategy_paged,
 };
 
 #define KV_REGISTRY_COUNT ((int32_t)(sizeof kv_registry / sizeof kv_registry[0]))

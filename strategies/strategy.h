@@ -137,6 +137,23 @@ struct kv_preset {
 };
 
 /* ------------------------------------------------------------------------ */
+/* Storage breakdown                                                        */
+
+/* What a cache's resident bytes hold (kv_cache_stats): resident = tokens +
+ * slack + spare. */
+struct kv_cache_stats {
+    size_t resident; /* resident_bytes */
+    size_t tokens;   /* holding tokens; storage several sequences read counted once */
+    size_t slack;    /* held for tokens but holding none: capacity past the length,
+                        the empty rows of partly filled blocks (internal
+                        fragmentation) */
+    size_t spare;    /* kept for reuse, holding nothing (a pool's free blocks) */
+    size_t shared;   /* of tokens: bytes more than one sequence reads */
+    size_t cow;      /* of copied bytes: copies made because a sequence wrote
+                        into storage it shared (copy-on-write) */
+};
+
+/* ------------------------------------------------------------------------ */
 /* The ops table                                                            */
 
 struct kv_strategy_ops {
@@ -262,6 +279,14 @@ struct kv_strategy_ops {
     /* With KV_CAP_ATTN_MASS: 1 when layer wants the mass (a per-layer
      * pattern: only its evicting layers). NULL: every layer. */
     int (*wants_mass)(const void *state, int32_t layer);
+    /* The breakdown of resident_bytes (see struct kv_cache_stats). NULL:
+     * all of it counts as tokens. */
+    void (*stats)(const void *state, struct kv_cache_stats *st);
+
+    /* A picture of one layer's storage for people (the demo: a pool, block
+     * tables, reference counts), lines ending in '\n'; snprintf's count.
+     * NULL: nothing beyond the spans to show. */
+    int (*show)(const void *state, int32_t layer, char *buf, size_t n);
 
     /* Optional operations, each declared by its capability flag (the table
      * has the method exactly when it has the flag); KV_ERR_UNSUPPORTED
@@ -388,6 +413,12 @@ size_t kv_cache_resident_bytes(const struct kv_cache *c);
 /* The part of the resident bytes that one layer holds (0 for a bad layer). */
 size_t kv_cache_layer_bytes(const struct kv_cache *c, int32_t layer);
 size_t kv_cache_copied_bytes(const struct kv_cache *c);
+/* *st <- the breakdown of the resident bytes (ops->stats, else everything
+ * resident as tokens); all zero for a NULL cache. */
+void kv_cache_stats(const struct kv_cache *c, struct kv_cache_stats *st);
+/* The strategy's picture of layer's storage (ops->show); 0 and an empty
+ * string when it has none. */
+int kv_cache_show(const struct kv_cache *c, int32_t layer, char *buf, size_t n);
 enum kv_status kv_cache_reset(struct kv_cache *c);
 /* 1 when the cache has every flag of caps (its strategy's, for its
  * parameters: ops->caps_of). */
@@ -464,5 +495,6 @@ extern const struct kv_strategy_ops kv_strategy_sinks;
 extern const struct kv_strategy_ops kv_strategy_h2o;
 extern const struct kv_strategy_ops kv_strategy_hybrid;
 extern const struct kv_strategy_ops kv_strategy_quantized;
+extern const struct kv_strategy_ops kv_strategy_paged;
 
 #endif /* KV_STRATEGY_H */

@@ -318,7 +318,8 @@ static void read_side(float *x, const struct kv_span *sp, const struct kv_tensor
     const size_t off = (size_t)b * td->seq_stride + (size_t)h * td->head_stride;
     const size_t qoff = (size_t)b * td->qp_seq_stride + (size_t)h * td->qp_head_stride;
     const int32_t in = page ? t % page : t;
-    const char *row = (const char *)(page ? td->pages[t / page] : td->data) + off +
+    const size_t pg = (size_t)b * td->table_stride + (size_t)(page ? t / page : 0); /* its table's entry */
+    const char *row = (const char *)(page ? td->pages[pg] : td->data) + off +
                       (size_t)in * td->row_stride;
     const struct kv_type_traits *tr = &kv_type_traits[td->dtype];
     if (!tr->has_qparams) {
@@ -327,7 +328,7 @@ static void read_side(float *x, const struct kv_span *sp, const struct kv_tensor
     }
     const int32_t qi = td->axis == KV_QAXIS_CHANNEL ? in / td->group : in;
     const struct kv_qparams *qp = (const struct kv_qparams *)(
-        (const char *)(page ? td->qp_pages[t / page] : (const void *)td->qp) + qoff +
+        (const char *)(page ? td->qp_pages[pg] : (const void *)td->qp) + qoff +
         (size_t)qi * td->qp_row_stride);
     if (td->axis == KV_QAXIS_TOKEN)
         tr->to_float_row(x, row, qp, d, td->group);
