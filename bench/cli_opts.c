@@ -341,11 +341,17 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
      * memory, and the preallocated capacity of a cache that has one */
     char sizing[160] = "";
     size_t w = 0;
-    for (int32_t k = 0; k < ops->n_params && w < sizeof sizing; k++)
-        if (ops->params[k].scales_memory)
+    for (int32_t k = 0; k < ops->n_params && w < sizeof sizing; k++) {
+        if (!ops->params[k].scales_memory)
+            continue;
+        if (ops->params[k].type == KV_PARAM_TEXT) /* a per-layer pattern, not a number */
+            w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %s", w ? "" : " with",
+                                  ops->params[k].flag, kv_params_get_text(ops, params, k));
+        else
             w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %" PRId32,
                                   w ? "" : " with", ops->params[k].flag,
                                   kv_params_get(ops, params, k));
+    }
     if (kv_cli_slots_apply(ops) && w < sizeof sizing)
         snprintf(sizing + w, sizeof sizing - w, "%s %" PRId32 " preallocated slots",
                  w ? " and" : " with", cc->max_len);

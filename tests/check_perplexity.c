@@ -67,16 +67,17 @@ static void make_ids(int32_t *ids, int32_t n)
 }
 
 /* The definition: loss of ids[t + 1] after a fresh forward of
- * ids[first..t] at positions 0.., optionally under a window mask. */
+ * ids[first..t] at positions 0.., optionally under a window mask (with
+ * n_sink attention sinks: StreamingLLM's mask). */
 static double reference_loss(const struct kv_model *m, const int32_t *ids, int32_t first,
-                             int32_t t, int32_t window)
+                             int32_t t, int32_t window, int32_t n_sink)
 {
     /* nothing cached: the strategy that keeps no history */
     struct kv_cache *c = make_cache(kv_strategy_with(0, KV_CAP_KEEPS_HISTORY), &m->cfg, 0);
     struct kv_runner *r = NULL;
     float logits[256];
     ck_assert_int_eq(kv_runner_create(&r, m, 1, t + 1 - first, THREADS), KV_OK);
-    kv_runner_set_window(r, window);
+    kv_runner_set_mask(r, window, n_sink);
     ck_assert_int_eq(kv_forward(r, m, c, ids + first, t + 1 - first, 0, NULL, logits, NULL),
                      KV_OK);
     kv_runner_destroy(r);
@@ -129,7 +130,9 @@ START_TEST(test_modes_match_definition)
         const struct kv_ppl_params *p = &modes[k];
         /* an evicting strategy is exact under the window its views carry */
         struct kv_cache *c = make_cache(ops, &mc, 12);
-        int32_t mask = kv_cache_mask_window(c);
+        struct kv_view v;
+        ck_assert_int_eq(kv_cache_view(c, 0, &v), KV_OK);
+        const int32_t mask = v.mask.window, n_sink = v.mask.n_sink;
         double loss[N_IDS];
         int32_t pos[N_IDS];
         struct kv_ppl_result res;
@@ -143,7 +146,7 @@ START_TEST(test_modes_match_definition)
                 first = t + 1 - p->recompute;
             /* recompute prefills fresh windows: the strategy's own mask
              * applies inside each (none when the window covers it) */
-            double want = reference_loss(m, ids, first, t, mask);
+            double want = reference_loss(m, ids, first, t, mask, n_sink);
             ck_assert_msg(fabs(loss[t] - want) <= LOSS_TOL,
                           "%s mode %zu t %d: loss %.7f, definition %.7f", ops->name, k, t,
                           loss[t], want);
@@ -177,7 +180,7 @@ START_TEST(test_sliding_differs_unmasked)
     ck_assert_int_eq(kv_perplexity(m, c, ids, N_IDS, &p, loss, NULL, NULL), KV_OK);
     double maxd = 0;
     for (int32_t t = 8; t + 1 < N_IDS; t++)
-        maxd = fmax(maxd, fabs(loss[t] - reference_loss(m, ids, 0, t, 0)));
+        maxd = fmax(maxd, fabs(loss[t] - reference_loss(m, ids, 0, t, 0, 0)));
     ck_assert_msg(maxd > 100 * LOSS_TOL, "sliding(4) equals dense: max diff %g", maxd);
     kv_cache_destroy(c);
     kv_model_destroy(m);

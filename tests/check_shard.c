@@ -122,10 +122,25 @@ static const struct spec_case spec_cases[] = {
     {"0/4", 0, 0, 0},   {"5/4", 0, 0, 0},     {"a/b", 0, 0, 0},      {"1/0", 0, 0, 0},
     {"", 0, 0, 0},      {"1", 0, 0, 0},       {"1/", 0, 0, 0},       {"/4", 0, 0, 0},
     {"1/4x", 0, 0, 0},  {" 1/4", 0, 0, 0},    {"1 /4", 0, 0, 0},     {"+1/4", 0, 0, 0},
-    {"-1/4", 0, 0, 0},  {"1/-4", 0, 0, 0},    {"1/513", 0, 0, 0},    {"1//4", 0, 0, 0},
+    {"-1/4", 0, 0, 0},  {"1/-4", 0, 0, 0},    {"1//4", 0, 0, 0},
     {"0x1/4", 0, 0, 0}, {"1/4/4", 0, 0, 0},   {"99999999999999999999999/4", 0, 0, 0},
     {"1.0/4", 0, 0, 0},
 };
+
+/* The largest count is the plan's row limit, whatever the sweep's sizes make it. */
+START_TEST(shard_spec_limit)
+{
+    char s[32];
+    int32_t i = -7, n = -7;
+    snprintf(s, sizeof s, "1/%d", KV_PLAN_MAX_ROWS);
+    ck_assert_int_eq(kv_shard_parse(s, &i, &n), 0);
+    ck_assert_int_eq(n, KV_PLAN_MAX_ROWS);
+    snprintf(s, sizeof s, "1/%d", KV_PLAN_MAX_ROWS + 1);
+    i = n = -7;
+    ck_assert_int_eq(kv_shard_parse(s, &i, &n), -1);
+    ck_assert_int_eq(n, -7);
+}
+END_TEST
 
 START_TEST(shard_spec_parsing)
 {
@@ -451,6 +466,7 @@ static Suite *shard_suite(void)
     TCase *parse = tcase_create("parse");
     tcase_add_loop_test(parse, shard_spec_parsing, 0,
                         (int)(sizeof spec_cases / sizeof spec_cases[0]));
+    tcase_add_test(parse, shard_spec_limit);
     tcase_add_test(parse, plan_rates_parsing);
     suite_add_tcase(s, parse);
     TCase *plan = tcase_create("plan");

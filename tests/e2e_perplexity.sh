@@ -141,8 +141,17 @@ awk -F, 'NR > 1 && $2 == "static" { exit !($10 == "+0.0000") }' "$tmp/ppl.csv" &
 STREAM_LENGTH=64 STREAM_SEGMENTS=2 STREAM_BUCKET=16 bash "$here/../bench/streaming.sh" \
     "$KVLAB" "$M2" "$T" "$tmp/stream" 2>"$tmp/st.err"
 rc=$?
-[ "$rc" -eq 0 ] && [ "$(grep -c '^"' "$tmp/stream/streaming.csv")" -eq 12 ] && ok ||
-    bad "streaming.sh: exit $rc, $(grep -c '^"' "$tmp/stream/streaming.csv" 2>/dev/null) rows"
+# every configuration whose strategy is registered: one row per bucket of 16
+# over 64 tokens (4), and the script's lines skip only unregistered ones
+confs=$(awk "/^CONFIGS='/ { f = 1; next } f && /^'/ { exit } f && /^[^#].*[|]/" "$here/../bench/streaming.sh")
+nconf=$(echo "$confs" | grep -c . || true)
+nreg=0
+for s in $(echo "$confs" | sed -n 's/.*--strategy \([a-z0-9_-]*\).*/\1/p'); do
+    "$KVLAB" strategies | grep -q "^$s " && nreg=$((nreg + 1))
+done
+[ "$rc" -eq 0 ] && [ "$nreg" -ge 3 ] && [ "$(grep -c '^"' "$tmp/stream/streaming.csv")" -eq $((4 * nreg)) ] &&
+    awk -F'"' 'NR > 1 { n[$2]++ } END { for (l in n) if (n[l] != 4) exit 1 }' "$tmp/stream/streaming.csv" && ok ||
+    bad "streaming.sh: exit $rc, $(grep -c '^"' "$tmp/stream/streaming.csv" 2>/dev/null) rows for $nreg of $nconf configurations"
 if command -v gnuplot >/dev/null 2>&1; then
     gnuplot -e "dat='$tmp/stream/streaming.dat'; outdir='$tmp/plots'; context=64" \
         "$here/../plots/model/streaming.gp" 2>"$tmp/gp.err" &&
