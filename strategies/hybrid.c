@@ -163,8 +163,8 @@ static const struct hybrid_group *hybrid_group_of(const struct hybrid_pattern *P
             return &P->g[i];
         r -= P->g[i].count;
     }
-    KV_ASSERT(0);
-    return NULL;
+    /* not reached: P->layers is the sum of the counts, so r falls in a group */
+    return &P->g[P->n - 1];
 }
 
 /* The pattern parses, divides the layers, and every group's parameters fit
@@ -308,9 +308,12 @@ static enum kv_status hybrid_init(void *state, const struct kv_cache_config *cfg
     struct hybrid_state *s = state;
     const struct hybrid_params *hp = params;
     struct hybrid_pattern P;
-    if (hybrid_parse(hp->pattern, &P, NULL, 0) != KV_OK || cfg->n_layers % P.layers != 0)
+    if (hybrid_parse(hp->pattern, &P, NULL, 0) != KV_OK || P.layers <= 0 ||
+        cfg->n_layers % P.layers != 0)
         return KV_ERR_INVALID;
     size_t bytes;
+    /* an array of pointers: the size of a pointer is meant */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     if (kv_mul_size(&bytes, (size_t)cfg->n_layers, sizeof *s->layer) != KV_OK)
         return KV_ERR_OVERFLOW;
     s->layer = kv_alloc(bytes);

@@ -194,10 +194,12 @@ static inline int32_t kv_ring_spans(struct kv_span *spans, const float *k, const
     if (held <= 0)
         return 0;
     const int32_t slot = (first - base) % w;
-    const int32_t n1 = held < w - slot ? held : w - slot;
-    spans[0] = kv_store_span(k, v, w, slot, n1, first, cfg);
-    if (n1 == held)
+    if (held <= w - slot) { /* no wrap: one run */
+        spans[0] = kv_store_span(k, v, w, slot, held, first, cfg);
         return 1;
+    }
+    const int32_t n1 = w - slot;
+    spans[0] = kv_store_span(k, v, w, slot, n1, first, cfg);
     spans[1] = kv_store_span(k, v, w, 0, held - n1, first + n1, cfg);
     return 2;
 }
