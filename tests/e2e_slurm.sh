@@ -256,7 +256,7 @@ read -r _ _ SWEEP2 MERGE2 <<<"$(grep '^bench-slurm: jobs ' "$R2/submit.out")"
 wait_jobs "$SWEEP2,$MERGE2" || bad "jobs $SWEEP2, $MERGE2 still queued after $WAIT_S s"
 log3=$R2/shards/logs/sweep-${SWEEP2}_3.log
 check "the failed task's log is where submit.sh said" grep -q "sweep-${SWEEP2}_I.log" "$R2/submit.out"
-check "the failed task's log holds kvlab's error" grep -q "kvlab sweep: --out .* is a directory" "$log3"
+check "the failed task's log holds kvlab's error" grep -q "kvlab: sweep: --out .*: is a directory" "$log3"
 check "the other tasks still ran" test -s "$R2/shards/shard-4.csv"
 check "the merge job did not run (afterok)" test ! -e "$R2/merged.csv"
 check "... and left no log" test ! -e "$R2/shards/logs/merge-$MERGE2.log"
