@@ -397,9 +397,11 @@ peers:
 # it with the default build settings, as `peers` and `bench` do).
 peers-bin: $(PEERS_GGML) $(PEERS_LLAMA)
 
-$(PEERS_GGML): bench/peers/ggml_attn.c bench/kernel_timing.h $(PEERS_STAMP) $(LIB)
+# (the timing protocol and option parsing of `kvlab kernel` live in the CLI's
+# archive, the allocator and kernels in libkvlab)
+$(PEERS_GGML): bench/peers/ggml_attn.c bench/kernel_timing.h $(PEERS_STAMP) $(CLI_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(LIB) $(PEERS_LIBS) $(LDLIBS)
+	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(CLI_LIB) $(LIB) $(PEERS_LIBS) $(LDLIBS)
 
 $(PEERS_LLAMA): bench/peers/llama_greedy.c $(PEERS_STAMP)
 	@mkdir -p $(dir $@)
