@@ -1,7 +1,9 @@
 /*
  * cmd_generate.c - `kvlab strategies` (list the registry) and `kvlab
- * generate` (one greedy generation with one strategy, tokens and a timing
- * summary).
+ * generate` (one generation with one strategy, tokens and a timing
+ * summary: greedy, or with --shared-prompt, --beams, --samples or
+ * --draft-layers the modes of gen_modes.c, each refused in one line when
+ * the strategy lacks the cache operation it needs).
  *
  * The design decision that matters: everything a run will need is checked
  * before anything is allocated - options, cross-checks, the length against
@@ -119,6 +121,18 @@ static void generate_usage(FILE *f)
             "                     (its header sets the model options)\n"
             "  --tokenizer FILE   a llama2.c tokenizer.bin for --prompt and `text:` lines\n"
             "  --prompt-tokens L  the prompt as comma-separated token ids (no tokenizer needed)\n"
+            "  --shared-prompt    every sequence of the batch starts from the same prompt,\n"
+            "                     prefilled once and shared (the cache's reorder; a paged\n"
+            "                     cache shares its blocks, copy-on-write)\n"
+            "generation modes (one at a time; each needs the cache operations it uses):\n"
+            "  --beams K          beam search over K beams (length-normalised log-probs;\n"
+            "                     reorder); prints every beam, best first\n"
+            "  --samples N        N sampled continuations of one shared prompt (reorder)\n"
+            "  --temperature T    sampling temperature, 0 = greedy (default 1)\n"
+            "                     (--seed S seeds the samples too)\n"
+            "  --draft-layers L   self-speculative greedy decoding: the first L layers draft,\n"
+            "                     the full model verifies, the cache is cropped (crop)\n"
+            "  --draft-tokens k   drafts per verification, 1..64 (default 4)\n"
             "Strategy parameters (each strategy takes those of its own table):\n");
     kv_cli_print_param_help(f);
 }
@@ -188,6 +202,10 @@ int kv_cmd_generate(int argc, char **argv)
     const char *text = NULL;  /* --prompt TEXT */
     const char *ptoks = NULL; /* --prompt-tokens ID,ID,... */
     int prompt_len_given = 0;
+    int shared = 0;
+    int32_t beams = 0, samples = 0, draft_layers = 0, draft_tokens = 4;
+    int draft_tokens_given = 0, temperature_given = 0;
+    double temperature = 1.0;
     for (int i = 1; i < argc;) {
         int r = kv_cli_parse_common(&c, argc, argv, &i);
         if (r < 0)
@@ -212,6 +230,28 @@ int kv_cmd_generate(int argc, char **argv)
             i += eq != NULL ? 1 : 2;
             continue;
         }
+        if (strcmp(argv[i], "--shared-prompt") == 0) {
+            shared = 1;
+            i++;
+            continue;
+        }
+        if (nlen == 13 && strncmp(argv[i], "--temperature", 13) == 0) {
+            if (eq == NULL && i + 1 >= argc) {
+                fprintf(stderr, "kvlab: --temperature expects a value\n");
+                return 2;
+            }
+            const char *v = eq != NULL ? eq + 1 : argv[i + 1];
+            char *end = NULL;
+            temperature = strtod(v, &end);
+            if (end == v || *end != '\0' || !(temperature >= 0.0 && temperature <= 1000.0)) {
+                fprintf(stderr, "kvlab: --temperature expects a number in [0, 1000], got '%s'\n",
+                        kv_cli_q(v));
+                return 2;
+            }
+            temperature_given = 1;
+            i += eq != NULL ? 1 : 2;
+            continue;
+        }
         if (nlen == 15 && strncmp(argv[i], "--prompt-tokens", 15) == 0) {
             if (eq == NULL && i + 1 >= argc) {
                 fprintf(stderr, "kvlab: --prompt-tokens expects a value\n");
@@ -228,6 +268,19 @@ int kv_cmd_generate(int argc, char **argv)
         } else if (nlen == 12 && strncmp(argv[i], "--new-tokens", 12) == 0) {
             field = &new_tokens;
             name = "--new-tokens";
+        } else if (nlen == 7 && strncmp(argv[i], "--beams", 7) == 0) {
+            field = &beams;
+            name = "--beams";
+        } else if (nlen == 9 && strncmp(argv[i], "--samples", 9) == 0) {
+            field = &samples;
+            name = "--samples";
+        } else if (nlen == 14 && strncmp(argv[i], "--draft-layers", 14) == 0) {
+            field = &draft_layers;
+            name = "--draft-layers";
+        } else if (nlen == 14 && strncmp(argv[i], "--draft-tokens", 14) == 0) {
+            field = &draft_tokens;
+            name = "--draft-tokens";
+            draft_tokens_given = 1;
         }
         if (field == NULL) {
             fprintf(stderr, "kvlab: generate: unknown option '%s' (see 'kvlab generate "
@@ -238,7 +291,11 @@ int kv_cmd_generate(int argc, char **argv)
             fprintf(stderr, "kvlab: %s expects a value\n", name);
             return 2;
         }
-        if (kv_cli_i32(name, eq != NULL ? eq + 1 : argv[i + 1], 1, 1 << 30, field) != 0)
+        if (kv_cli_i32(name, eq != NULL ? eq + 1 : argv[i + 1], 1,
+                       field == &beams || field == &samples ? 1 << 16
+                       : field == &draft_tokens           ? 64
+                                                          : 1 << 30,
+                       field) != 0)
             return 2;
         i += eq != NULL ? 1 : 2;
     }
@@ -261,6 +318,46 @@ int kv_cmd_generate(int argc, char **argv)
     if (kv_cli_strategy(&c, c.strategy, &strat) != 0)
         return 2;
     const struct kv_strategy_ops *ops = strat.ops;
+    if ((beams > 0) + (samples > 0) + (draft_layers > 0) > 1) {
+        fprintf(stderr, "kvlab: generate: give one of --beams, --samples, --draft-layers\n");
+        return 2;
+    }
+    if ((temperature_given && samples == 0) || (draft_tokens_given && draft_layers == 0)) {
+        fprintf(stderr, "kvlab: generate: %s has no effect without %s\n",
+                temperature_given && samples == 0 ? "--temperature" : "--draft-tokens",
+                temperature_given && samples == 0 ? "--samples" : "--draft-layers");
+        return 2;
+    }
+    if (beams > 0 || samples > 0) {
+        static const char *const batch_opt[] = {"--batch", NULL};
+        if (kv_cli_reject_unused(beams > 0 ? "generate --beams" : "generate --samples", &c,
+                                 batch_opt) != 0)
+            return 2; /* the beams or samples are the batch */
+        c.batch = beams > 0 ? beams : samples;
+        shared = 1;   /* both start from one prefilled prompt */
+    }
+    /* the cache operations each mode needs, by capability (this strategy
+     * with these parameters) */
+    const char *mode = beams > 0 ? "--beams" : samples > 0 ? "--samples"
+                     : draft_layers > 0 ? "--draft-layers" : shared ? "--shared-prompt" : NULL;
+    const uint32_t needs = draft_layers > 0 ? KV_CAP_KEEPS_HISTORY | KV_CAP_CROP | KV_CAP_CHUNKED_APPEND
+                         : mode != NULL     ? KV_CAP_KEEPS_HISTORY | KV_CAP_REORDER
+                                            : 0;
+    {
+        struct kv_cache_config probe = kv_cli_cache_config(&c);
+        const uint32_t have = kv_strategy_caps(ops, &probe, strat.params);
+        const uint32_t miss = needs & ~have;
+        if (miss != 0) {
+            fprintf(stderr, "kvlab: generate: strategy '%s' does not support %s, which %s needs\n",
+                    ops->name,
+                    miss & KV_CAP_REORDER   ? "reorder"
+                    : miss & KV_CAP_CROP    ? "crop"
+                    : miss & KV_CAP_KEEPS_HISTORY ? "keeping history"
+                                            : "multi-token appends",
+                    mode);
+            return 2;
+        }
+    }
 
     /* The model: a checkpoint's header, or the synthetic configuration. */
     struct kv_model *m = NULL;
@@ -268,6 +365,7 @@ int kv_cmd_generate(int argc, char **argv)
     int32_t *prompt = NULL, *out_tokens = NULL, *ids = NULL;
     struct kv_tokenizer *tok = NULL;
     struct gen_log g = {0};
+    double *beam_scores = NULL;
     enum kv_status s;
     if (c.model_path != NULL) {
         int lrc = kv_cli_load_model("generate", c.model_path, &m);
@@ -348,6 +446,16 @@ int kv_cmd_generate(int argc, char **argv)
                 (int64_t)prompt_len + new_tokens, mc->max_len);
         goto out;
     }
+    if (draft_layers >= mc->n_layers) {
+        fprintf(stderr, "kvlab: --draft-layers (%" PRId32 ") must be smaller than the model's "
+                        "layers (%" PRId32 ")\n", draft_layers, mc->n_layers);
+        goto out;
+    }
+    if (beams > mc->vocab_size) {
+        fprintf(stderr, "kvlab: --beams (%" PRId32 ") exceeds the vocabulary (%" PRId32 ")\n",
+                beams, mc->vocab_size);
+        goto out;
+    }
     const int keeps = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
     int32_t call_tokens = keeps ? prompt_len : prompt_len + new_tokens - 1;
     if ((int64_t)c.batch * call_tokens > INT32_MAX) {
@@ -411,10 +519,27 @@ int kv_cmd_generate(int argc, char **argv)
         .pad = NULL,
         .new_tokens = new_tokens,
         .n_threads = c.threads,
+        .shared_prompt = shared,
     };
     g.n_logits = (size_t)c.batch * (size_t)mc->vocab_size;
     g.nonfinite_step = -1;
-    s = kv_generate(m, cache, &gp, out_tokens, log_step, &g);
+    struct kv_spec_stats spec = {0};
+    int64_t spec_ns = 0;
+    if (beams > 0) {
+        beam_scores = kv_alloc((size_t)beams * sizeof *beam_scores);
+        s = beam_scores == NULL ? KV_ERR_NOMEM
+                                : kv_generate_beams(m, cache, &gp, out_tokens, beam_scores,
+                                                    log_step, &g);
+    } else if (samples > 0) {
+        s = kv_generate_samples(m, cache, &gp, (float)temperature, c.seed, out_tokens, log_step,
+                                &g);
+    } else if (draft_layers > 0) {
+        const int64_t t0 = kv_now_ns();
+        s = kv_generate_speculative(m, cache, &gp, draft_layers, draft_tokens, out_tokens, &spec);
+        spec_ns = kv_now_ns() - t0;
+    } else {
+        s = kv_generate(m, cache, &gp, out_tokens, log_step, &g);
+    }
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(s));
         goto out;
@@ -426,6 +551,8 @@ int kv_cmd_generate(int argc, char **argv)
     }
 
     for (int32_t b = 0; b < c.batch; b++) {
+        if (beam_scores != NULL)
+            printf("beam %" PRId32 " score %.6f ", b, beam_scores[b]);
         printf("tokens:");
         for (int32_t t = 0; t < new_tokens; t++)
             printf(" %" PRId32, out_tokens[(size_t)b * new_tokens + t]);
@@ -446,8 +573,25 @@ int kv_cmd_generate(int argc, char **argv)
     printf("strategy %s: batch %" PRId32 ", prompt %" PRId32 ", %" PRId32
            " new tokens, %" PRId32 " threads, %" PRId32 " layers, dim %" PRId32 "\n",
            ops->name, c.batch, prompt_len, new_tokens, c.threads, mc->n_layers, mc->dim);
-    printf("  prefill       %.3f ms\n", (double)g.step_ns[0] / 1e6);
-    if (new_tokens > 1) {
+    if (beams > 0)
+        printf("  beam search   %" PRId32 " beams, scores: mean log-probability per token\n",
+               beams);
+    if (samples > 0)
+        printf("  sampling      %" PRId32 " samples, temperature %g, seed %" PRIu64 "\n", samples,
+               temperature, c.seed);
+    if (draft_layers > 0) {
+        printf("  speculation   draft of %" PRId32 " layers, up to %" PRId32 " drafts per round: "
+               "%" PRId64 " rounds, %" PRId64 " of %" PRId64 " drafts accepted (rate %.3f; "
+               "per sequence %.3f)\n", draft_layers, draft_tokens, spec.rounds, spec.accepted,
+               spec.proposed,
+               spec.proposed > 0 ? (double)spec.accepted / (double)spec.proposed : 0.0,
+               spec.proposed > 0 ? (double)spec.accepted_seq / (double)spec.proposed : 0.0);
+        printf("  total         %.3f ms for prefill and %" PRId32 " tokens\n",
+               (double)spec_ns / 1e6, new_tokens);
+    } else {
+        printf("  prefill       %.3f ms\n", (double)g.step_ns[0] / 1e6);
+    }
+    if (new_tokens > 1 && draft_layers == 0) {
         int32_t nd = new_tokens - 1;
         double med = (double)kv_stats_median_i64(g.step_ns + 1, nd) / 1e6;
         double p95 = (double)kv_stats_percentile_i64(g.step_ns + 1, nd, KV_STATS_P95) / 1e6;
@@ -462,6 +606,7 @@ int kv_cmd_generate(int argc, char **argv)
     rc = 0;
 
 out:
+    kv_free(beam_scores);
     kv_free(g.attn_ns);
     kv_free(g.step_ns);
     kv_free(out_tokens);

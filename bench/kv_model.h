@@ -136,8 +136,30 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
                           int32_t n, int32_t pos0, const int32_t *pad,
                           float *logits, struct kv_step_stats *st);
 
+/*
+ * kv_forward with the classifier on every token: logits (batch, n, vocab),
+ * row b*n + t the logits after token t of sequence b (a speculative
+ * verification reads all of them). No padding.
+ */
+enum kv_status kv_forward_all(struct kv_runner *r, const struct kv_model *m,
+                              struct kv_cache *cache, const int32_t *tokens, int32_t n,
+                              int32_t pos0, float *logits, struct kv_step_stats *st);
+
 /* ------------------------------------------------------------------------ */
 /* Generation                                                               */
+
+/*
+ * Prefix sharing: resets the cache, makes it one sequence (kv_cache_reorder),
+ * prefills prompt (prompt_len tokens) once, then makes it `batch` sequences
+ * that all start from those tokens (kv_cache_reorder with every source 0:
+ * a paged cache shares the blocks, a contiguous one copies rows). logits:
+ * (batch, vocab), the prompt's last logits in every row. KV_ERR_UNSUPPORTED
+ * for a cache without KV_CAP_KEEPS_HISTORY and KV_CAP_REORDER. On failure
+ * the cache may be left at batch 1: reset or destroy it.
+ */
+enum kv_status kv_prefill_shared(const struct kv_model *m, struct kv_cache *cache,
+                                 const int32_t *prompt, int32_t prompt_len, int32_t batch,
+                                 int32_t n_threads, float *logits, struct kv_step_stats *st);
 
 struct kv_gen_params {
     int32_t batch;
@@ -149,6 +171,9 @@ struct kv_gen_params {
     int32_t window;         /* extra sliding-window mask for the runner
                                (kv_runner_set_window); 0 = none */
     int32_t n_sink;         /* with window: sinks of that mask (kv_runner_set_mask) */
+    int32_t shared_prompt;  /* 1: every sequence starts from row 0 of prompt,
+                               prefilled once (kv_prefill_shared; needs
+                               KV_CAP_REORDER, no pad, no window) */
 };
 
 /* Called after the prefill (step 0) and after every decode step. */
@@ -164,5 +189,63 @@ typedef void (*kv_gen_step_fn)(void *user, int32_t step, const float *logits,
 enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
                            const struct kv_gen_params *gp, int32_t *out_tokens,
                            kv_gen_step_fn on_step, void *user);
+
+/* ------------------------------------------------------------------------ */
+/* Generation modes (gen_modes.c): beam search, samples, speculation        */
+
+/*
+ * N continuations of one prompt: row 0 of gp->prompt prefilled once and
+ * shared (kv_prefill_shared), then each of the gp->batch sequences samples
+ * from softmax(logits / temperature) with its own random stream
+ * kv_sample_rng(seed, b) (temperature 0: greedy). out_tokens: (batch,
+ * new_tokens). KV_ERR_UNSUPPORTED without KV_CAP_KEEPS_HISTORY and
+ * KV_CAP_REORDER; no pad or window.
+ */
+enum kv_status kv_generate_samples(const struct kv_model *m, struct kv_cache *cache,
+                                   const struct kv_gen_params *gp, float temperature,
+                                   uint64_t seed, int32_t *out_tokens, kv_gen_step_fn on_step,
+                                   void *user);
+/* The random stream of sample b of a run seeded with seed. */
+uint64_t kv_sample_rng(uint64_t seed, int32_t sample);
+/* A token drawn from softmax(logits / temperature) with *rng (one draw);
+ * the argmax for temperature <= 0. */
+int32_t kv_sample_token(const float *logits, int32_t vocab, float temperature, uint64_t *rng);
+
+/*
+ * Beam search with gp->batch = K beams from row 0 of gp->prompt (prefilled
+ * once, shared): each step every beam's log-softmax is added to its score,
+ * the K best (beam, token) candidates over all beams survive (ties: lower
+ * beam, then lower token), and the cache is reordered so beam j continues
+ * its parent's tokens (kv_cache_reorder: a paged cache moves table entries,
+ * a contiguous one copies rows). out_tokens: (K, new_tokens), best beam
+ * first; scores: (K) length-normalised log-probabilities (sum / new_tokens).
+ * KV_ERR_UNSUPPORTED without KV_CAP_KEEPS_HISTORY and KV_CAP_REORDER;
+ * KV_ERR_INVALID for K > vocab, a pad or a window.
+ */
+enum kv_status kv_generate_beams(const struct kv_model *m, struct kv_cache *cache,
+                                 const struct kv_gen_params *gp, int32_t *out_tokens,
+                                 double *scores, kv_gen_step_fn on_step, void *user);
+
+/* What a speculative run did: draft tokens proposed and kept (summed over
+ * the batch; a batch keeps its shortest accepted run), the drafts each
+ * sequence alone would have kept, and verification rounds. */
+struct kv_spec_stats {
+    int64_t proposed, accepted, accepted_seq, rounds;
+};
+
+/*
+ * Self-speculative greedy decoding: the first draft_layers layers of m
+ * (1 <= draft_layers < n_layers; a cache of the same strategy and
+ * parameters of its own) propose up to draft_tokens (1..64) greedy tokens,
+ * the full model verifies them in one kv_forward_all call, the drafts up
+ * to the first disagreement and the full model's next token are kept, and
+ * both caches are cropped to them. out_tokens (batch, new_tokens) equals
+ * kv_generate's for an exact strategy. KV_ERR_UNSUPPORTED without
+ * KV_CAP_KEEPS_HISTORY, KV_CAP_CROP and KV_CAP_CHUNKED_APPEND.
+ */
+enum kv_status kv_generate_speculative(const struct kv_model *m, struct kv_cache *cache,
+                                       const struct kv_gen_params *gp, int32_t draft_layers,
+                                       int32_t draft_tokens, int32_t *out_tokens,
+                                       struct kv_spec_stats *spec);
 
 #endif /* KV_MODEL_H */

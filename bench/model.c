@@ -444,10 +444,10 @@ static void combine_mask(struct kv_mask *m, int32_t window, int32_t n_sink)
  * one that fails at a later layer (out of memory while growing) leaves that
  * step half-stored, and the caller resets the cache.
  */
-enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
-                          struct kv_cache *cache, const int32_t *tokens,
-                          int32_t n, int32_t pos0, const int32_t *pad,
-                          float *logits, struct kv_step_stats *st)
+static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
+                              struct kv_cache *cache, const int32_t *tokens, int32_t n,
+                              int32_t pos0, const int32_t *pad, float *logits,
+                              struct kv_step_stats *st, int all_logits)
 {
     if (r == NULL || m == NULL || cache == NULL || tokens == NULL || logits == NULL)
         return KV_ERR_INVALID;
@@ -550,12 +550,19 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
         }
     }
 
-    /* Final norm and classifier on the last token of each sequence only. */
-    for (int32_t b = 0; b < B; b++)
-        kv_rmsnorm(r->xlast + (size_t)b * D, r->x + ((int64_t)b * n + n - 1) * D,
-                   w->rms_final, 1, D);
-    fl->norm += KV_FLOPS_RMSNORM_ELEM * (int64_t)B * D;
-    kv_gemm(logits, r->xlast, w->wcls, B, c->vocab_size, D, 0.0f, &fl->gemm);
+    if (all_logits) {
+        /* Final norm and classifier on every token (xb is free now). */
+        kv_rmsnorm(r->xb, r->x, w->rms_final, T, D);
+        fl->norm += KV_FLOPS_RMSNORM_ELEM * T * D;
+        kv_gemm(logits, r->xb, w->wcls, T, c->vocab_size, D, 0.0f, &fl->gemm);
+    } else {
+        /* Final norm and classifier on the last token of each sequence only. */
+        for (int32_t b = 0; b < B; b++)
+            kv_rmsnorm(r->xlast + (size_t)b * D, r->x + ((int64_t)b * n + n - 1) * D,
+                       w->rms_final, 1, D);
+        fl->norm += KV_FLOPS_RMSNORM_ELEM * (int64_t)B * D;
+        kv_gemm(logits, r->xlast, w->wcls, B, c->vocab_size, D, 0.0f, &fl->gemm);
+    }
 
     local.tokens_fed = n;
     local.bytes_read += local.attn_bytes + kv_model_weight_bytes(c);
@@ -573,6 +580,21 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
     return KV_OK;
 }
 
+enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
+                          struct kv_cache *cache, const int32_t *tokens,
+                          int32_t n, int32_t pos0, const int32_t *pad,
+                          float *logits, struct kv_step_stats *st)
+{
+    return forward(r, m, cache, tokens, n, pos0, pad, logits, st, 0);
+}
+
+enum kv_status kv_forward_all(struct kv_runner *r, const struct kv_model *m,
+                              struct kv_cache *cache, const int32_t *tokens, int32_t n,
+                              int32_t pos0, float *logits, struct kv_step_stats *st)
+{
+    return forward(r, m, cache, tokens, n, pos0, NULL, logits, st, 1);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Generation                                                               */
 
@@ -582,6 +604,41 @@ static void pick_tokens(int32_t *next, const float *logits, int32_t batch, int32
         next[b] = kv_argmax(logits + (size_t)b * vocab, vocab);
 }
 
+enum kv_status kv_prefill_shared(const struct kv_model *m, struct kv_cache *cache,
+                                 const int32_t *prompt, int32_t prompt_len, int32_t batch,
+                                 int32_t n_threads, float *logits, struct kv_step_stats *st)
+{
+    if (m == NULL || cache == NULL || prompt == NULL || logits == NULL || prompt_len < 1 ||
+        batch < 1)
+        return KV_ERR_INVALID;
+    if (!kv_cache_has(cache, KV_CAP_KEEPS_HISTORY | KV_CAP_REORDER))
+        return KV_ERR_UNSUPPORTED;
+    struct kv_runner *r = NULL;
+    enum kv_status s = kv_runner_create(&r, m, 1, prompt_len, n_threads);
+    if (s != KV_OK)
+        return s;
+    const int32_t one = 0;
+    s = kv_cache_reset(cache);
+    if (s == KV_OK)
+        s = kv_cache_reorder(cache, &one, 1); /* an empty cache of one sequence */
+    if (s == KV_OK)
+        s = kv_forward(r, m, cache, prompt, prompt_len, 0, NULL, logits, st);
+    kv_runner_destroy(r);
+    if (s != KV_OK)
+        return s;
+    int32_t *zeros = kv_alloc((size_t)batch * sizeof *zeros); /* zeroed */
+    if (zeros == NULL)
+        return KV_ERR_NOMEM;
+    s = kv_cache_reorder(cache, zeros, batch);
+    kv_free(zeros);
+    if (s != KV_OK)
+        return s;
+    const size_t V = (size_t)m->cfg.vocab_size;
+    for (int32_t b = 1; b < batch; b++)
+        memcpy(logits + (size_t)b * V, logits, V * sizeof *logits);
+    return KV_OK;
+}
+
 /*
  * kv_generate starts from an empty cache (it resets the one it is given).
  * Step 0 is the prefill of the whole prompt at pos0 0 and yields token 0 of
@@ -589,7 +646,10 @@ static void pick_tokens(int32_t *next, const float *logits, int32_t batch, int32
  * and yields token s. With a strategy that keeps no history, step s instead
  * resets the cache and re-runs prompt + tokens 0..s-1 from pos0 0. The
  * last generated token is never fed, so positions up to
- * prompt_len + new_tokens - 2 are used.
+ * prompt_len + new_tokens - 2 are used. With shared_prompt the prefill is
+ * kv_prefill_shared of row 0 of the prompt: one sequence prefilled, then
+ * every sequence of the batch starts from its tokens (the cache's reorder,
+ * which a paged cache does by sharing blocks).
  */
 enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
                            const struct kv_gen_params *gp, int32_t *out_tokens,
@@ -597,14 +657,18 @@ enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
 {
     if (m == NULL || cache == NULL || gp == NULL || out_tokens == NULL ||
         gp->prompt == NULL || gp->batch < 1 || gp->prompt_len < 1 || gp->new_tokens < 1 ||
-        gp->batch != cache->cfg.batch || gp->window < 0)
+        gp->batch != cache->cfg.batch || gp->window < 0 ||
+        (gp->shared_prompt && (gp->pad != NULL || gp->window > 0)))
         return KV_ERR_INVALID;
     const int32_t B = gp->batch, P = gp->prompt_len, N = gp->new_tokens;
     const int32_t V = m->cfg.vocab_size;
     if (N - 1 > m->cfg.max_len - P)
         return KV_ERR_INVALID; /* positions beyond the model's max_len */
+    if (gp->shared_prompt && !kv_cache_has(cache, KV_CAP_KEEPS_HISTORY | KV_CAP_REORDER))
+        return KV_ERR_UNSUPPORTED;
     const int keeps = kv_cache_has(cache, KV_CAP_KEEPS_HISTORY);
-    const int32_t max_tokens = keeps ? P : P + N - 1;
+    /* a shared prompt is prefilled by a runner of one sequence */
+    const int32_t max_tokens = keeps ? (gp->shared_prompt ? 1 : P) : P + N - 1;
 
     struct kv_runner *r = NULL;
     enum kv_status s = kv_runner_create(&r, m, B, max_tokens, gp->n_threads);
@@ -626,7 +690,9 @@ enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
     for (int32_t step = 0; step < N; step++) {
         struct kv_step_stats st = {0};
         int64_t t0 = kv_now_ns();
-        if (step == 0) {
+        if (step == 0 && gp->shared_prompt) {
+            s = kv_prefill_shared(m, cache, gp->prompt, P, B, gp->n_threads, logits, &st);
+        } else if (step == 0) {
             s = kv_forward(r, m, cache, gp->prompt, P, 0, gp->pad, logits, &st);
         } else if (keeps) {
             s = kv_forward(r, m, cache, next, 1, P + step - 1, gp->pad, logits, &st);

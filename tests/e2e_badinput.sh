@@ -227,6 +227,26 @@ case_ generate-tokenizer-garbage 2 "${G[@]}" --strategy dynamic --prompt hi \
 case_ generate-tokenizer-dir 2 "${G[@]}" --strategy dynamic --prompt hi --tokenizer "$tmp/dir"
 case_ generate-prompt-needs-tokenizer 2 generate --strategy dynamic --layers 1 --dim 16 \
     --heads 2 --kv-heads 2 --hidden 24 --vocab 300 --max-len 64 --threads 1 --prompt hi
+# generation modes and prefix sharing (issue 12): the operation a mode needs,
+# its counts, and combinations that mean nothing
+case_ generate-beams-none 2 "${G[@]}" --strategy none --beams 3
+case_ generate-beams-zero 2 "${G[@]}" --strategy paged --beams 0
+case_ generate-beams-past-vocab 2 "${G[@]}" --strategy paged --beams 300 --vocab 256
+case_ generate-samples-zero 2 "${G[@]}" --strategy paged --samples 0
+case_ generate-samples-and-batch 2 "${G[@]}" --strategy paged --samples 2 --batch 3
+case_ generate-temperature-alone 2 "${G[@]}" --strategy paged --temperature 0.5
+case_ generate-temperature-nan 2 "${G[@]}" --strategy paged --samples 2 --temperature nan
+case_ generate-temperature-negative 2 "${G[@]}" --strategy paged --samples 2 --temperature -1
+case_ generate-two-modes 2 "${G[@]}" --strategy paged --beams 2 --samples 2
+case_ generate-draft-layers-all 2 "${G[@]}" --strategy paged --draft-layers 1
+case_ generate-draft-none 2 "${G[@]}" --strategy none --layers 2 --draft-layers 1
+case_ generate-draft-tokens-alone 2 "${G[@]}" --strategy paged --draft-tokens 3
+case_ generate-draft-tokens-zero 2 "${G[@]}" --strategy paged --layers 2 --draft-layers 1 \
+    --draft-tokens 0
+case_ generate-shared-none 2 "${G[@]}" --strategy none --shared-prompt
+case_ generate-block-size-zero 2 "${G[@]}" --strategy paged --block-size 0
+case_ generate-pool-exhausted 1 "${G[@]}" --strategy paged --max-blocks 3 --block-size 2 --prompt-len 4 \
+    --new-tokens 4
 
 # ---- sweep -------------------------------------------------------------------
 S=(sweep "${TINY_SWEEP[@]}")
