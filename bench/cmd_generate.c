@@ -347,6 +347,13 @@ int kv_cmd_generate(int argc, char **argv)
         struct kv_cache_config probe = kv_cli_cache_config(&c);
         const uint32_t have = kv_strategy_caps(ops, &probe, strat.params);
         const uint32_t miss = needs & ~have;
+        if (draft_layers > 0 && miss == 0 && (have & (KV_CAP_LOSSY | KV_CAP_EVICTS))) {
+            /* its crop is refused once it has rounded or evicted tokens since */
+            fprintf(stderr, "kvlab: generate: strategy '%s' can crop only within what it "
+                            "holds exactly, not to any accepted length, which --draft-layers "
+                            "needs\n", ops->name);
+            return 2;
+        }
         if (miss != 0) {
             fprintf(stderr, "kvlab: generate: strategy '%s' does not support %s, which %s needs\n",
                     ops->name,

@@ -36,6 +36,10 @@
  *     * 4, times 2 (K, V) * n_kv_heads * batch, summed over layers.
  *   - reset frees the quantized store (it is grown, not preallocated) and
  *     keeps the residual.
+ *   - Operations: crop within the residual (back to no earlier than the
+ *     end of the last update that quantized tokens, else
+ *     KV_ERR_UNSUPPORTED: see quant_crop), fork and reorder copy codes,
+ *     qparams and residual rows as they are (never re-quantized).
  * Parameters: --bits, --group, --residual; the presets quantized-int8 and
  * quantized-int4 pick the bits, and results are filed under those names.
  */
@@ -127,6 +131,8 @@ struct quant_layer {
     int32_t qcap;                   /* quantized tokens allocated */
     float *res;                     /* K (batch, n_kv_heads, R, head_dim) then V */
     int32_t nr;                     /* residual tokens (positions nq..nq+nr-1) */
+    int32_t flush_end;              /* length after the last update that quantized
+                                       residual tokens (crop: see below) */
 };
 
 struct quant_state {
@@ -188,7 +194,7 @@ static void quant_release_stores(struct quant_state *s)
         q->store = NULL;
         q->k_qp = q->v_qp = NULL;
         q->k_codes = q->v_codes = NULL;
-        q->nq = q->qcap = q->nr = 0;
+        q->nq = q->qcap = q->nr = q->flush_end = 0;
     }
     s->copied = 0;
 }
@@ -348,6 +354,8 @@ static enum kv_status quant_update(void *state, int32_t layer, const float *k_ne
     }
     q->nq += nqz;
     q->nr = (int32_t)(total - nqz);
+    if (nqz > 0)
+        q->flush_end = pos0 + n_new;
     KV_ASSERT(q->nr == kept_old + n_put && q->nr <= r);
     return KV_OK;
 }
@@ -438,10 +446,193 @@ static enum kv_status quant_bytes_for(const struct kv_cache_config *cfg, const v
     return kv_mul_size(bytes, per_layer, (size_t)cfg->n_layers);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Crop, fork, reorder                                                      */
+
+/*
+ * Crop within the residual. A cache that never appended the tokens past
+ * len holds what this one held when it was len long; that equals this
+ * cache cut at len exactly when no update since quantized residual tokens
+ * (len >= flush_end: then every token below len that was f32 then is f32
+ * now, and the quantized rows, final once written, are the same). A crop
+ * reaching further back would leave tokens quantized that the never-
+ * appended cache holds in f32, so it is refused (KV_ERR_UNSUPPORTED,
+ * nothing changed); 0 (an empty cache) is always taken.
+ */
+static enum kv_status quant_crop(void *state, int32_t len)
+{
+    struct quant_state *s = state;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        if (len != 0 && len < s->layers[l].flush_end)
+            return KV_ERR_UNSUPPORTED;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        struct quant_layer *q = &s->layers[l];
+        if (len == 0) {
+            q->nq = q->nr = q->flush_end = 0; /* the store's capacity stays */
+            continue;
+        }
+        KV_ASSERT(len >= q->nq);
+        q->nr = len - q->nq;
+    }
+    return KV_OK;
+}
+
+/* The first n rows of every (sequence, head) block of one store side:
+ * dst (batch, heads, dcap, row) sequence db <- src sequence sb (scap). */
+static void quant_seq_rows(void *dst, int32_t dcap, int32_t db, const void *src, int32_t scap,
+                           int32_t sb, int32_t n, size_t row, int32_t heads)
+{
+    for (int32_t h = 0; h < heads; h++)
+        memcpy((char *)dst + (((size_t)db * heads + h) * (size_t)dcap) * row,
+               (const char *)src + (((size_t)sb * heads + h) * (size_t)scap) * row,
+               (size_t)n * row);
+}
+
+/* Layer q's store and residual, sequence b <- sequence sb of layer `from`
+ * of a cache of the same layout (a fork's source). */
+static void quant_copy_seq(const struct quant_state *s, struct quant_layer *q, int32_t b,
+                           const struct quant_layer *from, int32_t sb)
+{
+    const int32_t H = s->cfg.n_kv_heads, R = s->p.residual;
+    const size_t frow = kv_store_row_bytes(&s->cfg);
+    if (from->nq > 0) {
+        quant_seq_rows(q->k_qp, q->qcap, b, from->k_qp, from->qcap, sb, from->nq, s->qp_row, H);
+        quant_seq_rows(q->v_qp, q->qcap, b, from->v_qp, from->qcap, sb, from->nq, s->qp_row, H);
+        quant_seq_rows(q->k_codes, q->qcap, b, from->k_codes, from->qcap, sb, from->nq,
+                       s->code_row, H);
+        quant_seq_rows(q->v_codes, q->qcap, b, from->v_codes, from->qcap, sb, from->nq,
+                       s->code_row, H);
+    }
+    if (from->nr > 0) {
+        quant_seq_rows(q->res, R, b, from->res, R, sb, from->nr, frow, H);
+        quant_seq_rows(quant_res_v(s, q), R, b, quant_res_v(s, from), R, sb, from->nr, frow, H);
+    }
+}
+
+/* Carves a store of capacity cap for `batch` sequences into q (NULL store:
+ * none); returns KV_ERR_NOMEM/OVERFLOW with q unchanged. */
+static enum kv_status quant_store_alloc(const struct quant_state *s, int32_t batch, int32_t cap,
+                                        struct quant_layer *q)
+{
+    struct kv_cache_config c = s->cfg;
+    c.batch = batch;
+    size_t qp_half, code_half;
+    if (kv_store_bytes(&qp_half, &c, (size_t)cap, s->qp_row) != KV_OK ||
+        kv_store_bytes(&code_half, &c, (size_t)cap, s->code_row) != KV_OK ||
+        qp_half > (size_t)PTRDIFF_MAX / 4 || code_half > (size_t)PTRDIFF_MAX / 4)
+        return KV_ERR_OVERFLOW;
+    char *store = kv_alloc_uninit(2 * qp_half + 2 * code_half);
+    if (store == NULL)
+        return KV_ERR_NOMEM;
+    q->store = store;
+    q->k_qp = (struct kv_qparams *)store;
+    q->v_qp = (struct kv_qparams *)(store + qp_half);
+    q->k_codes = (uint8_t *)(store + 2 * qp_half);
+    q->v_codes = (uint8_t *)(store + 2 * qp_half + code_half);
+    q->qcap = cap;
+    return KV_OK;
+}
+
+/* dst (fresh, same batch) <- src's quantized rows and residual, bit for bit
+ * (no re-quantizing); the bytes copied count as dst's. */
+static enum kv_status quant_fork(void *dst, const void *src)
+{
+    struct quant_state *d = dst;
+    const struct quant_state *s = src;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        const struct quant_layer *sq = &s->layers[l];
+        struct quant_layer *dq = &d->layers[l];
+        if (sq->qcap > 0) {
+            enum kv_status st = quant_store_alloc(d, d->cfg.batch, sq->qcap, dq);
+            if (st != KV_OK)
+                return st; /* the core destroys dst */
+        }
+        for (int32_t b = 0; b < s->cfg.batch; b++)
+            quant_copy_seq(d, dq, b, sq, b);
+        dq->nq = sq->nq;
+        dq->nr = sq->nr;
+        dq->flush_end = sq->flush_end;
+        d->copied += (size_t)sq->nq * quant_token_qbytes(d) +
+                     (size_t)sq->nr * kv_store_token_bytes(&d->cfg);
+    }
+    return KV_OK;
+}
+
+/*
+ * Sequence b <- sequence src[b] for b < n, the batch becoming n: new stores
+ * and residuals of n sequences for every layer, all allocated before any is
+ * written (KV_ERR_NOMEM leaves the cache as it was); rows are copied, never
+ * re-quantized, and count as copied bytes.
+ */
+static enum kv_status quant_reorder(void *state, const int32_t *src, int32_t n)
+{
+    struct quant_state *s = state;
+    struct kv_cache_config nc = s->cfg;
+    nc.batch = n;
+    size_t res_half;
+    if (kv_store_bytes(&res_half, &nc, (size_t)s->p.residual, kv_store_row_bytes(&nc)) != KV_OK ||
+        res_half > (size_t)PTRDIFF_MAX / 4)
+        return KV_ERR_OVERFLOW;
+    struct quant_layer *nl = kv_alloc((size_t)s->cfg.n_layers * sizeof *nl);
+    if (nl == NULL)
+        return KV_ERR_NOMEM;
+    enum kv_status st = KV_OK;
+    int32_t made = 0;
+    for (; made < s->cfg.n_layers && st == KV_OK; made++) {
+        const struct quant_layer *q = &s->layers[made];
+        nl[made] = (struct quant_layer){.nq = q->nq, .nr = q->nr, .flush_end = q->flush_end};
+        if (q->qcap > 0)
+            st = quant_store_alloc(s, n, q->qcap, &nl[made]);
+        if (st == KV_OK && (nl[made].res = kv_alloc(2 * res_half)) == NULL)
+            st = KV_ERR_NOMEM;
+    }
+    if (st != KV_OK) {
+        for (int32_t l = 0; l < made; l++) {
+            kv_free(nl[l].store);
+            kv_free(nl[l].res);
+        }
+        kv_free(nl);
+        return st;
+    }
+    /* the residuals' V halves sit at the old and the new res_half */
+    const int32_t H = s->cfg.n_kv_heads, R = s->p.residual;
+    const size_t frow = kv_store_row_bytes(&s->cfg);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        struct quant_layer *q = &s->layers[l], *to = &nl[l];
+        for (int32_t b = 0; b < n; b++) {
+            const int32_t sb = src[b];
+            if (q->nq > 0) {
+                quant_seq_rows(to->k_qp, to->qcap, b, q->k_qp, q->qcap, sb, q->nq, s->qp_row, H);
+                quant_seq_rows(to->v_qp, to->qcap, b, q->v_qp, q->qcap, sb, q->nq, s->qp_row, H);
+                quant_seq_rows(to->k_codes, to->qcap, b, q->k_codes, q->qcap, sb, q->nq,
+                               s->code_row, H);
+                quant_seq_rows(to->v_codes, to->qcap, b, q->v_codes, q->qcap, sb, q->nq,
+                               s->code_row, H);
+            }
+            if (q->nr > 0) {
+                quant_seq_rows(to->res, R, b, q->res, R, sb, q->nr, frow, H);
+                quant_seq_rows((char *)to->res + res_half, R, b, (char *)q->res + s->res_half,
+                               R, sb, q->nr, frow, H);
+            }
+        }
+        kv_free(q->store);
+        kv_free(q->res);
+        *q = nl[l];
+    }
+    kv_free(nl);
+    s->res_half = res_half;
+    s->cfg.batch = n;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        s->copied += (size_t)s->layers[l].nq * quant_token_qbytes(s) +
+                     (size_t)s->layers[l].nr * kv_store_token_bytes(&s->cfg);
+    return KV_OK;
+}
+
 const struct kv_strategy_ops kv_strategy_quantized = {
     .name = "quantized",
     .description = "int8/int4 groups with scale and min, recent tokens kept in f32",
-    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_LOSSY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED,
+    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_LOSSY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED |
+            KV_CAP_CROP | KV_CAP_FORK | KV_CAP_REORDER,
     .params = quant_param_table,
     .n_params = 3,
     .params_size = sizeof(struct quant_params),
@@ -462,4 +653,7 @@ const struct kv_strategy_ops kv_strategy_quantized = {
     .resident_bytes = quant_resident_bytes,
     .copied_bytes = quant_copied_bytes,
     .reset = quant_reset,
+    .crop = quant_crop,
+    .fork = quant_fork,
+    .reorder = quant_reorder,
 };

@@ -21,6 +21,10 @@
  *     (a documented limitation: feed decode steps one token at a time).
  * Single-token updates never fail: the cache never refuses a length, and
  * max_len is not enforced here. Its one parameter is the window (--window).
+ *
+ * Operations: crop only within the window (while nothing has been evicted;
+ * past that, KV_ERR_UNSUPPORTED), fork copies the rings, reorder moves
+ * whole rings of sequences up to the creation batch (KV_ERR_FULL beyond).
  */
 #include <stdio.h>
 
@@ -52,6 +56,7 @@ struct sliding_layer {
 struct sliding_state {
     struct kv_cache_config cfg;
     int32_t window;
+    int32_t cap_batch;            /* sequences the rings have room for (creation batch) */
     float *buf;                   /* (n_layers, 2, batch, n_kv_heads, window, head_dim) */
     size_t half;                  /* bytes of one K (or V) ring of one layer */
     struct sliding_layer *layers; /* (n_layers) */
@@ -65,6 +70,7 @@ static enum kv_status sliding_init(void *state, const struct kv_cache_config *cf
     const struct sliding_params *p = params;
     s->cfg = *cfg;
     s->window = p->window;
+    s->cap_batch = cfg->batch;
     if (s->window < 1)
         return KV_ERR_INVALID;
     size_t half, total, meta;
@@ -212,10 +218,89 @@ static int sliding_describe(const struct kv_cache_config *cfg, const void *param
     return snprintf(buf, n, "%s (window %d)", kv_strategy_sliding.description, p->window);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Crop, fork, reorder                                                      */
+
+/* Crop within the window: while a layer has evicted nothing (length <=
+ * window) its ring still holds every position, so any shorter length is
+ * exact; once it has evicted, the positions a shorter cache's next query
+ * would see again are gone, and only the current length is accepted
+ * (KV_ERR_UNSUPPORTED otherwise, nothing changed), and 0 (an empty ring). */
+static enum kv_status sliding_crop(void *state, int32_t len)
+{
+    struct sliding_state *s = state;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        if (s->layers[l].len > s->window && len != s->layers[l].len && len != 0)
+            return KV_ERR_UNSUPPORTED;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        if (s->layers[l].len != len)
+            s->layers[l].pn = 0; /* the ring serves the view */
+        s->layers[l].len = len;
+    }
+    return KV_OK;
+}
+
+/* The ring's rows of the sequences [0, batch) of layer l, counted as bytes. */
+static size_t sliding_held_bytes(const struct sliding_state *s, int32_t l)
+{
+    const int32_t held = s->layers[l].len < s->window ? s->layers[l].len : s->window;
+    return (size_t)held * kv_store_token_bytes(&s->cfg);
+}
+
+/* dst (fresh, same batch) <- src's rings. A pass-through view (a prefill
+ * longer than the window) is not carried over: the fork's ring holds what
+ * its next query sees. */
+static enum kv_status sliding_fork(void *dst, const void *src)
+{
+    struct sliding_state *d = dst;
+    const struct sliding_state *s = src;
+    memcpy(d->buf, s->buf, 2 * s->half * (size_t)s->cfg.n_layers);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        d->layers[l].len = s->layers[l].len;
+        d->layers[l].pn = 0;
+        d->copied += sliding_held_bytes(s, l);
+    }
+    return KV_OK;
+}
+
+/*
+ * Sequence b <- sequence src[b] for b < n (at most the creation batch, else
+ * KV_ERR_FULL): every layer's rings through one temporary copy of a layer
+ * (allocated before anything moves). Rings of a sequence are contiguous
+ * (n_kv_heads, window, head_dim), so each move is one memcpy per K and V.
+ */
+static enum kv_status sliding_reorder(void *state, const int32_t *src, int32_t n)
+{
+    struct sliding_state *s = state;
+    if (n > s->cap_batch)
+        return KV_ERR_FULL;
+    const size_t seq = (size_t)s->cfg.n_kv_heads * (size_t)s->window * kv_store_row_bytes(&s->cfg);
+    char *tmp = kv_alloc_uninit(2 * s->half);
+    if (tmp == NULL)
+        return KV_ERR_NOMEM;
+    const int32_t old_batch = s->cfg.batch;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        char *k = (char *)sliding_k(s, l), *v = (char *)sliding_v(s, l);
+        memcpy(tmp, k, (size_t)old_batch * seq);
+        memcpy(tmp + s->half, v, (size_t)old_batch * seq);
+        for (int32_t b = 0; b < n; b++) {
+            memcpy(k + (size_t)b * seq, tmp + (size_t)src[b] * seq, seq);
+            memcpy(v + (size_t)b * seq, tmp + s->half + (size_t)src[b] * seq, seq);
+        }
+        s->layers[l].pn = 0;
+    }
+    kv_free(tmp);
+    s->cfg.batch = n;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        s->copied += sliding_held_bytes(s, l);
+    return KV_OK;
+}
+
 const struct kv_strategy_ops kv_strategy_sliding = {
     .name = "sliding",
     .description = "ring buffer of `window` slots, oldest evicted (flat memory)",
-    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES | KV_CAP_SHARES_STORAGE,
+    .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES | KV_CAP_SHARES_STORAGE |
+            KV_CAP_CROP | KV_CAP_FORK | KV_CAP_REORDER,
     .params = sliding_param_table,
     .n_params = 1,
     .params_size = sizeof(struct sliding_params),
@@ -231,4 +316,7 @@ const struct kv_strategy_ops kv_strategy_sliding = {
     .resident_bytes = sliding_resident_bytes,
     .copied_bytes = sliding_copied_bytes,
     .reset = sliding_reset,
+    .crop = sliding_crop,
+    .fork = sliding_fork,
+    .reorder = sliding_reorder,
 };

@@ -22,7 +22,11 @@
  *     histories and its attention equals that of a cache fed them afresh.
  * A strategy that forgets tokens (KV_CAP_EVICTS) may refuse a crop whose
  * tokens it no longer holds (KV_ERR_UNSUPPORTED, nothing changed), but must
- * take one while it has evicted nothing. Every operation is also run under
+ * take one while it has evicted nothing; a lossy one (KV_CAP_LOSSY) may
+ * refuse a crop back to a length whose tokens it held more exactly then
+ * than now (a quantized cache's residual flushed since), as the cropped
+ * cache would not equal never having appended. Every strategy declaring
+ * crop must take some of the crops, and a crop to 0 always. Every operation is also run under
  * allocation failure at every step: KV_ERR_NOMEM, the cache unchanged,
  * nothing leaked.
  */
@@ -337,20 +341,33 @@ static void same_attention(const struct kv_cache *a, const struct kv_cache *b, i
 }
 
 /* A fresh cache fed the rows' first len positions as one prefill (or token
- * by token for a strategy that evicts), its batch the history's. */
-static struct kv_cache *recompute(struct hist *h, const struct kv_strategy_ops *ops, int32_t len)
+ * by token for a strategy that evicts), its batch the history's. A lossy
+ * strategy's rounding depends on the update sizes (which tokens a
+ * quantized cache's residual flushes when), so with first > 0 it is fed as
+ * the cache under test was: positions [0, first) at once, then one by one. */
+static struct kv_cache *recompute_as(struct hist *h, const struct kv_strategy_ops *ops,
+                                     int32_t len, int32_t first)
 {
     struct conf c = h->c;
     c.batch = h->batch;
     struct kv_cache *r = NULL;
     ck_assert_int_eq(tcreate(&r, ops, &c), KV_OK);
-    if (kv_cache_has(r, KV_CAP_EVICTS)) {
+    if (first > 0 && kv_cache_has(r, KV_CAP_LOSSY) && !kv_cache_has(r, KV_CAP_EVICTS)) {
+        ck_assert_int_eq(feed(h, r, 0, first), KV_OK);
+        for (int32_t p = first; p < len; p++)
+            ck_assert_int_eq(feed(h, r, p, 1), KV_OK);
+    } else if (kv_cache_has(r, KV_CAP_EVICTS)) {
         for (int32_t p = 0; p < len; p++)
             ck_assert_int_eq(feed(h, r, p, 1), KV_OK);
     } else if (len > 0) {
         ck_assert_int_eq(feed(h, r, 0, len), KV_OK);
     }
     return r;
+}
+
+static struct kv_cache *recompute(struct hist *h, const struct kv_strategy_ops *ops, int32_t len)
+{
+    return recompute_as(h, ops, len, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -374,6 +391,7 @@ START_TEST(test_crop)
     }
     static const int32_t prompts[] = {1, 5, 13, 30};
     static const int32_t ks[] = {1, 2, 4, 9};
+    int accepted = 0; /* crops taken and checked against never appending */
     for (size_t pi = 0; pi < sizeof prompts / sizeof prompts[0]; pi++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
             for (int prefill = 0; prefill < 2; prefill++) {
@@ -400,12 +418,16 @@ START_TEST(test_crop)
                 ck_assert_int_eq(kv_cache_crop(c, -1), KV_ERR_INVALID);
                 enum kv_status st = kv_cache_crop(c, len);
                 if (st == KV_ERR_UNSUPPORTED) {
-                    /* only a cache that forgot tokens may refuse */
-                    ck_assert(kv_cache_has(c, KV_CAP_EVICTS));
-                    ck_assert_int_lt(held, len + k);
+                    /* only a cache that forgot tokens, or rounded tokens it
+                     * held exactly at len (a quantized cache's residual
+                     * flushed by the k), may refuse */
+                    ck_assert(kv_cache_has(c, KV_CAP_EVICTS) || kv_cache_has(c, KV_CAP_LOSSY));
+                    if (!kv_cache_has(c, KV_CAP_LOSSY))
+                        ck_assert_int_lt(held, len + k);
                     ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
                     expect(&h, c, len + k, "after a refused crop");
                 } else {
+                    accepted++;
                     ck_assert_int_eq(st, KV_OK);
                     memcpy(h.row, keep, sizeof keep);
                     expect(&h, c, len, "after the crop");
@@ -416,9 +438,18 @@ START_TEST(test_crop)
                     struct kv_cache *r = recompute(&h, ops, len + m);
                     same_attention(c, r, len + m, 9, "cropped vs never appended");
                     kv_cache_destroy(r);
-                    /* all the way down, and the cache starts over */
-                    ck_assert_int_eq(kv_cache_crop(c, (len + m) / 2), KV_OK);
-                    expect(&h, c, (len + m) / 2, "cropped to half");
+                    /* all the way down (a cache that evicted or rounded
+                     * since may refuse the half, never 0), and the cache
+                     * starts over */
+                    st = kv_cache_crop(c, (len + m) / 2);
+                    if (st == KV_ERR_UNSUPPORTED) {
+                        ck_assert(kv_cache_has(c, KV_CAP_EVICTS) ||
+                                  kv_cache_has(c, KV_CAP_LOSSY));
+                        expect(&h, c, len + m, "after a refused crop to half");
+                    } else {
+                        ck_assert_int_eq(st, KV_OK);
+                        expect(&h, c, (len + m) / 2, "cropped to half");
+                    }
                     ck_assert_int_eq(kv_cache_crop(c, 0), KV_OK);
                     expect(&h, c, 0, "cropped to 0");
                     ck_assert_int_eq(feed(&h, c, 0, 3), KV_OK);
@@ -427,6 +458,8 @@ START_TEST(test_crop)
                 kv_cache_destroy(c);
                 h_free(&h);
             }
+    /* a declared crop that is always refused is a stub */
+    ck_assert_msg(accepted > 0, "%s: no crop was ever taken", ops->name);
     ck_assert_int_eq(kv_alloc_live(), live0);
 }
 END_TEST
@@ -485,7 +518,7 @@ START_TEST(test_fork)
         for (int32_t p = len; p < len + more; p++)
             ck_assert_int_eq(feed(&h, d, p, 1), KV_OK);
         expect(&h, d, len + more, "the fork after growing");
-        struct kv_cache *r = recompute(&h, ops, len + more);
+        struct kv_cache *r = recompute_as(&h, ops, len + more, 17);
         same_attention(d, r, len + more, 5, "fork vs an independent run");
         kv_cache_destroy(r);
         if (c != NULL) {
@@ -567,7 +600,7 @@ START_TEST(test_reorder)
         ck_assert_uint_ge(kv_cache_copied_bytes(c), copied);
         h_reorder(&h, m->src, m->n, len);
         expect(&h, c, len, m->what);
-        struct kv_cache *r = recompute(&h, ops, len);
+        struct kv_cache *r = recompute_as(&h, ops, len, 11);
         same_attention(c, r, len, 3 + (uint64_t)i, m->what);
         kv_cache_destroy(r);
         for (int32_t p = len; p < len + step; p++) /* the copies diverge */
@@ -658,8 +691,12 @@ START_TEST(test_ops_alloc_failure)
             static const int32_t beams[3] = {2, 2, 0}, one[1] = {1};
             kv_alloc_fail_at(k, 0);
             enum kv_status st;
+            /* a crop the strategy refuses (back past tokens it has since
+             * evicted or rounded) is tested by test_crop; crop to 0 then */
+            const int32_t crop_to =
+                kv_cache_has(c, KV_CAP_EVICTS) || kv_cache_has(c, KV_CAP_LOSSY) ? 0 : 7;
             if (op == 0)
-                st = kv_cache_crop(c, 7);
+                st = kv_cache_crop(c, crop_to);
             else if (op == 1)
                 st = kv_cache_fork(&d, c);
             else if (op == 2)
@@ -672,7 +709,7 @@ START_TEST(test_ops_alloc_failure)
                 done = made < k; /* the failure was never reached */
                 if (op >= 2)
                     h_reorder(&h, op == 2 ? beams : one, op == 2 ? 3 : 1, 19);
-                expect(&h, d != NULL ? d : c, op == 0 ? 7 : 19, "after the operation");
+                expect(&h, d != NULL ? d : c, op == 0 ? crop_to : 19, "after the operation");
             } else {
                 ck_assert_int_eq(st, KV_ERR_NOMEM);
                 ck_assert_ptr_null(d);

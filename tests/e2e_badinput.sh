@@ -240,6 +240,7 @@ case_ generate-temperature-negative 2 "${G[@]}" --strategy paged --samples 2 --t
 case_ generate-two-modes 2 "${G[@]}" --strategy paged --beams 2 --samples 2
 case_ generate-draft-layers-all 2 "${G[@]}" --strategy paged --draft-layers 1
 case_ generate-draft-none 2 "${G[@]}" --strategy none --layers 2 --draft-layers 1
+case_ generate-draft-lossy 2 "${G[@]}" --strategy quantized --layers 2 --draft-layers 1
 case_ generate-draft-tokens-alone 2 "${G[@]}" --strategy paged --draft-tokens 3
 case_ generate-draft-tokens-zero 2 "${G[@]}" --strategy paged --layers 2 --draft-layers 1 \
     --draft-tokens 0
