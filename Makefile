@@ -143,7 +143,7 @@ BENCH_QUICK_CSV ?= out/bench-quick.csv
 BENCH_ARGS ?=
 # the reduced sweep of bench-quick: default model, shorter sequences
 BENCH_QUICK_ARGS ?= --max-seq 2048 --none-max 1024
-PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp plots/frontier.gp,$(sort $(wildcard plots/*.gp)))
+PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp plots/frontier.gp plots/sharing.gp,$(sort $(wildcard plots/*.gp)))
 # the memory-accuracy frontier (make frontier, part of make bench): every
 # configuration of FRONTIER_LIST at FRONTIER_BUDGETS (% of an f32 dynamic
 # cache of T tokens) and FRONTIER_SEQ_LENS, into FRONTIER_CSV, plot frontier.png
@@ -255,6 +255,41 @@ frontier-run: $(CLI)
 .PHONY: eviction-targets
 eviction-targets: $(CLI)
 	KVLAB=$(CLI) bash bench/eviction_targets.sh
+
+# The prefix-sharing sweep (issue 12): B = SHARING_BATCHES sequences sharing a
+# prompt of each of SHARING_PROMPTS tokens, SHARING_NEW tokens each, every
+# strategy of SHARING_STRATEGIES shared and unshared, into $(SHARING_CSV);
+# plot sharing.png (memory and step time per sequence vs B).
+SHARING_CSV ?= out/sharing.csv
+SHARING_STRATEGIES ?= paged-16,dynamic
+SHARING_BATCHES ?= 1,2,4,8
+SHARING_PROMPTS ?= 1024,4096
+SHARING_NEW ?= 128
+# extra options, e.g. SHARING_ARGS='--threads 2'
+SHARING_ARGS ?=
+.PHONY: sharing gen-targets
+sharing: $(CLI)
+	@mkdir -p $(dir $(SHARING_CSV)) $(PLOTS_DIR)
+	$(CLI) sharing --strategies $(SHARING_STRATEGIES) --batches $(SHARING_BATCHES) \
+	  --prompt-lens $(SHARING_PROMPTS) --new-tokens $(SHARING_NEW) --out $(SHARING_CSV) $(SHARING_ARGS)
+	gnuplot -e "csv='$(SHARING_CSV)'; outdir='$(PLOTS_DIR)'" plots/sharing.gp
+	@echo "sharing: results in $(SHARING_CSV), plot in $(PLOTS_DIR)/sharing.png"
+
+# The generation-mode targets (issue 12): beam search with GEN_BEAMS beams
+# over each of GEN_STRATEGIES against greedy decoding of as many sequences
+# from the same shared prompt, and self-speculative decoding against plain
+# greedy; a markdown table (bench/gen_targets.sh) into $(GEN_TARGETS_MD).
+GEN_STRATEGIES ?= paged-16 dynamic
+GEN_BEAMS ?= 4
+GEN_PROMPT ?= 1024
+GEN_NEW ?= 128
+GEN_DRAFT_LAYERS ?= 2
+GEN_TARGETS_MD ?= out/gen_targets.md
+gen-targets: $(CLI)
+	@mkdir -p $(dir $(GEN_TARGETS_MD))
+	KVLAB=$(CLI) STRATEGIES='$(GEN_STRATEGIES)' BEAMS=$(GEN_BEAMS) PROMPT=$(GEN_PROMPT) \
+	  NEW=$(GEN_NEW) DRAFT_LAYERS=$(GEN_DRAFT_LAYERS) bash bench/gen_targets.sh >$(GEN_TARGETS_MD).tmp && \
+	  mv $(GEN_TARGETS_MD).tmp $(GEN_TARGETS_MD) && cat $(GEN_TARGETS_MD)
 
 # A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into out/plots-quick/.
 bench-quick: deps

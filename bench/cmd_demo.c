@@ -39,6 +39,7 @@
 #include "cli_opts.h"
 #include "commands.h"
 #include "demo.h"
+#include "demo_ops.h"
 #include "termout.h"
 #include "tokenizer.h"
 
@@ -194,6 +195,8 @@ struct demo_opts {
     int color;      /* -1 auto */
     int32_t slots;  /* static capacity; 0: --max-len */
     int32_t width;  /* columns; 0: the terminal's, else COLUMNS, else 100 */
+    int shared;     /* --shared-prompt: demo_ops.c's walks */
+    int32_t beams, draft_layers, draft_tokens;
 };
 
 static void usage(FILE *f)
@@ -227,6 +230,13 @@ static void usage(FILE *f)
         "                    evicted slots (auto: on a terminal, unless NO_COLOR is set)\n"
         "  --width N         columns to fit (default: the terminal's width, else\n"
         "                    COLUMNS, else 100); long rows of keys are elided with '~'\n"
+        "  --shared-prompt   the --batch sequences share the prompt: prefilled once,\n"
+        "                    the cache's picture (a paged pool, block tables, reference\n"
+        "                    counts) after every step, copy-on-write as it happens\n"
+        "  --beams K         beam search (K <= 8): survivors, parents, the reorders\n"
+        "  --draft-layers L  speculative decoding with a draft of the first L layers:\n"
+        "                    drafts, verdicts and the rollback (crop) of every round;\n"
+        "                    --draft-tokens k drafts per round (default 3)\n"
         "Model options (--layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
         "--mlp --seed) and cache options (--window --bits --group --residual) as\n"
         "for 'kvlab generate'. Demo defaults: --dim 16 --hidden 32 --layers 2\n"
@@ -251,9 +261,15 @@ static int parse_own(struct demo_opts *o, int argc, char **argv, int *i)
         *i += 1;
         return 1;
     }
+    if (strcmp(a, "--shared-prompt") == 0) {
+        o->shared = 1;
+        *i += 1;
+        return 1;
+    }
     static const char *const with_val[] = {"--steps", "--prompt", "--prompt-tokens",
                                            "--compare", "--every", "--color", "--slots",
-                                           "--width"};
+                                           "--width", "--beams", "--draft-layers",
+                                           "--draft-tokens"};
     int k = -1;
     for (int j = 0; j < (int)(sizeof with_val / sizeof with_val[0]); j++)
         if (strcmp(a, with_val[j]) == 0)
@@ -285,6 +301,9 @@ static int parse_own(struct demo_opts *o, int argc, char **argv, int *i)
         }
         return 1;
     case 6: return kv_cli_i32(a, val, 1, 1 << 30, &o->slots) == 0 ? 1 : -1;
+    case 8: return kv_cli_i32(a, val, 1, 8, &o->beams) == 0 ? 1 : -1;
+    case 9: return kv_cli_i32(a, val, 1, 1 << 20, &o->draft_layers) == 0 ? 1 : -1;
+    case 10: return kv_cli_i32(a, val, 1, 64, &o->draft_tokens) == 0 ? 1 : -1;
     default:
         return kv_cli_i32(a, val, KV_TERM_MIN_WIDTH, KV_TERM_MAX_WIDTH, &o->width) == 0 ? 1 : -1;
     }
@@ -1192,6 +1211,58 @@ static int32_t prompt_ids(struct session *x, int32_t *ids, int32_t cap)
     return (int32_t)len;
 }
 
+/* The walks of the cache operations (demo_ops.c), after their own checks:
+ * one mode, the operation it needs by capability, nothing that only the
+ * step walk uses. Returns the exit status. */
+static int ops_walk(struct session *x, const struct kv_cli_strategy *st, const int32_t *ids,
+                    int32_t n)
+{
+    const struct demo_opts *o = x->o;
+    const char *mode = o->beams > 0 ? "--beams" : o->draft_layers > 0 ? "--draft-layers"
+                                                                      : "--shared-prompt";
+    if ((o->beams > 0) + (o->draft_layers > 0) + o->shared > 1 || o->compare != NULL ||
+        o->brief || o->every > 0 || o->show_time || o->slots > 0 ||
+        (o->draft_tokens > 0 && o->draft_layers == 0)) {
+        fprintf(stderr, "kvlab: demo: %s walks one strategy on its own: not with another of "
+                        "--shared-prompt/--beams/--draft-layers, --compare, --brief, --every, "
+                        "--time, --slots%s\n", mode,
+                o->draft_layers == 0 ? " or --draft-tokens" : "");
+        return 2;
+    }
+    if (o->beams > 0 && x->B > 1) {
+        fprintf(stderr, "kvlab: demo: --beams K is the batch: not with --batch\n");
+        return 2;
+    }
+    if (o->draft_layers > 0 && (x->B > 1 || o->draft_layers >= x->model->cfg.n_layers)) {
+        fprintf(stderr, "kvlab: demo: --draft-layers (%" PRId32 ") must be below the model's "
+                        "%" PRId32 " layers, with one sequence\n", o->draft_layers,
+                x->model->cfg.n_layers);
+        return 2;
+    }
+    const uint32_t caps = kv_strategy_caps(st->ops, &x->cc, st->params);
+    const uint32_t need = o->draft_layers > 0
+                              ? KV_CAP_KEEPS_HISTORY | KV_CAP_CROP | KV_CAP_CHUNKED_APPEND
+                              : KV_CAP_KEEPS_HISTORY | KV_CAP_REORDER;
+    if ((caps & need) != need || (o->draft_layers > 0 && (caps & (KV_CAP_LOSSY | KV_CAP_EVICTS)))) {
+        fprintf(stderr, "kvlab: demo: strategy '%s' does not support %s as %s needs\n",
+                st->ops->name, o->draft_layers > 0 ? "crop to any length" : "reorder", mode);
+        return 2;
+    }
+    const struct kv_demo_ops_req r = {
+        .m = x->model, .ops = st->ops, .params = st->params, .cc = x->cc, .prompt = ids,
+        .prompt_len = n, .steps = o->steps, .batch = o->beams > 0 ? o->beams : x->B,
+        .beams = o->beams, .draft_layers = o->draft_layers,
+        .draft_tokens = o->draft_tokens > 0 ? o->draft_tokens : 3, .seed = o->c.seed,
+        .byte_vocab = bytes_vocab(x), .width = x->width, .out = stdout};
+    const struct kv_model_config *c = &x->model->cfg;
+    kv_line_addf(&x->L, "model  %s: %" PRId32 " layers, %" PRId32 " heads (%" PRId32
+                 " kv heads) x head_dim %" PRId32 ", vocab %" PRId32,
+                 o->c.model_path ? o->c.model_path : "synthetic", c->n_layers, c->n_heads,
+                 c->n_kv_heads, c->dim / c->n_heads, c->vocab_size);
+    emit(x, 7);
+    return kv_demo_ops(&r); /* main checks that stdout took it (kv_cli_finish) */
+}
+
 int kv_cmd_demo(int argc, char **argv)
 {
     struct demo_opts o;
@@ -1321,6 +1392,11 @@ int kv_cmd_demo(int argc, char **argv)
     }
     x.vv = (struct vocab_view){x.tok, x.model->cfg.vocab_size};
 
+    /* the operation walks' default prompt leaves a partly filled block at
+     * block sizes 2, 4, 8 and 16 (9 tokens), so copy-on-write shows */
+    if ((o.shared || o.beams > 0 || o.draft_layers > 0) && o.prompt == NULL &&
+        o.prompt_tokens == NULL)
+        o.prompt = "shared KV";
     int32_t ids[DEMO_MAX_PROMPT];
     int32_t n = prompt_ids(&x, ids, DEMO_MAX_PROMPT);
     if (n < 1) {
@@ -1382,6 +1458,17 @@ int kv_cmd_demo(int argc, char **argv)
             session_free(&x);
             return crc;
         }
+    }
+
+    if (o.shared || o.beams > 0 || o.draft_layers > 0) {
+        int orc = ops_walk(&x, &sa, ids, n);
+        session_free(&x);
+        return orc;
+    }
+    if (o.draft_tokens > 0) {
+        fprintf(stderr, "kvlab: demo: --draft-tokens has no effect without --draft-layers\n");
+        session_free(&x);
+        return 2;
     }
 
     /* the hidden reference: a strategy that keeps no history, as walk() picks */

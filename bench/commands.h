@@ -10,6 +10,7 @@
 int kv_cmd_strategies(int argc, char **argv); /* cmd_generate.c */
 int kv_cmd_generate(int argc, char **argv);   /* cmd_generate.c */
 int kv_cmd_sweep(int argc, char **argv);      /* cmd_sweep.c */
+int kv_cmd_sharing(int argc, char **argv);    /* cmd_sharing.c */
 int kv_cmd_demo(int argc, char **argv);       /* cmd_demo.c */
 int kv_cmd_compare(int argc, char **argv);    /* cmd_compare.c */
 int kv_cmd_merge(int argc, char **argv);      /* cmd_merge.c */

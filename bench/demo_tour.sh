@@ -206,6 +206,20 @@ run demo --strategy hybrid --layers-pattern 'sinks:2:4+h2o:2:2' --steps 9 --ever
 say "A hybrid gives each layer its own cache (Gemma's local and global layers):" \
     "layer 0 evicts like sinks, layer 1 like h2o, each shown on its own line."
 
+part "9. Serving many sequences: shared prompts, beams, speculation"
+run demo --strategy paged --block-size 4 --batch 3 --shared-prompt --steps 2
+say "The prompt is prefilled once; the 3 sequences share its blocks (x3 is the" \
+    "reference count). The first token each sequence appends lands in the shared," \
+    "partly filled last block, so all but the last writer copy it first" \
+    "(copy-on-write); full blocks stay shared for good."
+run demo --strategy paged --block-size 4 --beams 2 --steps 2
+say "Beam search keeps the 2 best continuations; the cache is reordered so each beam" \
+    "continues its parent. In a paged cache that moves block-table entries, not rows."
+run demo --strategy paged --draft-layers 1 --steps 4
+say "Speculation: the first layer alone drafts tokens cheaply, the full model checks" \
+    "them in one call, and the cache is cropped back to what was accepted. The" \
+    "tokens are always the greedy ones; a better draft only makes it faster."
+
 part "done"
 say "Try: kvlab demo --help, kvlab demo --strategy sliding --window 3 --batch 2" \
     "(left padding shows up as 0s in the mask rows), or your own checkpoint with" \

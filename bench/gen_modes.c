@@ -158,6 +158,14 @@ enum kv_status kv_generate_beams(const struct kv_model *m, struct kv_cache *cach
                                  const struct kv_gen_params *gp, int32_t *out_tokens,
                                  double *scores, kv_gen_step_fn on_step, void *user)
 {
+    return kv_generate_beams_ex(m, cache, gp, out_tokens, scores, on_step, NULL, user);
+}
+
+enum kv_status kv_generate_beams_ex(const struct kv_model *m, struct kv_cache *cache,
+                                    const struct kv_gen_params *gp, int32_t *out_tokens,
+                                    double *scores, kv_gen_step_fn on_step, kv_beam_fn on_beams,
+                                    void *user)
+{
     if (m == NULL || cache == NULL || gp == NULL || out_tokens == NULL || scores == NULL ||
         gp->prompt == NULL || gp->batch < 1 || gp->prompt_len < 1 || gp->new_tokens < 1 ||
         gp->batch != cache->cfg.batch || gp->pad != NULL || gp->window != 0)
@@ -221,6 +229,8 @@ enum kv_status kv_generate_beams(const struct kv_model *m, struct kv_cache *cach
             goto done;
         if (on_step != NULL)
             on_step(user, step, logits, next, &st, ns);
+        if (on_beams != NULL)
+            on_beams(user, step, parent, hist, N, score, cache);
     }
     /* length-normalised: every beam has N tokens (no end token) */
     for (int32_t j = 0; j < K; j++)
@@ -246,6 +256,16 @@ enum kv_status kv_generate_speculative(const struct kv_model *m, struct kv_cache
                                        const struct kv_gen_params *gp, int32_t draft_layers,
                                        int32_t draft_tokens, int32_t *out_tokens,
                                        struct kv_spec_stats *spec)
+{
+    return kv_generate_speculative_ex(m, cache, gp, draft_layers, draft_tokens, out_tokens, spec,
+                                      NULL, NULL);
+}
+
+enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_cache *cache,
+                                          const struct kv_gen_params *gp, int32_t draft_layers,
+                                          int32_t draft_tokens, int32_t *out_tokens,
+                                          struct kv_spec_stats *spec, kv_spec_fn on_round,
+                                          void *user)
 {
     if (m == NULL || cache == NULL || gp == NULL || out_tokens == NULL || gp->prompt == NULL ||
         gp->batch < 1 || gp->prompt_len < 1 || gp->new_tokens < 1 ||
@@ -347,7 +367,15 @@ enum kv_status kv_generate_speculative(const struct kv_model *m, struct kv_cache
             row[a] = tgt[(size_t)b * (KD + 1) + a];
         }
         have += a + 1;
+        const int32_t held = kv_cache_seq_len(cache, 0);
         pos += a + 1;
+        if (on_round != NULL) {
+            const struct kv_spec_round rd = {.round = (int32_t)sp.rounds, .pos = pos - a - 1,
+                                             .k = k, .accepted = a, .drafts = d,
+                                             .targets = tgt, .stride = KD + 1,
+                                             .held = held, .kept = pos};
+            on_round(user, &rd);
+        }
         /* roll both caches back to the kept tokens (the current one unfed) */
         if ((s = kv_cache_crop(cache, pos)) != KV_OK ||
             (s = kv_cache_crop(dc, pos < kv_cache_seq_len(dc, 0) ? pos

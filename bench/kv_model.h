@@ -226,6 +226,16 @@ enum kv_status kv_generate_beams(const struct kv_model *m, struct kv_cache *cach
                                  const struct kv_gen_params *gp, int32_t *out_tokens,
                                  double *scores, kv_gen_step_fn on_step, void *user);
 
+/* kv_generate_beams with an observer of each step after the cache's
+ * reorder: parent[j] the beam that beam j continues, hist (K, stride) every
+ * beam's tokens so far (step + 1 of them), score[j] its summed log-prob. */
+typedef void (*kv_beam_fn)(void *user, int32_t step, const int32_t *parent, const int32_t *hist,
+                           int32_t stride, const double *score, const struct kv_cache *cache);
+enum kv_status kv_generate_beams_ex(const struct kv_model *m, struct kv_cache *cache,
+                                    const struct kv_gen_params *gp, int32_t *out_tokens,
+                                    double *scores, kv_gen_step_fn on_step, kv_beam_fn on_beams,
+                                    void *user);
+
 /* What a speculative run did: draft tokens proposed and kept (summed over
  * the batch; a batch keeps its shortest accepted run), the drafts each
  * sequence alone would have kept, and verification rounds. */
@@ -247,5 +257,22 @@ enum kv_status kv_generate_speculative(const struct kv_model *m, struct kv_cache
                                        const struct kv_gen_params *gp, int32_t draft_layers,
                                        int32_t draft_tokens, int32_t *out_tokens,
                                        struct kv_spec_stats *spec);
+
+/* One verification round, for an observer: the k drafts of sequence b are
+ * drafts[b * stride + 1 .. k] (drafts[b * stride] the current token), the
+ * full model's tokens after each targets[b * stride + 0 .. k]; `accepted`
+ * drafts kept by the batch; the cache held `held` tokens after verifying
+ * and is cropped to `kept` right after the call. */
+struct kv_spec_round {
+    int32_t round, pos, k, accepted;
+    const int32_t *drafts, *targets;
+    int32_t stride, held, kept;
+};
+typedef void (*kv_spec_fn)(void *user, const struct kv_spec_round *rd);
+enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_cache *cache,
+                                          const struct kv_gen_params *gp, int32_t draft_layers,
+                                          int32_t draft_tokens, int32_t *out_tokens,
+                                          struct kv_spec_stats *spec, kv_spec_fn on_round,
+                                          void *user);
 
 #endif /* KV_MODEL_H */

@@ -19,6 +19,7 @@ static const struct command commands[] = {
     {"strategies", kv_cmd_strategies, "list the registered cache strategies"},
     {"generate", kv_cmd_generate, "run one generation and print tokens and a timing summary"},
     {"sweep", kv_cmd_sweep, "measure every strategy over sequence lengths, write CSV"},
+    {"sharing", kv_cmd_sharing, "memory and step time of B sequences sharing one prompt, write CSV"},
     {"demo", kv_cmd_demo, "walk a tiny model step by step and show what the cache holds"},
     {"compare", kv_cmd_compare, "compare two sweep CSVs and flag regressions"},
     {"merge", kv_cmd_merge, "join the shard CSVs of a sweep (sweep --shard I/N) into one"},

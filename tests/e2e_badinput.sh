@@ -144,12 +144,14 @@ case_ main-dash 2 --frobnicate
 case_ strategies-unknown-opt 2 strategies --bogus
 case_ strategies-extra-arg 2 strategies dynamic
 
-# ---- options shared by generate, sweep, demo, export-synthetic ------------
+# ---- options shared by generate, sweep, demo, export-synthetic, sharing ---
 # (each subcommand parses them through bench/cli_opts.c; tried on each)
-for cmd in generate sweep demo export-synthetic; do
+for cmd in generate sweep demo export-synthetic sharing; do
     extra=()
     case $cmd in
     generate) extra=(--strategy dynamic --new-tokens 2 --prompt-len 4) ;;
+    sharing) extra=(--strategies dynamic --batches 1 --prompt-lens 4 --new-tokens 2 --quiet
+        --out "$tmp/sh.csv") ;;
     sweep) extra=(--seq-lens 16 --reps 1 --warmup 0 --no-roofline --quiet --out "$tmp/s.csv") ;;
     demo) extra=(--steps 1) ;;
     export-synthetic) extra=(--out "$tmp/e.bin") ;;

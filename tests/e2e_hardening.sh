@@ -357,7 +357,7 @@ echo "class 10: messages"
 # a newline in any option's value stays inside the one line: every option
 # of every command, read from its --help (an unknown option after it stops
 # a value that is accepted, such as a file name, before any run)
-for cmd in generate sweep demo kernel roofline compare merge export-synthetic; do
+for cmd in generate sweep demo kernel roofline compare merge export-synthetic sharing; do
     opts=$("$KVLAB" "$cmd" --help | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
     for opt in $opts; do
         [ "$opt" = --help ] && continue
