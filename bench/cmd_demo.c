@@ -1229,6 +1229,11 @@ static int ops_walk(struct session *x, const struct kv_cli_strategy *st, const i
                 o->draft_layers == 0 ? " or --draft-tokens" : "");
         return 2;
     }
+    if (o->beams > x->model->cfg.vocab_size) {
+        fprintf(stderr, "kvlab: demo: --beams (%" PRId32 ") exceeds the vocabulary (%" PRId32
+                        ")\n", o->beams, x->model->cfg.vocab_size);
+        return 2;
+    }
     if (o->beams > 0 && x->B > 1) {
         fprintf(stderr, "kvlab: demo: --beams K is the batch: not with --batch\n");
         return 2;

@@ -95,6 +95,9 @@ struct paged_state {
     size_t row_bytes;          /* one f32 row of one kv head */
     size_t half;               /* K (or V) of one block: heads * block * row */
     struct paged_layer *layers; /* (n_layers) */
+    struct paged_layer *alt;   /* (n_layers) spare tables of cap_batch sequences that a
+                                  reorder fills and swaps in (beam steps allocate
+                                  nothing), made by the first reorder; or NULL */
     /* the pool */
     char **chunks;             /* (cap_chunks) storage, never moved */
     int32_t n_chunks, cap_chunks;
@@ -178,6 +181,9 @@ static void paged_free(void *state)
     struct paged_state *s = state;
     if (s->layers != NULL)
         paged_free_tables(s->layers, s->cfg.n_layers);
+    if (s->alt != NULL)
+        paged_free_tables(s->alt, s->cfg.n_layers);
+    kv_free(s->alt);
     paged_free_pool(s);
     kv_free(s->layers);
     kv_free(s->chunks);
@@ -639,33 +645,48 @@ static enum kv_status paged_fork(void *dst, const void *src)
 
 /*
  * Sequence b <- sequence src[b] for b < n: table entries copied and
- * references counted, no row moves. New tables (and room in the per-block
- * arrays when the batch grows) are allocated first, so KV_ERR_NOMEM leaves
- * the cache as it was.
+ * references counted, no row moves. The new tables are the spare set
+ * (s->alt, cleared) when the batch fits the tables' room, swapped in after,
+ * so a beam step allocates nothing; otherwise (the first reorder, or a
+ * batch past the room) new tables, and room in the per-block arrays, are
+ * allocated first, so KV_ERR_NOMEM leaves the cache as it was.
  */
 static enum kv_status paged_reorder(void *state, const int32_t *src, int32_t n)
 {
     struct paged_state *s = state;
-    int32_t entries;
-    if (paged_entries(s, n > s->cap_batch ? n : s->cap_batch, &entries) != KV_OK)
-        return KV_ERR_OVERFLOW;
+    const int32_t L_n = s->cfg.n_layers;
     const int32_t cap = n > s->cap_batch ? n : s->cap_batch;
-    struct paged_layer *tab = kv_alloc((size_t)s->cfg.n_layers * sizeof *tab);
-    if (tab == NULL)
-        return KV_ERR_NOMEM;
-    enum kv_status st = paged_alloc_tables(s, cap, tab);
-    if (st == KV_OK) {
-        const int32_t want = s->max_blocks > 0 && s->max_blocks < entries ? s->max_blocks : entries;
-        st = paged_grow_ids(s, want);
-        if (st != KV_OK)
-            paged_free_tables(tab, s->cfg.n_layers);
-    }
-    if (st != KV_OK) {
-        kv_free(tab);
-        return st;
+    const int reuse = cap == s->cap_batch; /* the old tables become the spare set */
+    struct paged_layer *tab = reuse ? s->alt : NULL;
+    if (tab != NULL) {
+        const size_t e = (size_t)cap * (size_t)s->stride;
+        for (int32_t l = 0; l < L_n; l++)
+            for (size_t i = 0; i < e; i++) {
+                tab[l].ids[i] = -1;
+                tab[l].kp[i] = tab[l].vp[i] = NULL;
+            }
+    } else {
+        int32_t entries;
+        if (paged_entries(s, cap, &entries) != KV_OK)
+            return KV_ERR_OVERFLOW;
+        tab = kv_alloc((size_t)L_n * sizeof *tab);
+        if (tab == NULL)
+            return KV_ERR_NOMEM;
+        enum kv_status st = paged_alloc_tables(s, cap, tab);
+        if (st == KV_OK) {
+            const int32_t want =
+                s->max_blocks > 0 && s->max_blocks < entries ? s->max_blocks : entries;
+            st = paged_grow_ids(s, want);
+            if (st != KV_OK)
+                paged_free_tables(tab, L_n);
+        }
+        if (st != KV_OK) {
+            kv_free(tab);
+            return st;
+        }
     }
     const int32_t B = s->block;
-    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+    for (int32_t l = 0; l < L_n; l++) {
         struct paged_layer *L = &s->layers[l];
         const int32_t have = (L->len + B - 1) / B;
         for (int32_t b = 0; b < n; b++) /* the new references first */
@@ -679,9 +700,23 @@ static enum kv_status paged_reorder(void *state, const int32_t *src, int32_t n)
                 pool_unref(s, L->ids[(size_t)b * s->stride + (size_t)i]);
         tab[l].len = L->len;
     }
-    paged_free_tables(s->layers, s->cfg.n_layers);
-    memcpy(s->layers, tab, (size_t)s->cfg.n_layers * sizeof *tab);
-    kv_free(tab);
+    if (reuse) {
+        for (int32_t l = 0; l < L_n; l++) { /* swap: the old tables are the spare set */
+            const struct paged_layer old = s->layers[l];
+            s->layers[l] = tab[l];
+            tab[l] = old;
+        }
+        s->alt = tab;
+    } else {
+        paged_free_tables(s->layers, L_n);
+        memcpy(s->layers, tab, (size_t)L_n * sizeof *tab);
+        kv_free(tab);
+        if (s->alt != NULL) { /* sized for the old room */
+            paged_free_tables(s->alt, L_n);
+            kv_free(s->alt);
+            s->alt = NULL;
+        }
+    }
     s->cap_batch = cap;
     s->cfg.batch = n;
     return KV_OK;

@@ -164,6 +164,45 @@ START_TEST(test_shared_paged_bytes)
 }
 END_TEST
 
+/* A beam step over a paged cache allocates nothing: after the first
+ * reorder (which makes the spare tables) a reorder swaps tables, and a
+ * decode step only takes blocks from the pool's free list. */
+START_TEST(test_paged_beam_steps_allocate_nothing)
+{
+    const struct kv_model_config mc = small_cfg(2);
+    struct kv_model *m = make_model(&mc, 3);
+    enum { K = 4 };
+    int32_t prompt[P];
+    make_prompt(prompt, P, mc.vocab_size, 8);
+    struct kv_cache *c = make_cache(kv_strategy_find("paged"), m, K);
+    float *logits = malloc((size_t)K * mc.vocab_size * sizeof *logits);
+    struct kv_runner *r = NULL;
+    ck_assert_ptr_nonnull(logits);
+    ck_assert_int_eq(kv_runner_create(&r, m, K, 1, 1), KV_OK);
+    ck_assert_int_eq(kv_prefill_shared(m, c, prompt, P, K, 1, logits, NULL), KV_OK);
+    static const int32_t maps[3][K] = {{0, 0, 1, 1}, {3, 2, 1, 0}, {2, 2, 2, 0}};
+    int32_t tok[K] = {1, 2, 3, 4};
+    /* a warm-up run of the same steps grows the pool (a chunk allocation
+     * is how a pool grows) and makes the spare tables; crop gives its
+     * blocks back to the free list */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            kv_alloc_fail_at(0, 0); /* restarts the count */
+        for (int32_t step = 0; step < 6; step++) {
+            ck_assert_int_eq(kv_forward(r, m, c, tok, 1, P + step, NULL, logits, NULL), KV_OK);
+            ck_assert_int_eq(kv_cache_reorder(c, maps[step % 3], K), KV_OK);
+        }
+        if (pass == 1)
+            ck_assert_int_eq(kv_alloc_count(), 0); /* 6 beam steps, no allocation */
+        ck_assert_int_eq(kv_cache_crop(c, P), KV_OK);
+    }
+    kv_runner_destroy(r);
+    free(logits);
+    kv_cache_destroy(c);
+    kv_model_destroy(m);
+}
+END_TEST
+
 /* Every mode refuses a cache without the operation it needs. */
 START_TEST(test_shared_refused_without_reorder)
 {
@@ -459,6 +498,7 @@ static Suite *gen_modes_suite(void)
     tcase_add_test(tc, test_shared_equals_unshared);
     tcase_add_test(tc, test_shared_paged_bytes);
     tcase_add_test(tc, test_shared_refused_without_reorder);
+    tcase_add_test(tc, test_paged_beam_steps_allocate_nothing);
     tcase_add_test(tc, test_beams_equal_recompute);
     tcase_add_test(tc, test_samples_equal_independent);
     tcase_add_test(tc, test_speculative_equals_greedy);
