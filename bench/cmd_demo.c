@@ -1401,7 +1401,7 @@ int kv_cmd_demo(int argc, char **argv)
      * block sizes 2, 4, 8 and 16 (9 tokens), so copy-on-write shows */
     if ((o.shared || o.beams > 0 || o.draft_layers > 0) && o.prompt == NULL &&
         o.prompt_tokens == NULL)
-        o.prompt = "shared KV";
+        x.o->prompt = "shared KV";
     int32_t ids[DEMO_MAX_PROMPT];
     int32_t n = prompt_ids(&x, ids, DEMO_MAX_PROMPT);
     if (n < 1) {

@@ -120,7 +120,8 @@ static void log_softmax(double *lp, const float *x, int32_t n)
     double sum = 0.0;
     for (int32_t i = 0; i < n; i++)
         sum += exp((double)x[i] - mx);
-    const double lse = mx + log(sum);
+    /* sum >= 1: the maximum's own term is exp(0) */
+    const double lse = mx + log(sum > 1.0 ? sum : 1.0);
     for (int32_t i = 0; i < n; i++)
         lp[i] = (double)x[i] - lse;
 }
@@ -370,11 +371,11 @@ enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_ca
         const int32_t held = kv_cache_seq_len(cache, 0);
         pos += a + 1;
         if (on_round != NULL) {
-            const struct kv_spec_round rd = {.round = (int32_t)sp.rounds, .pos = pos - a - 1,
+            const struct kv_spec_round info = {.round = (int32_t)sp.rounds, .pos = pos - a - 1,
                                              .k = k, .accepted = a, .drafts = d,
                                              .targets = tgt, .stride = KD + 1,
                                              .held = held, .kept = pos};
-            on_round(user, &rd);
+            on_round(user, &info);
         }
         /* roll both caches back to the kept tokens (the current one unfed) */
         if ((s = kv_cache_crop(cache, pos)) != KV_OK ||
