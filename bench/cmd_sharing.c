@@ -270,7 +270,7 @@ int kv_cmd_sharing(int argc, char **argv)
     tok_b = kv_alloc((size_t)max_b * (size_t)o.new_tokens * sizeof *tok_b);
     steps = kv_alloc((size_t)o.new_tokens * sizeof *steps);
     if (prompt == NULL || tok_a == NULL || tok_b == NULL || steps == NULL ||
-        (s = kv_csv_writer_create(&w)) != KV_OK) {
+        kv_csv_writer_create(&w) != KV_OK) {
         fprintf(stderr, "kvlab: sharing: %s\n", kv_status_str(KV_ERR_NOMEM));
         goto out;
     }

@@ -482,6 +482,7 @@ static enum kv_status quant_crop(void *state, int32_t len)
 static void quant_seq_rows(void *dst, int32_t dcap, int32_t db, const void *src, int32_t scap,
                            int32_t sb, int32_t n, size_t row, int32_t heads)
 {
+    KV_ASSERT(dst != NULL && src != NULL); /* a store holding rows is allocated */
     for (int32_t h = 0; h < heads; h++)
         memcpy((char *)dst + (((size_t)db * heads + h) * (size_t)dcap) * row,
                (const char *)src + (((size_t)sb * heads + h) * (size_t)scap) * row,
