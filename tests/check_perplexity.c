@@ -85,12 +85,6 @@ static double reference_loss(const struct kv_model *m, const int32_t *ids, int32
     return kv_ppl_nll(logits, 256, ids[t + 1]);
 }
 
-static double reference_loss(const struct kv_model *m, const int32_t *ids, int32_t first,
-                             int32_t t, int32_t window)
-{
-    return reference_loss_sinks(m, ids, first, t, window, 0);
-}
-
 /* ------------------------------------------------------------------------ */
 
 START_TEST(test_nll)

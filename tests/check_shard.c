@@ -464,7 +464,6 @@ static Suite *shard_suite(void)
 {
     Suite *s = suite_create("shard");
     TCase *parse = tcase_create("parse");
-    tcase_add_test(parse, shard_spec_limit);
     tcase_add_loop_test(parse, shard_spec_parsing, 0,
                         (int)(sizeof spec_cases / sizeof spec_cases[0]));
     tcase_add_test(parse, shard_spec_limit);
