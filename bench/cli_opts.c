@@ -221,9 +221,9 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
     if (pf != NULL && pf->param->type == KV_PARAM_TEXT) { /* checked by the strategy */
         pf->text = val;
         pf->given = 1;
-    } else if (pf != NULL) { /* a strategy parameter: its table's range */
+    } else if (pf != NULL) { /* a strategy parameter: its table's range, or a choice's name */
         int64_t v;
-        if (parse_i64(val, &v) != 0 || !kv_param_accepts(pf->param, v)) {
+        if (kv_param_parse_value(pf->param, val, &v) != KV_OK) {
             char range[128];
             kv_param_range_str(pf->param, range, sizeof range);
             fprintf(stderr, "kvlab: %s expects %s, got '%s'\n", name, range, kv_cli_q(val));
@@ -307,8 +307,10 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
             if (kv_params_set(ops, out->params, p->name, c->flags[i].value) != KV_OK) {
                 char range[128];
                 kv_param_range_str(p, range, sizeof range);
-                fprintf(stderr, "kvlab: %s expects %s for %s, got %" PRId64 "\n", p->flag,
-                        range, ops->name, c->flags[i].value);
+                char got[64];
+                kv_param_value_str(p, c->flags[i].value, got, sizeof got);
+                fprintf(stderr, "kvlab: %s expects %s for %s, got %s\n", p->flag, range,
+                        ops->name, got);
                 return -1;
             }
         }
@@ -401,10 +403,13 @@ void kv_cli_print_param_help(FILE *f)
                     break;
                 }
         }
-        if (p->type == KV_PARAM_TEXT)
+        if (p->type == KV_PARAM_TEXT) {
             fprintf(f, "  %-14s %s (%s; default %s)\n", p->flag, p->help, users, p->def_text);
-        else
-            fprintf(f, "  %-14s %s (%s; default %d)\n", p->flag, p->help, users, p->def);
+        } else {
+            char def[64];
+            kv_param_value_str(p, p->def, def, sizeof def);
+            fprintf(f, "  %-14s %s (%s; default %s)\n", p->flag, p->help, users, def);
+        }
     }
 }
 

@@ -66,10 +66,12 @@ int kv_cmd_strategies(int argc, char **argv)
             printf("  [");
             for (int32_t k = 0; k < ops->n_params; k++) {
                 const struct kv_param *p = &ops->params[k];
+                char def[64];
                 if (p->type == KV_PARAM_TEXT)
-                    printf("%s%s %s", k ? " " : "", p->flag, p->def_text);
+                    snprintf(def, sizeof def, "%s", p->def_text);
                 else
-                    printf("%s%s %d", k ? " " : "", p->flag, p->def);
+                    kv_param_value_str(p, p->def, def, sizeof def);
+                printf("%s%s %s", k ? " " : "", p->flag, def);
             }
             for (int32_t k = 0; k < ops->n_presets; k++)
                 printf("%s%s", k ? " " : ops->n_params ? "; presets " : "presets ",
@@ -88,12 +90,14 @@ int kv_cmd_strategies(int argc, char **argv)
             const struct kv_param *p = &ops->params[k];
             char range[128];
             kv_param_range_str(p, range, sizeof range);
+            char def[64];
             if (p->type == KV_PARAM_TEXT)
-                printf("%-16s %s TEXT  %s; %s, default %s%s\n", "", p->flag, p->help, range,
-                       p->def_text, p->scales_memory ? "; sizes the cache" : "");
+                snprintf(def, sizeof def, "%s", p->def_text);
             else
-                printf("%-16s %s N  %s; %s, default %d%s\n", "", p->flag, p->help, range,
-                       p->def, p->scales_memory ? "; sizes the cache" : "");
+                kv_param_value_str(p, p->def, def, sizeof def);
+            printf("%-16s %s %s  %s; %s, default %s%s\n", "", p->flag,
+                   p->type == KV_PARAM_TEXT ? "TEXT" : p->names ? "NAME" : "N", p->help, range,
+                   def, p->scales_memory ? "; sizes the cache" : "");
         }
         for (int32_t k = 0; k < ops->n_presets; k++)
             printf("%-16s preset %s = %s\n", "", ops->presets[k].name, ops->presets[k].params);

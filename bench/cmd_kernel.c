@@ -28,9 +28,13 @@
  * `limit=` naming the one that matches the mode).
  *
  *   kvlab kernel --seq-len T[,T...] --heads H --kv-heads HKV --head-dim D
- *                --dtype f32|int8|int4[,...] [--queries N] [--reps R]
- *                [--threads N] [--group G] [--hot] [--cold-bytes B]
- *                [--no-ref] [--roofline] [--csv]
+ *                --dtype f32|f16|bf16|int8|int4|int2[,...] [--queries N] [--reps R]
+ *                [--threads N] [--group G] [--layout token|kivi] [--hot]
+ *                [--cold-bytes B] [--no-ref] [--roofline] [--csv]
+ *
+ * --layout kivi lays the quantized keys out as the quantized strategy's
+ * KIVI layout does: per channel, one (scale, min) per element of head_dim
+ * over each block of --group tokens; values stay per token.
  */
 #include <cblas.h>
 #include <errno.h>
@@ -54,6 +58,8 @@
 #include "sysinfo.h"
 
 #define KERNEL_MAX_LIST 32
+/* The dtypes --dtype takes (every kv_type_traits name), for --help. */
+#define KERNEL_DTYPES_BAR "f32|f16|bf16|int8|int4|int2"
 
 struct kernel_opts {
     int32_t seq_len[KERNEL_MAX_LIST];
@@ -64,6 +70,7 @@ struct kernel_opts {
     int no_ref, csv, roofline;
     enum kv_ktime_mode mode;
     size_t cold_bytes; /* cold: the copies together exceed this (default 2 x L3) */
+    int kivi; /* --layout kivi: quantized keys per channel over blocks of --group tokens */
 };
 
 struct kernel_result {
@@ -77,13 +84,16 @@ static void kernel_usage(FILE *f)
 {
     fprintf(f,
             "usage: kvlab kernel --seq-len T[,T...] --heads H --kv-heads HKV --head-dim D\n"
-            "                    --dtype f32|int8|int4[,...] [--queries N] [--reps R]\n"
-            "                    [--threads N] [--group G] [--hot] [--cold-bytes B]\n"
-            "                    [--no-ref] [--roofline] [--csv]\n"
+            "                    --dtype " KERNEL_DTYPES_BAR "[,...] [--queries N] [--reps R]\n"
+            "                    [--threads N] [--group G] [--layout token|kivi] [--hot]\n"
+            "                    [--cold-bytes B] [--no-ref] [--roofline] [--csv]\n"
             "Times one attention call over a filled cache (decode when N = 1, causal\n"
             "prefill of the last N positions otherwise) and the scalar reference.\n"
             "Cold by default: the calls rotate over copies of the cache that together\n"
             "exceed B bytes (default 2 x the L3), so K/V come from DRAM.\n"
+            "  --layout    quantized dtypes: token (every row its own groups, default) or\n"
+            "              kivi (keys per channel over blocks of --group tokens, values per\n"
+            "              token; '# layout=kivi' in the metadata)\n"
             "  --hot       one cache, reused by every call (it stays in the L3)\n"
             "  --cold-bytes B  the total the cold copies exceed (default 2 x L3)\n"
             "  --no-ref    skip the scalar reference (its time and the error check)\n"
@@ -94,6 +104,18 @@ static void kernel_usage(FILE *f)
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
+
+/* "f32, int8, int4, f16, bf16 or int2": every dtype's name, for messages. */
+static const char *dtype_names(char *buf, size_t n)
+{
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < KV_DTYPE_COUNT && w < n; t++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%s",
+                              t == 0 ? "" : t + 1 == KV_DTYPE_COUNT ? " or " : ", ",
+                              kv_type_traits[t].name);
+    return buf;
+}
 
 /* "f32,int8": names of kv_type_traits, like kv_cli_int_list: a bad item and
  * a list longer than KERNEL_MAX_LIST get their own message. */
@@ -109,8 +131,9 @@ static int parse_dtypes(struct kernel_opts *o, const char *s)
                 strncmp(p, kv_type_traits[t].name, len) == 0)
                 found = t;
         if (found < 0) {
-            fprintf(stderr, "kvlab: --dtype expects f32, int8 or int4 (comma list), got '%s'\n",
-                    kv_cli_q(s));
+            char names[128];
+            fprintf(stderr, "kvlab: --dtype expects %s (comma list), got '%s'\n",
+                    dtype_names(names, sizeof names), kv_cli_q(s));
             return -1;
         }
         if (o->n_dtype == KERNEL_MAX_LIST) {
@@ -165,7 +188,7 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
         }
         static const char *const valued[] = {"--seq-len", "--dtype", "--heads", "--kv-heads",
                                              "--head-dim", "--queries", "--reps", "--threads",
-                                             "--cold-bytes", "--group"};
+                                             "--cold-bytes", "--layout", "--group"};
         int known = 0;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
@@ -196,6 +219,15 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
             rc = kv_cli_i32(a, v, 1, 1000000, &o->reps);
         } else if (strcmp(a, "--threads") == 0) {
             rc = kv_cli_i32(a, v, 1, 1024, &o->threads);
+        } else if (strcmp(a, "--layout") == 0) {
+            rc = 0;
+            if (strcmp(v, "token") == 0 || strcmp(v, "kivi") == 0) {
+                o->kivi = strcmp(v, "kivi") == 0;
+            } else {
+                fprintf(stderr, "kvlab: --layout expects token or kivi, got '%s'\n",
+                        kv_cli_q(v));
+                rc = -1;
+            }
         } else if (strcmp(a, "--cold-bytes") == 0) {
             int64_t cb = 0;
             rc = kv_cli_int(a, v, 1, (int64_t)1 << 40, &cb);
@@ -211,6 +243,12 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
         return -1;
     }
     for (int k = 0; k < o->n_dtype; k++) {
+        if (o->kivi && kv_type_traits[o->dtype[k]].has_qparams &&
+            kv_quant_check(o->dtype[k], o->head_dim, o->head_dim) != KV_OK) {
+            fprintf(stderr, "kvlab: --layout kivi: --head-dim %d is not a whole number of %s "
+                            "blocks\n", o->head_dim, kv_type_traits[o->dtype[k]].name);
+            return -1;
+        }
         if (kv_quant_check(o->dtype[k], o->head_dim, o->group) != KV_OK) {
             fprintf(stderr, "kvlab: --group %d must divide --head-dim %d (and be even for int4)\n",
                     o->group, o->head_dim);
@@ -226,7 +264,7 @@ static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
         /* the cache (K and V, codes and qparams) and q, out, ref must fit */
         for (int t = 0; t < o->n_dtype; t++) {
             size_t row = kv_dtype_row_bytes(o->dtype[t], o->head_dim), cache, io, total;
-            if (o->dtype[t] != KV_DTYPE_F32)
+            if (kv_type_traits[o->dtype[t]].has_qparams) /* kivi keys: about the same */
                 row += (size_t)(o->head_dim / o->group) * sizeof(struct kv_qparams);
             const size_t fc[] = {2, (size_t)o->kv_heads, (size_t)o->seq_len[k], row};
             const size_t fi[] = {3, (size_t)o->queries, (size_t)o->heads,
@@ -285,16 +323,32 @@ static void kernel_pool_release(void)
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Whether (o, dt) lays its keys out per channel (--layout kivi, a quantized dtype). */
+static int kernel_kivi(const struct kernel_opts *o, enum kv_dtype dt)
+{
+    return o->kivi && kv_type_traits[dt].has_qparams;
+}
+
+/* Key blocks of --group tokens per kv head (kivi). */
+static int32_t kernel_kblocks(const struct kernel_opts *o, int32_t T)
+{
+    return (T + o->group - 1) / o->group;
+}
+
 /* Bytes of one copy of the cache of (T, dt): K codes | V codes | K qparams
- * | V qparams, each 64-byte aligned; *kvb and *qpbytes: the part sizes. */
+ * | V qparams, each 64-byte aligned; *kvb, *kqpb and *vqpb: the part sizes
+ * (K qparams per token, or per block and channel with --layout kivi). */
 static size_t kernel_set_bytes(const struct kernel_opts *o, int32_t T, enum kv_dtype dt,
-                               size_t *kvb, size_t *qpbytes)
+                               size_t *kvb, size_t *kqpb, size_t *vqpb)
 {
     size_t rows = (size_t)o->kv_heads * T;
-    size_t ng = dt == KV_DTYPE_F32 ? 0 : (size_t)(o->head_dim / o->group);
+    size_t ng = kv_type_traits[dt].has_qparams ? (size_t)(o->head_dim / o->group) : 0;
     *kvb = round64(rows * kv_dtype_row_bytes(dt, o->head_dim));
-    *qpbytes = ng ? round64(rows * ng * sizeof(struct kv_qparams)) : 0;
-    return 2 * *kvb + 2 * *qpbytes;
+    *vqpb = ng ? round64(rows * ng * sizeof(struct kv_qparams)) : 0;
+    *kqpb = !kernel_kivi(o, dt) ? *vqpb
+                                : round64((size_t)o->kv_heads * (size_t)kernel_kblocks(o, T) *
+                                          (size_t)o->head_dim * sizeof(struct kv_qparams));
+    return 2 * *kvb + *kqpb + *vqpb;
 }
 
 /* One timed call: kv_attn over copy `set`. */
@@ -318,35 +372,48 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
                           enum kv_dtype dt)
 {
     const int32_t d = o->head_dim, hkv = o->kv_heads, nq = o->queries;
-    const int32_t ng = dt == KV_DTYPE_F32 ? 0 : d / o->group;
+    const int32_t ng = kv_type_traits[dt].has_qparams ? d / o->group : 0;
+    const int kivi = kernel_kivi(o, dt);
+    const int32_t kblocks = kernel_kblocks(o, T);
     size_t rows = (size_t)hkv * T, rb = kv_dtype_row_bytes(dt, d);
     size_t qpb = (size_t)ng * sizeof(struct kv_qparams);
     size_t nqf = (size_t)nq * o->heads * d;
-    size_t kvb, qpbytes, set_bytes = kernel_set_bytes(o, T, dt, &kvb, &qpbytes);
+    size_t kvb, kqpb, vqpb, set_bytes = kernel_set_bytes(o, T, dt, &kvb, &kqpb, &vqpb);
     int32_t sets = kv_ktime_sets(o->mode, set_bytes, o->cold_bytes);
     int rc = 1;
     float *q = kv_alloc(nqf * sizeof(float)), *out = kv_alloc(nqf * sizeof(float));
     float *ref = kv_alloc(nqf * sizeof(float)), *row = kv_alloc((size_t)d * sizeof(float));
     struct kv_span *spans = kv_alloc((size_t)sets * sizeof(*spans));
     struct kv_view *views = kv_alloc((size_t)sets * sizeof(*views));
+    float *blockx = kivi ? kv_alloc((size_t)o->group * d * sizeof(float)) : NULL;
     char *pool = kernel_pool_get((size_t)sets * set_bytes);
     void *ws = NULL;
-    if (!q || !out || !ref || !row || !spans || !views || !pool) {
+    if (!q || !out || !ref || !row || !spans || !views || (kivi && !blockx) || !pool) {
         fprintf(stderr, "kvlab: kernel: out of memory for T=%d (%d copies of %zu bytes)\n", T,
                 sets, set_bytes);
         goto done;
     }
     char *k = pool, *v = pool + kvb;
     struct kv_qparams *kqp = ng ? (struct kv_qparams *)(pool + 2 * kvb) : NULL;
-    struct kv_qparams *vqp = ng ? (struct kv_qparams *)(pool + 2 * kvb + qpbytes) : NULL;
+    struct kv_qparams *vqp = ng ? (struct kv_qparams *)(pool + 2 * kvb + kqpb) : NULL;
     for (size_t i = 0; i < rows; i++) {
         for (int32_t e = 0; e < d; e++)
             row[e] = kernel_rand();
-        kv_quantize_row(k + i * rb, kqp ? kqp + i * ng : NULL, row, dt, d, o->group);
+        if (!kivi) /* kivi keys below, a block at a time */
+            kv_quantize_row(k + i * rb, kqp ? kqp + i * ng : NULL, row, dt, d, o->group);
         for (int32_t e = 0; e < d; e++)
             row[e] = kernel_rand();
         kv_quantize_row(v + i * rb, vqp ? vqp + i * ng : NULL, row, dt, d, o->group);
     }
+    for (int32_t h = 0; kivi && h < hkv; h++) /* per channel over blocks of group tokens */
+        for (int32_t t0 = 0; t0 < T; t0 += o->group) {
+            const int32_t n = T - t0 < o->group ? T - t0 : o->group;
+            for (size_t e = 0; e < (size_t)n * d; e++)
+                blockx[e] = kernel_rand();
+            kv_quantize_rows_channel(k + ((size_t)h * T + t0) * rb, rb,
+                                     kqp + ((size_t)h * kblocks + t0 / o->group) * d, blockx,
+                                     (size_t)d, n, dt, d);
+        }
     for (size_t i = 0; i < nqf; i++)
         q[i] = 2.0f * kernel_rand();
     /* the other copies hold the same values at other addresses */
@@ -359,10 +426,16 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
                                        .group = o->group, .qp_row_stride = qpb,
                                        .qp_head_stride = qpb * T, .qp_seq_stride = qpb * rows};
         spans[s] = (struct kv_span){.k = side, .v = side, .n_tokens = T, .pos0 = 0};
+        if (kivi) { /* keys: one row of head_dim pairs per block of group tokens */
+            spans[s].k.axis = KV_QAXIS_CHANNEL;
+            spans[s].k.qp_row_stride = (size_t)d * sizeof(struct kv_qparams);
+            spans[s].k.qp_head_stride = spans[s].k.qp_row_stride * (size_t)kblocks;
+            spans[s].k.qp_seq_stride = spans[s].k.qp_head_stride * (size_t)hkv;
+        }
         spans[s].k.data = base;
         spans[s].v.data = base + kvb;
         spans[s].k.qp = ng ? (const struct kv_qparams *)(base + 2 * kvb) : NULL;
-        spans[s].v.qp = ng ? (const struct kv_qparams *)(base + 2 * kvb + qpbytes) : NULL;
+        spans[s].v.qp = ng ? (const struct kv_qparams *)(base + 2 * kvb + kqpb) : NULL;
         views[s] = (struct kv_view){.spans = &spans[s], .n_spans = 1};
     }
     struct kv_attn_params p = {.batch = 1, .n_q = nq, .n_heads = o->heads, .n_kv_heads = hkv,
@@ -430,6 +503,7 @@ done:
     kv_free(row);
     kv_free(spans);
     kv_free(views);
+    kv_free(blockx);
     kv_free(ws);
     return rc;
 }
@@ -461,7 +535,8 @@ int kv_cmd_kernel(int argc, char **argv)
     size_t pool = 0;
     for (int si = 0; si < o.n_seq_len; si++) {
         for (int di = 0; di < o.n_dtype; di++) {
-            size_t kvb, qpb, sb = kernel_set_bytes(&o, o.seq_len[si], o.dtype[di], &kvb, &qpb);
+            size_t kvb, kqpb, vqpb;
+            size_t sb = kernel_set_bytes(&o, o.seq_len[si], o.dtype[di], &kvb, &kqpb, &vqpb);
             size_t need = sb * (size_t)kv_ktime_sets(o.mode, sb, o.cold_bytes);
             pool = need > pool ? need : pool;
         }
@@ -478,8 +553,9 @@ int kv_cmd_kernel(int argc, char **argv)
     if (o.mode == KV_KTIME_COLD)
         snprintf(cold, sizeof cold, " (copies of each cache exceeding %zu MB)", o.cold_bytes / 1000000);
     kv_cli_progress("# kvlab kernel: %d threads (of %d cores), head_dim %d, heads %d/%d, "
-                    "queries %d, group %d, %s%s\n", o.threads, omp_get_num_procs(), o.head_dim,
-                    o.heads, o.kv_heads, o.queries, o.group, mode, cold);
+                    "queries %d, group %d%s, %s%s, f16/bf16 rows %s\n", o.threads,
+                    omp_get_num_procs(), o.head_dim, o.heads, o.kv_heads, o.queries, o.group,
+                    o.kivi ? ", layout kivi" : "", mode, cold, kv_isa_name(kv_isa()));
     if (o.csv) {
         struct kv_sysinfo si;
         kv_sysinfo_collect(&si);
@@ -490,6 +566,9 @@ int kv_cmd_kernel(int argc, char **argv)
                si.l3_bytes, o.group, mode);
         if (o.mode == KV_KTIME_COLD)
             printf("# cold_bytes=%zu\n", o.cold_bytes);
+        if (o.kivi)
+            printf("# layout=kivi\n");
+        printf("# isa=%s\n", kv_isa_name(kv_isa())); /* of the f16/bf16 rows (KVLAB_ISA) */
         /* the limit that matches the mode: cold reads from DRAM, hot from the L3 */
         printf("# limit=%s\n", o.mode == KV_KTIME_COLD ? "read_gbps" : "read_l3_gbps");
         if (o.roofline)

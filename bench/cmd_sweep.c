@@ -312,28 +312,40 @@ static void sweep_usage(FILE *f)
     kv_cli_print_param_help(f);
 }
 
-/* The strategies a sweep measures by default: every registered one, and for
- * one with presets each distinct preset instead (quantized -> its int8 and
- * int4 presets), in registry order. */
+/* The strategies a sweep measures by default, in registry order: each
+ * registered strategy at its default parameters, then its presets marked
+ * for the sweep (kv_preset.sweep: quantized's int8 and int4, dynamic's f16
+ * and bf16); a strategy whose defaults such a preset repeats is measured
+ * once, under the preset's name (quantized -> quantized-int8). */
 static int default_strategies(char *buf, size_t n)
 {
     size_t w = 0;
     buf[0] = '\0';
     for (int32_t i = 0; i < kv_strategy_count(); i++) {
         const struct kv_strategy_ops *ops = kv_strategy_at(i);
-        if (ops->n_presets == 0) {
+        _Alignas(16) unsigned char pd[KV_SWEEP_PARAMS_BYTES], pk[KV_SWEEP_PARAMS_BYTES],
+            pj[KV_SWEEP_PARAMS_BYTES];
+        const struct kv_strategy_ops *o;
+        if (ops->params_size > sizeof pd)
+            return -1;
+        kv_params_defaults(ops, pd);
+        int plain = 1; /* no sweep preset has the defaults */
+        for (int32_t k = 0; k < ops->n_presets; k++)
+            if (ops->presets[k].sweep &&
+                kv_strategy_lookup(ops->presets[k].name, &o, pk, sizeof pk) == KV_OK &&
+                memcmp(pk, pd, ops->params_size) == 0)
+                plain = 0;
+        if (plain && w < n)
             w += (size_t)snprintf(buf + w, n - w, "%s%s", w ? "," : "", ops->name);
-            continue;
-        }
         for (int32_t k = 0; k < ops->n_presets && w < n; k++) {
-            _Alignas(16) unsigned char pk[KV_SWEEP_PARAMS_BYTES], pj[KV_SWEEP_PARAMS_BYTES];
-            const struct kv_strategy_ops *o;
             int dup = 0;
-            if (ops->params_size > sizeof pk ||
-                kv_strategy_lookup(ops->presets[k].name, &o, pk, sizeof pk) != KV_OK)
+            if (!ops->presets[k].sweep)
+                continue;
+            if (kv_strategy_lookup(ops->presets[k].name, &o, pk, sizeof pk) != KV_OK)
                 return -1;
             for (int32_t j = 0; j < k && !dup; j++)
-                dup = kv_strategy_lookup(ops->presets[j].name, &o, pj, sizeof pj) == KV_OK &&
+                dup = ops->presets[j].sweep &&
+                      kv_strategy_lookup(ops->presets[j].name, &o, pj, sizeof pj) == KV_OK &&
                       memcmp(pj, pk, ops->params_size) == 0;
             if (!dup)
                 w += (size_t)snprintf(buf + w, n - w, "%s%s", w ? "," : "", ops->presets[k].name);

@@ -8,12 +8,19 @@
 #       and hot decode against the matching limit (DRAM / L3 read bandwidth)
 #       and against ggml's flash-attention op in llama.cpp's cache layout;
 #       ggml in both layouts; every target of issue 11 (and issue 5's
-#       prefill one); every configuration.
+#       prefill one) and the kernel targets of issue 18 (cold f16 / bf16
+#       >= 1.8x and int2, per token and KIVI, >= 4x faster than cold f32 at
+#       T >= 8192); every configuration. A run with `# layout=kivi` (kvlab
+#       kernel --layout kivi) names its quantized rows kivi-int2, kivi-int4 ...
 #   bash bench/kernel_table.sh [--peers PEERS.csv] [--accuracy ACC.csv] --steps SWEEP.csv...
 #       the whole decode step (`kvlab sweep` CSVs: out/bench.csv, the
 #       one-layer out/torch_compare.csv): against the step's limits,
 #       against llama-bench at the same depth, against the PyTorch loop,
-#       and the accuracy of each peer (out/peers_accuracy.csv).
+#       and the accuracy of each peer (out/peers_accuracy.csv); then the
+#       storage targets of issue 18 (their own count): the dynamic-f16 /
+#       -bf16 step at T = 8192 within 1.2x of bytes / DRAM read bw and >= 2x
+#       faster than llama.cpp's fastest cache type, quantized-int2 and kivi-2
+#       holding <= 0.15x the f32 bytes of T = 8192 tokens.
 #
 # The one design decision: no figure is a constant. Every number is read
 # from the files given (columns found by header name; K+V bytes from the
@@ -107,6 +114,8 @@ if [ "$steps" = 1 ]; then
         ntt = split("128 512 1024 2048 4096 8192", TT, " ")
         split("f16 bf16 q8_0 q4_0", LTY, " ")
         DEF = "4,512,8,8,on"; LAYER = "1,512,8,8,off"
+        H16_X = 1.2; H16_LLAMA_X = 2; Q2_BYTES = 0.15   # issue 18: 16-bit and 2-bit caches
+        split("dynamic-f16 dynamic-bf16", H16S, " "); split("quantized-int2 kivi-2", Q2S, " ")
     }
     FNR == 1 { delete meta; delete col; hd = 0; pk_hd = 0; ak_hd = 0 }
     FILENAME == peersf { if ($0 !~ /^[ \t]*#/ && $0 !~ /^[ \t]*$/) peer_row(); next }
@@ -131,6 +140,14 @@ if [ "$steps" = 1 ]; then
         if (sh == DEF && st == "dynamic" && t == 4096) {
             nb++; B_ns[nb] = ns; B_min[nb] = num(v("step_ns_min")); B_bytes[nb] = num(v("bytes_step"))
             B_rb[nb] = rb; B_file[nb] = FILENAME
+        }
+        if (sh == DEF && (st == "dynamic-f16" || st == "dynamic-bf16") && t == 8192) {
+            nh++; H_st[nh] = st; H_ns[nh] = ns; H_min[nh] = num(v("step_ns_min"))
+            H_bytes[nh] = num(v("bytes_step")); H_rb[nh] = rb; H_file[nh] = FILENAME
+        }
+        if (sh == DEF && (st == "quantized-int2" || st == "kivi-2") && t == 8192) {
+            nq2++; Q2_st[nq2] = st; Q2_cb[nq2] = num(v("cache_bytes"))
+            Q2_f32[nq2] = v("layers") * v("batch") * v("kv_heads") * 2 * v("head_dim") * 4 * t
         }
         if (sh == DEF && st == "none" && t == 2048) {
             nf++; F_ns[nf] = ns; F_flops[nf] = num(v("flops_step")); F_sg[nf] = sg; F_file[nf] = FILENAME
@@ -238,6 +255,49 @@ if [ "$steps" = 1 ]; then
         printf "\n%d of %d step targets met", nmet, ntgt
         if (nnm) printf "; %d not measured", nnm
         print "."
+
+        # ---- issue 18: 16-bit and 2-bit caches (their own count)
+        ntgt = nmet = nnm = 0
+        print "\n**16-bit and 2-bit caches** (issue 18; default model, `kvlab sweep` rows at T = 8192; the byte bound uses the DRAM read bandwidth; f32 bytes = layers x batch x kv_heads x 2 x head_dim x 4 x T):\n"
+        print "| cache | target | required | measured | |"
+        print "|---|---|---:|---:|---|"
+        for (i = 1; i <= 2; i++) {
+            found = 0
+            for (j = 1; j <= nh; j++) {
+                if (H_st[j] != H16S[i]) continue
+                found = 1
+                if (H_rb[j] <= 0) { printf "| `%s` (%s) | within %.1fx of bytes / DRAM read bw | read_gbps missing | - | %s |\n", H_st[j], H_file[j], H16_X, tgt(0, 0); continue }
+                lim = H_bytes[j] / H_rb[j]
+                printf "| `%s` step (%.1f MB weights + KV) | within %.1fx of bytes / DRAM read bw (%.1f GB/s) | <= %.2f ms | %.2f ms (%.2fx; min %.2f ms) | %s |\n", \
+                    H_st[j], H_bytes[j] / 1e6, H16_X, H_rb[j], H16_X * lim / 1e6, H_ns[j] / 1e6, H_ns[j] / lim, \
+                    H_min[j] / 1e6, tgt(H_ns[j] <= H16_X * lim, 1)
+            }
+            if (!found) printf "| `%s` step | within %.1fx of bytes / DRAM read bw | - | not measured | %s |\n", H16S[i], H16_X, tgt(0, 0)
+            best = -1
+            for (j = 1; j <= 4; j++) {
+                u = peer_med("step", "llama.cpp", DEF, 8192, LTY[j], "llama", "step")
+                if (u > 0 && (best < 0 || u < best)) { best = u; bt = LTY[j] }
+            }
+            h = kvlab(DEF, H16S[i], 8192)
+            if (best > 0 && h > 0)
+                printf "| `%s` step | >= %dx faster than llama.cpp'"'"'s fastest cache type | <= %.2f ms | %.2f ms (%.2fx vs %s %.2f ms) | %s |\n", \
+                    H16S[i], H16_LLAMA_X, best / H16_LLAMA_X / 1e3, h / 1e3, best / h, bt, best / 1e3, tgt(best / h >= H16_LLAMA_X, 1)
+            else
+                printf "| `%s` step | >= %dx faster than llama.cpp'"'"'s fastest cache type | - | not measured | %s |\n", H16S[i], H16_LLAMA_X, tgt(0, 0)
+        }
+        for (i = 1; i <= 2; i++) {
+            found = 0
+            for (j = 1; j <= nq2; j++) {
+                if (Q2_st[j] != Q2S[i] || Q2_f32[j] <= 0) continue
+                found = 1; r = Q2_cb[j] / Q2_f32[j]
+                printf "| `%s` | resident bytes <= %.2fx the f32 bytes of T tokens | <= %.1f MB | %.2f MB (%.3fx) | %s |\n", \
+                    Q2S[i], Q2_BYTES, Q2_BYTES * Q2_f32[j] / 1e6, Q2_cb[j] / 1e6, r, tgt(r <= Q2_BYTES, 1)
+            }
+            if (!found) printf "| `%s` | resident bytes <= %.2fx the f32 bytes of T tokens | - | not measured | %s |\n", Q2S[i], Q2_BYTES, tgt(0, 0)
+        }
+        printf "\n%d of %d storage targets met", nmet, ntgt
+        if (nnm) printf "; %d not measured", nnm
+        print "."
     }' "$peers" "$acc" "$@"
 fi
 
@@ -252,6 +312,7 @@ BEGIN {
     COLD_BW = 0.90                     # cold f32 decode: share of the DRAM read bandwidth
     I8_SELF = 2.5; I4_SELF = 4.0       # cold int8 / int4 vs kvlab cold f32, T >= 8192, heads == kv_heads
     I8_SELF_GQA = 2.0; I4_SELF_GQA = 3.0
+    H16_SELF = 1.8; I2_SELF = 4.0      # issue 18: cold f16 / bf16, int2 / kivi-int2 vs cold f32, T >= 8192
     SELF_T = 8192
     F32_PEER = 2.0; I8_PEER = 3.0; I4_PEER = 4.0   # vs ggml (llama.cpp layout), hot and cold
     SGEMM_SHARE = 0.70                 # prefill (issue 5): share of the sgemm rate
@@ -262,7 +323,8 @@ BEGIN {
 FNR == 1 { pk_hd = 0 }
 FILENAME == peersf { if ($0 !~ /^[ \t]*#/ && $0 !~ /^[ \t]*$/) peer_row(); next }
 /^[ \t]*#/ {
-    if (!meta_line()) next
+    if (!meta_line()) { if ($0 ~ /^[ \t]*#[ \t]*kvlab kernel/) LAYOUT = ""; next }   # a run begins
+    if (MK == "layout") { LAYOUT = MV; next }
     if (MK ~ /^(read_gbps|read_l3_gbps|copy_gbps|sgemm_gflops)$/) {
         if (MK == "read_gbps") nrl++
         if (!(MK in meta) || MV + 0 > meta[MK] + 0) meta[MK] = MV
@@ -284,6 +346,7 @@ $col["head_dim"] == "head_dim" { next }    # a repeated header (concatenated run
     n++
     D[n] = $col["head_dim"] + 0; H[n] = $col["heads"] + 0; HKV[n] = $col["kv_heads"] + 0
     T[n] = $col["seq_len"] + 0; Q[n] = $col["queries"] + 0; DT[n] = $col["dtype"]
+    if (LAYOUT == "kivi" && DT[n] ~ /^int/) DT[n] = "kivi-" DT[n]   # per-channel keys
     US[n] = $col["us_min"] + 0; MED[n] = $col["us_median"] + 0
     GB[n] = $col["gbps"] + 0; GF[n] = $col["gflops"] + 0
     # files from before cold/hot timed one cache over and over: hot
@@ -293,9 +356,12 @@ $col["head_dim"] == "head_dim" { next }    # a repeated header (concatenated run
     if (!(key in row) || US[n] < US[row[key]]) row[key] = n
     if (Q[n] == 1) { sk = D[n] "," H[n] "," HKV[n] "," T[n]; if (!(sk in seen)) { seen[sk] = 1; dec[++ndec] = sk } }
 }
+# (kivi-: per-channel keys hold one pair per channel per group tokens, the
+# same bytes as one pair per group values)
 function kv_bytes(d, hkv, t, dt,   rb) {
-    rb = dt == "f32" ? 4 * d : dt == "int8" ? d : d / 2
-    if (dt != "f32") rb += (d / group) * 8
+    sub(/^kivi-/, "", dt)
+    rb = dt == "f32" ? 4 * d : dt == "f16" || dt == "bf16" ? 2 * d : dt == "int8" ? d : dt == "int2" ? d / 4 : d / 2
+    if (dt ~ /^int/) rb += (d / group) * 8
     return 2.0 * hkv * t * rb
 }
 function us_of(sk, dt, mode,   k) { k = sk ",1," dt "," mode; return (k in row) ? US[row[k]] : -1 }
@@ -386,6 +452,13 @@ END {
         if (f > 0 && i4 > 0)
             target(c " | cold int4 >= " x4 "x faster than kvlab cold f32", sprintf("<= %.0f us", f / x4), \
                    sprintf("%.1f us (%.2fx)", i4, f / i4), i4 <= f / x4, 1)
+        split("f16 bf16 int2 kivi-int2", ST18, " ")   # issue 18
+        for (j = 1; j <= 4; j++) {
+            u = us_of(dec[i], ST18[j], "cold"); x = j <= 2 ? H16_SELF : I2_SELF
+            if (f > 0 && u > 0)
+                target(c " | cold " ST18[j] " >= " x "x faster than kvlab cold f32", sprintf("<= %.0f us", f / x), \
+                       sprintf("%.1f us (%.2fx)", u, f / u), u <= f / x, 1)
+        }
     }
     for (m = 1; m <= 2; m++) for (i = 1; i <= ndec; i++) {
         mode = MODES[m]; split(dec[i], s, ","); sh = s[1] "," s[2] "," s[3]

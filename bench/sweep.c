@@ -213,8 +213,9 @@ static int row_selected(const struct kv_sweep_config *cfg, int32_t i, int32_t ti
 int32_t kv_sweep_reference(const struct kv_sweep_config *cfg)
 {
     const struct kv_sweep_strategy *r = kv_sweep_reference_strategy();
-    for (int32_t i = 0; r != NULL && i < cfg->n_strategies; i++)
-        if (cfg->strategies[i].ops == r->ops)
+    for (int32_t i = 0; r != NULL && i < cfg->n_strategies; i++) /* at its defaults */
+        if (cfg->strategies[i].ops == r->ops &&
+            memcmp(cfg->strategies[i].params, r->params, r->ops->params_size) == 0)
             return i;
     return -1;
 }

@@ -10,8 +10,9 @@
  *    even with one kv head, and the chunks' partial softmaxes are merged with
  *    a log-sum-exp rescale. The per-block row kernels (scores, weighted
  *    values; AVX-512, AVX2, scalar) are in one file per dtype
- *    (rows_f32.c, rows_q8.c, rows_q4.c), bound once per (span, sequence,
- *    kv head) through rows_bind[] (kv_rows.h): quantized rows are
+ *    (rows_f32.c, rows_q8.c, rows_q4.c, rows_f16.c, rows_bf16.c), bound once
+ *    per (span, sequence, kv head) through rows_bind[] (kv_rows.h): quantized
+ *    and 16-bit rows are
  *    dequantized in registers, never into a cache-sized buffer. A 64-row
  *    block of a paged span is cut into page runs for the row kernels but
  *    keeps one online-softmax step, so small pages do not shrink it.
@@ -198,10 +199,11 @@ static void attn_layout_of(struct attn_layout *L, const struct kv_attn_params *p
     L->kt = PRE_KT;
     if (p->n_q == 1) {
         /* sc (g, DEC_KB), w (DEC_KB, ng), msum and qsum (g, ng), the K and V
-         * tiles (DEC_KB, d); ng <= d whatever the views' groups are */
+         * tiles (DEC_KB, d), qx (2 g d); ng <= d whatever the views' groups are */
         L->parts = (size_t)items * L->splits * L->g * L->slot;
         L->per_thread = round_up((size_t)L->g * DEC_KB, A) + round_up((size_t)DEC_KB * d, A) +
-                        2 * round_up((size_t)L->g * d, A) + 2 * round_up((size_t)DEC_KB * d, A);
+                        2 * round_up((size_t)L->g * d, A) + 2 * round_up((size_t)DEC_KB * d, A) +
+                        round_up(2 * (size_t)L->g * d, A);
     } else {
         size_t m = (size_t)L->m_rows;
         L->qs = 0;
@@ -236,8 +238,11 @@ static const kv_rows_bind_fn rows_bind[KV_DTYPE_COUNT] = {
     [KV_DTYPE_F32] = kv_rows_bind_f32,
     [KV_DTYPE_Q8] = kv_rows_bind_q8,
     [KV_DTYPE_Q4] = kv_rows_bind_q4,
+    [KV_DTYPE_F16] = kv_rows_bind_f16,
+    [KV_DTYPE_BF16] = kv_rows_bind_bf16,
+    [KV_DTYPE_Q2] = kv_rows_bind_q2,
 };
-static_assert(KV_DTYPE_COUNT == 3, "a new dtype needs a rows_<type>.c line in rows_bind[]");
+static_assert(KV_DTYPE_COUNT == 6, "a new dtype needs a rows_<type>.c line in rows_bind[]");
 
 /* One span of one (sequence, kv head), as the decode blocks read it. */
 struct dec_span {
@@ -248,6 +253,9 @@ struct dec_span {
     size_t koff, voff, kqoff, vqoff; /* (b, h) offsets in K/V rows and qparams */
     int k_generic, v_generic;        /* read through kv_tensor_row_float into a tile */
     int k_qp, v_qp;                  /* the side's kernels read qparams */
+    int k_channel;                   /* per-channel codes read by the row kernels through
+                                        scaled queries (dec_scores_channel) */
+    int32_t k_block;                 /* k_channel: tokens per qparams block */
     size_t row_bytes;                /* the longer of a K and a V row (prefetch) */
 };
 
@@ -268,7 +276,7 @@ static void side_of(struct kv_rows_side *r, const struct kv_tensor *t, int32_t d
  * are read directly as codes.
  */
 static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int32_t h,
-                     int32_t g, int32_t d, const float *qs, float *qsum)
+                     int32_t g, int32_t d, const float *qs, float *qsum, float *qx)
 {
     struct kv_dec_job *J = &D->J;
     memset(D, 0, sizeof *D);
@@ -285,21 +293,37 @@ static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int
     J->d = d;
     J->qs = qs;
     J->qsum = qsum;
+    J->qx = qx;
     side_of(&J->k, &s->k, d);
     side_of(&J->v, &s->v, d);
     J->tile = (struct kv_rows_side){.dt = KV_DTYPE_F32, .ng = 1,
                                     .stride = (size_t)d * sizeof(float)};
-    D->k_generic = s->k.axis != KV_QAXIS_TOKEN || rows_bind[s->k.dtype] == NULL;
+    D->k_channel = s->k.axis == KV_QAXIS_CHANNEL && kv_type_traits[s->k.dtype].has_qparams &&
+                   rows_bind[s->k.dtype] != NULL;
+    D->k_generic = (s->k.axis != KV_QAXIS_TOKEN && !D->k_channel) || rows_bind[s->k.dtype] == NULL;
     D->v_generic = s->v.axis != KV_QAXIS_TOKEN || rows_bind[s->v.dtype] == NULL;
+    if (D->k_channel) { /* the per-token kernels of one group spanning the row */
+        D->k_block = s->k.group;
+        J->k.group = d;
+        J->k.ng = 1;
+        J->k.qp_stride = 0;
+    }
     if (!D->k_generic)
         rows_bind[s->k.dtype](J, 0);
+    if (D->k_channel && J->k_tile != NULL) { /* a tile would read the block's pairs
+                                                 as one token's: the generic reader */
+        J->k_tile = NULL;
+        D->k_channel = 0;
+        D->k_generic = 1;
+    }
     if (!D->v_generic)
         rows_bind[s->v.dtype](J, 1);
     if (D->k_generic || J->k_tile != NULL)
         kv_rows_bind_f32(J, 0);
     if (D->v_generic || J->v_tile != NULL)
         kv_rows_bind_f32(J, 1);
-    D->k_qp = kv_type_traits[s->k.dtype].has_qparams && !D->k_generic && J->k_tile == NULL;
+    D->k_qp = kv_type_traits[s->k.dtype].has_qparams && !D->k_generic && J->k_tile == NULL &&
+              !D->k_channel;
     D->v_qp = kv_type_traits[s->v.dtype].has_qparams && !D->v_generic && J->v_tile == NULL;
     if (D->k_qp) { /* sums of the scaled queries per key group */
         const int32_t ng = J->k.ng, gs = d / ng;
@@ -394,6 +418,7 @@ struct dec_scratch {
     float *msum;         /* (g, ng) pending min terms of quantized values */
     float *qsum;         /* (g, ng) group sums of the scaled queries */
     float *ktile, *vtile; /* (DEC_KB, d) */
+    float *qx;           /* (2 g d) the key kernels' own form of the queries */
 };
 
 /* What a block does besides attention, for spans and calls that ask:
@@ -425,6 +450,51 @@ static void dec_block_extra(float *sc, const struct dec_extra *E, int32_t g, int
                    (size_t)nb * sizeof(float));
 }
 
+/*
+ * Scores of per-channel codes (KIVI keys): within a block of k_block tokens
+ * sharing one (scale_c, min_c) per channel c,
+ *     q . k_t = sum_c q_c (min_c + scale_c code_tc)
+ *             = sum_c (q_c scale_c) code_tc + sum_c q_c min_c,
+ * so the codes go through the dtype's per-token row kernels (one group
+ * spanning the row, qparams {1, 0}) with the queries scaled per channel,
+ * q'_c = q_c scale_c, and m = sum_c q_c min_c added to every score of the
+ * block. The codes are read as they are; q' costs 2 g d per block of tokens.
+ * qx (2 g d floats) holds q' (g, d) and m (g).
+ */
+static void dec_scores_channel(float *sc, const struct dec_span *D, int32_t t, int32_t nb,
+                               float *qx)
+{
+    static const struct kv_qparams unit = {.scale = 1.0f, .min = 0.0f};
+    const struct kv_span *s = D->s;
+    const int32_t g = D->J.g, d = D->J.d, blk = D->k_block, page = s->page_tokens;
+    struct kv_dec_job Jc = D->J;
+    float *qc = qx, *m = qx + (size_t)g * d;
+    Jc.qs = qc;
+    Jc.qsum = m; /* min terms: 0 * sum, whatever it holds */
+    for (int32_t j = 0; j < nb;) {
+        const int32_t tt = t + j;
+        int32_t run = blk - tt % blk < nb - j ? blk - tt % blk : nb - j;
+        run = kv_span_run(s, tt, run); /* blocks do not straddle pages (kv_attn_check) */
+        const struct kv_qparams *qp =
+            (const struct kv_qparams *)kv_tensor_qp_at(&s->k, page, D->kqoff, tt);
+        for (int32_t i = 0; i < g; i++) {
+            const float *q = D->J.qs + (size_t)i * d;
+            float *o = qc + (size_t)i * d, mi = 0.0f;
+            for (int32_t c = 0; c < d; c++) {
+                o[c] = q[c] * qp[c].scale;
+                mi += q[c] * qp[c].min;
+            }
+            m[i] = mi;
+        }
+        Jc.scores(sc + j, &Jc, &Jc.k, kv_tensor_row_at(&s->k, page, D->koff, tt),
+                  (const char *)&unit, run);
+        for (int32_t i = 0; i < g; i++)
+            for (int32_t u = 0; u < run; u++)
+                sc[(size_t)i * DEC_KB + j + u] += m[i];
+        j += run;
+    }
+}
+
 /* Rows t .. t+nb-1 (nb <= DEC_KB) of a bound span into the running softmax
  * states part (g, slot) of one chunk; msum_ng: min terms pending per head
  * (rescaled with the states), 0 for none; E: masking and mass, or NULL. */
@@ -441,6 +511,8 @@ static void dec_block(float *part, const struct attn_layout *L, const struct dec
     if (D->k_generic || J->k_tile != NULL) {
         dec_tile(X->ktile, D, 0, d, t, nb);
         J->scores(sc, J, &J->tile, (const char *)X->ktile, NULL, nb);
+    } else if (D->k_channel) {
+        dec_scores_channel(sc, D, t, nb, X->qx);
     } else if (page == 0) {
         const char *k = (const char *)s->k.data + D->koff + (size_t)t * J->k.stride;
         const char *kq = D->k_qp ? (const char *)s->k.qp + D->kqoff + (size_t)t * J->k.qp_stride
@@ -534,6 +606,7 @@ static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
     X.qsum = X.msum + round_up((size_t)g * d, WS_ALIGN_FLOATS);
     X.ktile = X.qsum + round_up((size_t)g * d, WS_ALIGN_FLOATS);
     X.vtile = X.ktile + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
+    X.qx = X.vtile + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
     for (int32_t i = 0; i < g; i++) {
         float *st = part + (size_t)i * L->slot;
         memset(st, 0, (size_t)d * sizeof(float));
@@ -574,7 +647,7 @@ static void dec_chunk(float *part, float *scratch, const struct attn_layout *L,
             if (a >= e)
                 continue;
             if (!bound) {
-                dec_bind(&D, s, b, h, g, d, qs, X.qsum);
+                dec_bind(&D, s, b, h, g, d, qs, X.qsum, X.qx);
                 bound = 1;
                 if (D.v_qp && msum_group != 0 && msum_group != D.J.v.group) {
                     fold_msum(part, L, X.msum, d, msum_group);

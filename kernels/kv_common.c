@@ -10,6 +10,9 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,6 +164,83 @@ size_t kv_l3_bytes(void)
         atomic_store(&cached, v);
     }
     return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Instruction sets chosen at run time                                      */
+
+static const char *const isa_names[KV_ISA_COUNT] = {
+    [KV_ISA_SCALAR] = "scalar", [KV_ISA_AVX2] = "avx2", [KV_ISA_AVX512] = "avx512",
+    [KV_ISA_AVX512_BF16] = "avx512bf16"};
+
+const char *kv_isa_name(enum kv_isa isa)
+{
+    return (unsigned)isa < KV_ISA_COUNT ? isa_names[isa] : "unknown";
+}
+
+int kv_isa_from_name(const char *name)
+{
+    for (int i = 0; name != NULL && i < KV_ISA_COUNT; i++)
+        if (strcmp(name, isa_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* CPUID and XGETBV directly: the instructions must exist AND the OS must
+ * save their registers (XCR0), which __builtin_cpu_supports does not
+ * report the same way in every compiler (clang 14 knows no "f16c"). */
+static enum kv_isa isa_probe(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return KV_ISA_SCALAR;
+    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1,
+              f16c = (c >> 29) & 1;
+    if (!(fma && osxsave && avx && f16c))
+        return KV_ISA_SCALAR;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    (void)xhi;
+    if ((xlo & 0x6) != 0x6) /* XMM and YMM state */
+        return KV_ISA_SCALAR;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 5) & 1)) /* AVX2 */
+        return KV_ISA_SCALAR;
+    const int f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
+    if (!(f && dq && bw && vl) || (xlo & 0xE0) != 0xE0) /* opmask, ZMM state */
+        return KV_ISA_AVX2;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1)) /* AVX512_BF16 */
+        return KV_ISA_AVX512_BF16;
+    return KV_ISA_AVX512;
+#else
+    return KV_ISA_SCALAR;
+#endif
+}
+
+static _Atomic int isa_best = -1; /* detection and KVLAB_ISA, read once */
+static _Atomic int isa_cap = KV_ISA_COUNT;
+
+enum kv_isa kv_isa_detected(void) { return isa_probe(); }
+
+enum kv_isa kv_isa(void)
+{
+    int best = atomic_load_explicit(&isa_best, memory_order_relaxed);
+    if (best < 0) { /* racing first callers compute the same value */
+        best = (int)isa_probe();
+        const int env = kv_isa_from_name(getenv("KVLAB_ISA"));
+        /* cppcheck-suppress knownConditionTrueFalse ; false positive: cppcheck
+         * sees the non-x86 isa_probe, which always says scalar */
+        if (env >= 0 && env < best)
+            best = env;
+        atomic_store(&isa_best, best);
+    }
+    const int cap = atomic_load_explicit(&isa_cap, memory_order_relaxed);
+    return (enum kv_isa)(best < cap ? best : cap);
+}
+
+void kv_isa_limit(enum kv_isa max)
+{
+    atomic_store(&isa_cap, (unsigned)max < KV_ISA_COUNT ? (int)max : KV_ISA_COUNT);
 }
 
 /* ------------------------------------------------------------------------ */

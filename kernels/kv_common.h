@@ -43,6 +43,9 @@ enum kv_dtype {
     KV_DTYPE_F32 = 0,
     KV_DTYPE_Q8, /* 8-bit unsigned codes, asymmetric, per group along head_dim */
     KV_DTYPE_Q4, /* 4-bit unsigned codes, two per byte (see kv_quant.h)       */
+    KV_DTYPE_F16,  /* IEEE 754 binary16, rounded to nearest even (kv_half.h) */
+    KV_DTYPE_BF16, /* bfloat16: the top 16 bits of an f32, rounded to nearest even */
+    KV_DTYPE_Q2,   /* 2-bit unsigned codes, four per byte (see kv_quant.h)   */
     KV_DTYPE_COUNT
 };
 
@@ -77,8 +80,9 @@ enum kv_qaxis {
  * layouts). unpack_row gives the raw codes as floats (0 .. levels), for
  * readers that apply qparams themselves (the per-channel axis); for f32 it
  * is a copy. After from_float_row then to_float_row, every element is within
- *     err_rel * |x| + err_step * (max - min of its group)
- * of the original (plus float rounding of that bound).
+ *     err_rel * |x| + err_step * (max - min of its group) + err_abs
+ * of the original (plus float rounding of that bound), for finite x within
+ * the type's range (f16: |x| <= 65504; larger values read back as inf).
  */
 struct kv_type_traits {
     const char *name;   /* "f32", "int8", "int4": CLI and CSV spelling */
@@ -93,6 +97,7 @@ struct kv_type_traits {
                            int32_t group);
     void (*unpack_row)(float *c, const void *codes, int32_t n, int32_t group);
     double err_rel, err_step; /* round-trip error bound, see above */
+    double err_abs;           /* its absolute floor (half the f16 subnormal spacing) */
 };
 /* Indexed by enum kv_dtype (kv_quant.c). */
 extern const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT];
@@ -161,6 +166,34 @@ size_t kv_l3_bytes(void);
 /* Makes kv_l3_bytes return `bytes` from now on (0: the system's value
  * again); lets tests run the prefetching decode path on small caches. */
 void kv_l3_bytes_override(size_t bytes);
+
+/*
+ * Instruction sets of the kernels chosen at run time (the 16-bit float row
+ * kernels and conversions, kernels/kv_half.h): each level includes the ones
+ * below it. The rest of the library is compiled for one ISA (-march); these
+ * pick theirs from the CPU, so one binary serves an AVX-512 laptop and an
+ * AVX2-only CI runner, and every level the CPU has can be tested in one run.
+ */
+enum kv_isa {
+    KV_ISA_SCALAR = 0,  /* portable C */
+    KV_ISA_AVX2,        /* AVX2 + FMA + F16C */
+    KV_ISA_AVX512,      /* AVX-512 F, BW, DQ, VL */
+    KV_ISA_AVX512_BF16, /* AVX-512 with the BF16 dot products */
+    KV_ISA_COUNT
+};
+
+/* The level the run-time dispatched kernels use now: the best the CPU (and
+ * its OS) supports, capped by the environment variable KVLAB_ISA
+ * (scalar|avx2|avx512|avx512bf16, read once) and by kv_isa_limit. */
+enum kv_isa kv_isa(void);
+/* The best level the CPU and OS support, ignoring every cap. */
+enum kv_isa kv_isa_detected(void);
+/* Caps kv_isa at `max` (tests run each level in turn); KV_ISA_COUNT lifts
+ * the cap (KVLAB_ISA still applies). Not for use while kernels run. */
+void kv_isa_limit(enum kv_isa max);
+/* "scalar", "avx2", "avx512", "avx512bf16"; the level called `name`, or -1. */
+const char *kv_isa_name(enum kv_isa isa);
+int kv_isa_from_name(const char *name);
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers                                                           */

@@ -1,6 +1,7 @@
 /*
- * kv_quant.c - asymmetric group quantization of rows (int8, int4), scalar,
- * and the element-type table (kv_type_traits) built on it.
+ * kv_quant.c - asymmetric group quantization of rows (int8, int4, int2), scalar,
+ * and the element-type table (kv_type_traits) built on it and on the 16-bit
+ * float conversions (kv_half.h).
  *
  * This is the obviously-right definition that the cache strategies store
  * with and that the attention kernel's fused dequantize-in-register paths
@@ -19,6 +20,8 @@
  * denormal, which codes such groups exactly.
  */
 #include "kv_quant.h"
+
+#include "kv_half.h"
 
 #include <float.h>
 #include <math.h>
@@ -116,6 +119,104 @@ static void f32_unpack(float *c, const void *codes, int32_t n, int32_t group)
 }
 
 /* ------------------------------------------------------------------------ */
+/* int2: four codes a byte, by runs of 64 elements (kv_quant.h)             */
+
+/* byte and bit shift of element i of a row of n elements */
+static void q2_pos(int32_t i, int32_t n, int32_t *byte, int32_t *shift)
+{
+    const int32_t r0 = i - i % 64, len = n - r0 < 64 ? n - r0 : 64, q = len / 4, w = i - r0;
+    *byte = r0 / 4 + w % q;
+    *shift = 2 * (w / q);
+}
+
+static int32_t q2_code_at(const uint8_t *in, int32_t i, int32_t n)
+{
+    int32_t byte, shift;
+    q2_pos(i, n, &byte, &shift);
+    return (in[byte] >> shift) & 3;
+}
+
+/* out (n/4 bytes) <- code[i] of every element, code(i) from quant_code */
+static void q2_put(uint8_t *out, int32_t i, int32_t n, int32_t code)
+{
+    int32_t byte, shift;
+    q2_pos(i, n, &byte, &shift);
+    out[byte] = (uint8_t)(out[byte] | (code << shift));
+}
+
+static void q2_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
+                          int32_t group)
+{
+    uint8_t *out = codes;
+    memset(out, 0, (size_t)n / 4);
+    for (int32_t g0 = 0; g0 < n; g0 += group) {
+        struct kv_qparams *gqp = &qp[g0 / group];
+        quant_params(gqp, x + g0, group, 1, 3);
+        for (int32_t i = g0; i < g0 + group; i++)
+            q2_put(out, i, n, quant_code(x[i], gqp, 3));
+    }
+}
+
+static void q2_unpack(float *c, const void *codes, int32_t n, int32_t group)
+{
+    (void)group;
+    for (int32_t i = 0; i < n; i++)
+        c[i] = (float)q2_code_at(codes, i, n);
+}
+
+static void q2_to_float(float *x, const void *codes, const struct kv_qparams *qp, int32_t n,
+                        int32_t group)
+{
+    for (int32_t i = 0; i < n; i++)
+        x[i] = dequant_value(&qp[i / group], q2_code_at(codes, i, n));
+}
+
+/* ------------------------------------------------------------------------ */
+/* f16, bf16: rounded once when stored (kv_half.h)                          */
+
+static void f16_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
+                           int32_t group)
+{
+    (void)qp;
+    (void)group;
+    kv_half_from_f32(codes, x, n, KV_DTYPE_F16);
+}
+
+static void f16_to_float(float *x, const void *codes, const struct kv_qparams *qp, int32_t n,
+                         int32_t group)
+{
+    (void)qp;
+    (void)group;
+    kv_half_to_f32(x, codes, n, KV_DTYPE_F16);
+}
+
+static void f16_unpack(float *c, const void *codes, int32_t n, int32_t group)
+{
+    f16_to_float(c, codes, NULL, n, group);
+}
+
+static void bf16_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
+                            int32_t group)
+{
+    (void)qp;
+    (void)group;
+    kv_half_from_f32(codes, x, n, KV_DTYPE_BF16);
+}
+
+static void bf16_to_float(float *x, const void *codes, const struct kv_qparams *qp, int32_t n,
+                          int32_t group)
+{
+    (void)qp;
+    (void)group;
+    kv_half_to_f32(x, codes, n, KV_DTYPE_BF16);
+}
+
+static void bf16_unpack(float *c, const void *codes, int32_t n, int32_t group)
+{
+    bf16_to_float(c, codes, NULL, n, group);
+}
+
+/* ------------------------------------------------------------------------ */
 /* int8: code of element i in byte i                                        */
 
 static void q8_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
@@ -203,6 +304,23 @@ const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT] = {
                      .min_group = 2, .to_float_row = q4_to_float,
                      .from_float_row = q4_from_float, .unpack_row = q4_unpack,
                      .err_rel = 0.0, .err_step = 0.5 / 15.0},
+    /* round to nearest: half an ulp, 2^-11 relative; below 2^-14 the
+     * subnormal spacing 2^-24, half of it absolute */
+    [KV_DTYPE_F16] = {.name = "f16", .bits = 16, .block = 1, .has_qparams = 0, .levels = 0,
+                      .min_group = 1, .to_float_row = f16_to_float,
+                      .from_float_row = f16_from_float, .unpack_row = f16_unpack,
+                      .err_rel = 0x1p-11, .err_step = 0.0, .err_abs = 0x1p-25},
+    /* 8 significant bits: 2^-8 relative; subnormal spacing 2^-133 */
+    [KV_DTYPE_BF16] = {.name = "bf16", .bits = 16, .block = 1, .has_qparams = 0, .levels = 0,
+                       .min_group = 1, .to_float_row = bf16_to_float,
+                       .from_float_row = bf16_from_float, .unpack_row = bf16_unpack,
+                       .err_rel = 0x1p-8, .err_step = 0.0, .err_abs = 0x1p-134},
+    /* four codes a byte: rows are a multiple of 4 long; half a step of
+     * (max - min) / 3 */
+    [KV_DTYPE_Q2] = {.name = "int2", .bits = 2, .block = 4, .has_qparams = 1, .levels = 3,
+                     .min_group = 1, .to_float_row = q2_to_float,
+                     .from_float_row = q2_from_float, .unpack_row = q2_unpack,
+                     .err_rel = 0.0, .err_step = 0.5 / 3.0},
 };
 
 int kv_dtype_from_name(const char *name)
@@ -244,6 +362,10 @@ void kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams
         if (t == KV_DTYPE_Q8) {
             for (int32_t c = 0; c < n; c++)
                 out[c] = (uint8_t)quant_code(xr[c], &qp[c], 255);
+        } else if (t == KV_DTYPE_Q2) { /* the same layout as per token */
+            memset(out, 0, (size_t)n / 4);
+            for (int32_t c = 0; c < n; c++)
+                q2_put(out, c, n, quant_code(xr[c], &qp[c], 3));
         } else { /* int4, one group spanning the row */
             const int32_t half = n / 2;
             for (int32_t j = 0; j < half; j++)

@@ -14,13 +14,20 @@
  *                its low nibble and element j + g/2 in its high nibble.
  *                (So a SIMD unpack of the low nibbles yields the first half
  *                of the group and the high nibbles the second half.)
+ *   KV_DTYPE_Q2: n/4 bytes (n a multiple of 4), whatever the group: within
+ *                each run of 64 elements starting at element r0 (the last
+ *                run of a row may be shorter: its length L, a multiple of
+ *                4), byte r0/4 + j holds elements r0 + j, r0 + j + L/4,
+ *                r0 + j + L/2, r0 + j + 3L/4 in its bit pairs 0-1, 2-3,
+ *                4-5, 6-7. (So one 16-byte load of a full run is four
+ *                contiguous 16-element chunks, one shift apart.)
  * A group whose values are all equal gets scale 0 and codes 0: exact.
  *
  * Per-channel rows (KV_QAXIS_CHANNEL, kv_quantize_rows_channel): a block of
  * `group` consecutive tokens shares one {scale, min} per channel (element
  * index), computed over those tokens; each token's row of codes uses the
  * layout above with ONE group spanning the whole row (int4: byte j holds
- * elements j and j + n/2).
+ * elements j and j + n/2; int2's layout does not depend on the group).
  */
 #ifndef KV_QUANT_H
 #define KV_QUANT_H

@@ -17,7 +17,10 @@
  *
  * Three levels in every row file: AVX-512 (16 lanes), AVX2 (8 lanes),
  * scalar; each level takes the shapes it can and leaves the rest to the
- * next, so every shape works on every machine.
+ * next, so every shape works on every machine. The f32 and integer files
+ * pick their level when compiled (-march); the 16-bit float files
+ * (rows_f16.c, rows_bf16.c through rows_half.h) when bound, from kv_isa(),
+ * so one binary uses what the CPU it runs on has.
  */
 #ifndef KV_ROWS_H
 #define KV_ROWS_H
@@ -26,10 +29,6 @@
 #include "kv_simd.h"
 
 #include <string.h>
-
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
 
 #define KV_ATTN_DEC_KB 64 /* decode: key rows per online-softmax block */
 #define DEC_KB KV_ATTN_DEC_KB
@@ -71,6 +70,8 @@ struct kv_dec_job {
     int32_t g, d;
     const float *qs;             /* (g, d) scaled queries of the group */
     const float *qsum;           /* (g, k.ng) per-group sums of qs (quantized keys) */
+    float *qx;                   /* (2 g d) floats of scratch where a key side's bind
+                                    may keep its own form of qs (bf16: split queries) */
     struct kv_rows_side k, v;    /* as stored */
     struct kv_rows_side tile;    /* f32 rows of a tile (stride d*4) */
     kv_rows_scores_fn scores;    /* over k, or over the f32 tile when k is tiled */
@@ -90,6 +91,9 @@ typedef void (*kv_rows_bind_fn)(struct kv_dec_job *J, int is_v);
 void kv_rows_bind_f32(struct kv_dec_job *J, int is_v);
 void kv_rows_bind_q8(struct kv_dec_job *J, int is_v);
 void kv_rows_bind_q4(struct kv_dec_job *J, int is_v);
+void kv_rows_bind_q2(struct kv_dec_job *J, int is_v);
+void kv_rows_bind_f16(struct kv_dec_job *J, int is_v);
+void kv_rows_bind_bf16(struct kv_dec_job *J, int is_v);
 
 /* ------------------------------------------------------------------------ */
 /* Shared helpers                                                           */
@@ -127,16 +131,21 @@ static inline void kv_rows_pv_weights(float *w, float *msum_i, const float *pi,
     }
 }
 
-#ifdef __AVX2__
+/* The helpers below exist in every x86 build (kv_simd.h): the files built
+ * for one ISA use them under their #ifdef __AVX2__ / __AVX512F__, the
+ * run-time dispatched ones from functions with the matching target. */
+#ifdef KV_X86
 #define KV_INLINE static inline __attribute__((always_inline))
+#define KV_INLINE2 KV_INLINE KV_TARGET_AVX2
+#define KV_INLINE512 KV_INLINE KV_TARGET_AVX512
 
-KV_INLINE __m256 kv_load_u8x8(const uint8_t *p)
+KV_INLINE2 __m256 kv_load_u8x8(const uint8_t *p)
 {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
 /* (sum a[0], ..., sum a[7]) */
-KV_INLINE __m256 kv_hsum8x8(const __m256 *a)
+KV_INLINE2 __m256 kv_hsum8x8(const __m256 *a)
 {
     __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
     __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
@@ -146,19 +155,18 @@ KV_INLINE __m256 kv_hsum8x8(const __m256 *a)
 }
 
 /* (sum a[0], ..., sum a[3]) */
-KV_INLINE __m128 kv_hsum4x4(const __m256 *a)
+KV_INLINE2 __m128 kv_hsum4x4(const __m256 *a)
 {
     __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
     return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
-#ifdef __AVX512F__
-KV_INLINE __m512 kv_load_u8x16(const uint8_t *p)
+KV_INLINE512 __m512 kv_load_u8x16(const uint8_t *p)
 {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 
-KV_INLINE __m256 kv_fold512(__m512 v)
+KV_INLINE512 __m256 kv_fold512(__m512 v)
 {
     return _mm256_add_ps(_mm512_castps512_ps256(v),
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -170,7 +178,7 @@ KV_INLINE __m256 kv_fold512(__m512 v)
  * 45 instructions for 16 sums, about half of what one fold and hadd tree
  * per 8 sums costs.
  */
-KV_INLINE __m512 kv_hsum16x16(const __m512 *a)
+KV_INLINE512 __m512 kv_hsum16x16(const __m512 *a)
 {
     __m512 t[8], u[4];
     for (int k = 0; k < 8; k++) /* per 128-bit lane: a0+a2, b0+b2, a1+a3, b1+b3 */
@@ -190,7 +198,7 @@ KV_INLINE __m512 kv_hsum16x16(const __m512 *a)
 }
 
 /* o[0..nr) <- the folded sums of tot[u] plus mins[u] */
-KV_INLINE void kv_qrows_finish(float *o, const int nr, const __m512 *tot, const float *mins)
+KV_INLINE512 void kv_qrows_finish(float *o, const int nr, const __m512 *tot, const float *mins)
 {
     __m256 t[4];
     for (int u = 0; u < nr; u++)
@@ -204,7 +212,7 @@ KV_INLINE void kv_qrows_finish(float *o, const int nr, const __m512 *tot, const 
 }
 
 /* sc[h * DEC_KB + rr] <- accumulator u = h*nr + rr summed (nr = 16/g rows) */
-KV_INLINE void kv_store_heads(float *sc, const int g, const __m512 *a)
+KV_INLINE512 void kv_store_heads(float *sc, const int g, const __m512 *a)
 {
     const int nr = 16 / g;
     float o[16];
@@ -215,8 +223,8 @@ KV_INLINE void kv_store_heads(float *sc, const int g, const __m512 *a)
 
 /* a[h*ch + c] += pr[h][j] * vv[c]: one row's chunks into the g heads'
  * accumulators of a pass (the GQA value kernels, f32 and quantized) */
-KV_INLINE void kv_heads_fma(__m512 *a, const __m512 *vv, const float *pr, const int g,
-                            const int ch, int32_t j)
+KV_INLINE512 void kv_heads_fma(__m512 *a, const __m512 *vv, const float *pr, const int g,
+                               const int ch, int32_t j)
 {
     for (int h = 0; h < g; h++) {
         __m512 ph = _mm512_set1_ps(pr[(size_t)h * DEC_KB + j]);
@@ -224,7 +232,6 @@ KV_INLINE void kv_heads_fma(__m512 *a, const __m512 *vv, const float *pr, const 
             a[h * ch + c] = _mm512_fmadd_ps(ph, vv[c], a[h * ch + c]);
     }
 }
-#endif /* __AVX512F__ */
-#endif /* __AVX2__ */
+#endif /* KV_X86 */
 
 #endif /* KV_ROWS_H */

@@ -26,9 +26,9 @@ KEYS = system(AWK("keys", "x", "x"))
 has(k) = strstrt(" " . KEYS . " ", " " . k . " ") > 0
 
 # ---------------------------------------------------------------- series style
-ALLKEYS = "none dynamic dynamic-concat static sliding quantized-int8 quantized-int4 quantized-int2 paged sinks sinks-reindex h2o hybrid"
-COLORS  = "#d62728 #1f77b4 #17becf #2ca02c #9467bd #ff7f0e #8c564b #e377c2 #bcbd22 #393b79 #637939 #843c39 #7b4173"
-POINTS  = "7 5 13 9 11 15 4 6 8 10 12 14 3"
+ALLKEYS = "none dynamic dynamic-concat static sliding quantized-int8 quantized-int4 quantized-int2 paged sinks sinks-reindex h2o hybrid dynamic-f16 dynamic-bf16 kivi-2 kivi-4"
+COLORS  = "#d62728 #1f77b4 #17becf #2ca02c #9467bd #ff7f0e #8c564b #e377c2 #bcbd22 #393b79 #637939 #843c39 #7b4173 #6b6ecf #9c9ede #d6616b #e7969c"
+POINTS  = "7 5 13 9 11 15 4 6 8 10 12 14 3 2 1 16 17"
 idx(k, i) = i > words(ALLKEYS) ? 0 : (word(ALLKEYS, i) eq k ? i : idx(k, i + 1))
 color(k) = idx(k, 1) > 0 ? word(COLORS, idx(k, 1)) : "#7f7f7f"
 ptype(k) = idx(k, 1) > 0 ? int(word(POINTS, idx(k, 1))) : 1

@@ -6,7 +6,7 @@ plotdir = system("dirname '" . ARG0 . "'")
 load plotdir . "/common.gp"
 
 QKEYS = ""
-do for [k in "quantized-int8 quantized-int4 quantized-int2"] {
+do for [k in "quantized-int8 quantized-int4 quantized-int2 kivi-2 kivi-4"] {
     if (has(k)) { QKEYS = QKEYS . k . " " }
 }
 # sliding beyond its window is lossy too: shown on the right for contrast

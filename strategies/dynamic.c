@@ -10,9 +10,47 @@
  * (amortised O(1) append), against dynamic-concat's O(T) per step. Growth
  * happens before anything is written, so a failed allocation leaves the
  * cache exactly as it was (KV_ERR_NOMEM). reset frees the storage: a reset
- * cache is indistinguishable from a new one.
+ * cache is indistinguishable from a new one. Its one parameter, --dtype,
+ * stores the rows as f16 or bf16 (half the bytes, rounded once on append;
+ * results filed as dynamic-f16 / dynamic-bf16).
  */
 #include "kv_store.h"
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                               */
+
+struct dyn_params {
+    int32_t dtype; /* enum kv_dtype of the rows: f32, f16 or bf16 */
+};
+
+static const struct kv_param dyn_param_table[] = {
+    KV_STORE_DTYPE_PARAM(struct dyn_params, dtype),
+};
+
+static const struct kv_preset dyn_presets[] = {KV_STORE_DTYPE_PRESETS("dynamic", 1)};
+
+static enum kv_dtype dyn_dtype(const void *params)
+{
+    return (enum kv_dtype)((const struct dyn_params *)params)->dtype;
+}
+
+static int dyn_label(const void *params, char *buf, size_t n)
+{
+    return kv_store_dtype_label("dynamic", dyn_dtype(params), buf, n);
+}
+
+static int dyn_describe(const struct kv_cache_config *cfg, const void *params, char *buf,
+                        size_t n)
+{
+    (void)cfg;
+    return kv_store_dtype_describe(kv_strategy_dynamic.description, dyn_dtype(params), buf, n);
+}
+
+static enum kv_status dyn_init(void *state, const struct kv_cache_config *cfg,
+                               const void *params)
+{
+    return kv_grow_init_as(state, cfg, dyn_dtype(params));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Update: the growth policy (state, view and accounting: kv_store.h)       */
@@ -40,8 +78,8 @@ static enum kv_status dyn_update(void *state, int32_t layer, const float *k_new,
 static enum kv_status dyn_bytes_for(const struct kv_cache_config *cfg, const void *params,
                                     int32_t n_tokens, size_t *bytes)
 {
-    (void)params;
-    return kv_store_layers_bytes(bytes, cfg, n_tokens > 0 ? (size_t)kv_store_grow_cap(n_tokens) : 0);
+    return kv_store_layers_bytes_as(bytes, cfg, dyn_dtype(params),
+                                    n_tokens > 0 ? (size_t)kv_store_grow_cap(n_tokens) : 0);
 }
 
 const struct kv_strategy_ops kv_strategy_dynamic = {
@@ -49,9 +87,17 @@ const struct kv_strategy_ops kv_strategy_dynamic = {
     .description = "grows by doubling capacity (amortised O(1) append)",
     .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED | KV_CAP_CROP |
             KV_CAP_FORK | KV_CAP_REORDER,
+    .params = dyn_param_table,
+    .n_params = 1,
+    .params_size = sizeof(struct dyn_params),
+    .presets = dyn_presets,
+    .n_presets = 2,
+    .describe = dyn_describe,
+    .label = dyn_label,
+    .dtype = dyn_dtype,
     .bytes_for = dyn_bytes_for,
     .state_size = sizeof(struct kv_grow_state),
-    .init = kv_grow_init,
+    .init = dyn_init,
     .free = kv_grow_free,
     .update = dyn_update,
     .view = kv_grow_view,

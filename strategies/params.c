@@ -11,6 +11,7 @@
  */
 #include "strategy.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,10 +63,44 @@ int kv_param_range_str(const struct kv_param *p, char *buf, size_t n)
         return snprintf(buf, n, "an integer in [%lld, %lld]", (long long)p->lo,
                         (long long)p->hi);
     int w = snprintf(buf, n, "one of ");
-    for (int32_t i = 0; i < p->n_choices && w >= 0 && (size_t)w < n; i++)
-        w += snprintf(buf + w, n - (size_t)w, "%s%d", i == 0 ? "" : i + 1 == p->n_choices ? " or " : ", ",
-                      p->choices[i]);
+    for (int32_t i = 0; i < p->n_choices && w >= 0 && (size_t)w < n; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == p->n_choices ? " or " : ", ";
+        if (p->names != NULL)
+            w += snprintf(buf + w, n - (size_t)w, "%s%s", sep, p->names[i]);
+        else
+            w += snprintf(buf + w, n - (size_t)w, "%s%d", sep, p->choices[i]);
+    }
     return w;
+}
+
+enum kv_status kv_param_parse_value(const struct kv_param *p, const char *text, int64_t *v)
+{
+    if (p == NULL || text == NULL || v == NULL)
+        return KV_ERR_INVALID;
+    if (p->names != NULL) {
+        for (int32_t i = 0; i < p->n_choices; i++)
+            if (strcmp(text, p->names[i]) == 0) {
+                *v = p->choices[i];
+                return KV_OK;
+            }
+        return KV_ERR_INVALID;
+    }
+    char *end;
+    errno = 0;
+    long long x = strtoll(text, &end, 10);
+    if (text[0] == '\0' || isspace((unsigned char)text[0]) || *end != '\0' || errno != 0 ||
+        !kv_param_accepts(p, x))
+        return KV_ERR_INVALID;
+    *v = x;
+    return KV_OK;
+}
+
+int kv_param_value_str(const struct kv_param *p, int64_t v, char *buf, size_t n)
+{
+    for (int32_t i = 0; p->names != NULL && i < p->n_choices; i++)
+        if (p->choices[i] == v)
+            return snprintf(buf, n, "%s", p->names[i]);
+    return snprintf(buf, n, "%lld", (long long)v);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -106,11 +141,9 @@ enum kv_status kv_params_set_text(const struct kv_strategy_ops *ops, void *param
     if (i < 0 || params == NULL || text == NULL)
         return KV_ERR_INVALID;
     const struct kv_param *p = &ops->params[i];
-    if (p->type != KV_PARAM_TEXT) {
-        char *end;
-        errno = 0;
-        const long long v = strtoll(text, &end, 10);
-        if (text[0] == '\0' || *end != '\0' || errno != 0)
+    if (p->type != KV_PARAM_TEXT) { /* a number, or a choice by name */
+        int64_t v;
+        if (kv_param_parse_value(p, text, &v) != KV_OK)
             return KV_ERR_INVALID;
         return kv_params_set(ops, params, name, v);
     }
@@ -193,12 +226,14 @@ int kv_params_format(const struct kv_strategy_ops *ops, const void *params, char
     int w = 0;
     for (int32_t i = 0; i < ops->n_params && w >= 0 && (size_t)w < n; i++) {
         const struct kv_param *p = &ops->params[i];
-        if (p->type == KV_PARAM_TEXT)
+        if (p->type == KV_PARAM_TEXT) {
             w += snprintf(buf + w, n - (size_t)w, "%s%s=%.*s", i ? ";" : "", p->name,
                           p->text_size, (const char *)params + p->offset);
-        else
-            w += snprintf(buf + w, n - (size_t)w, "%s%s=%d", i ? ";" : "", p->name,
-                          field_get(p, params));
+        } else {
+            char v[64];
+            kv_param_value_str(p, field_get(p, params), v, sizeof v);
+            w += snprintf(buf + w, n - (size_t)w, "%s%s=%s", i ? ";" : "", p->name, v);
+        }
     }
     return w;
 }

@@ -1,22 +1,33 @@
 /*
- * quantized.c - a cache that stores old tokens as int8 or int4 groups and
- * keeps the most recent `residual` tokens in f32 (like the popular Python
- * QuantizedCache, but the kernel reads the codes directly: no step ever
- * dequantizes the whole cache into a buffer).
+ * quantized.c - a cache that stores old tokens as int8, int4 or int2 codes
+ * and keeps the most recent `residual` tokens in f32 (like the popular
+ * Python QuantizedCache, but the kernel reads the codes directly: no step
+ * ever dequantizes the whole cache into a buffer). Two layouts:
+ *   token (the default): every row of K and V quantized on its own, groups
+ *          of `group` values along head_dim with their own scale and min;
+ *   kivi:  (KIVI, Liu et al. 2024) keys per CHANNEL: each element of the
+ *          head dimension gets its own scale and min over a block of
+ *          `group` consecutive tokens (outlier channels then cost their own
+ *          range, not every row's), values per token as above.
  *
  * Per layer there are two stores:
- *   quantized: K and V codes (batch, n_kv_heads, qcap, row_bytes) and their
- *              qparams (batch, n_kv_heads, qcap, head_dim/group), one
- *              allocation (K qparams, V qparams, K codes, V codes, so every
- *              qparams block is 8-byte aligned whatever row_bytes is);
+ *   quantized: K and V codes (batch, n_kv_heads, qcap, code_row) and their
+ *              qparams, one allocation (K qparams, V qparams, K codes, V
+ *              codes, so every qparams block is 8-byte aligned whatever
+ *              code_row is). V qparams (batch, n_kv_heads, qcap, d/group);
+ *              K qparams the same in the token layout, and in kivi
+ *              (batch, n_kv_heads, ceil(qcap/group), d): one row of head_dim
+ *              pairs per block of `group` tokens;
  *   residual:  K and V f32 (batch, n_kv_heads, R, head_dim), allocated at init.
  * Positions 0..nq-1 are quantized, nq..nq+nr-1 are in the residual; view
  * returns the quantized span then the residual span, in position order.
  *
  * Design decisions:
- *   - Quantization is per token row (kv_quantize_row), groups of `group`
- *     values along head_dim with their own scale and min, for K and V alike:
- *     a row is final once written, so appending never re-quantizes old data.
+ *   - A row (token layout) or a block of `group` tokens (kivi keys) is final
+ *     once written: appending never re-quantizes old data. So kivi quantizes
+ *     whole blocks only, as the residual fills: nq is a multiple of `group`,
+ *     and the residual keeps the tokens of the block that is not complete
+ *     yet (so in kivi it holds R = max(--residual, --group) tokens).
  *   - Flushing in halves: when the new tokens do not fit in the residual,
  *     the oldest ceil(R/2) residual tokens (or more, if the update needs
  *     more room) are quantized and the residual shifts down. Flushing half
@@ -24,24 +35,33 @@
  *     tokens) while always keeping at least floor(R/2) recent tokens exact.
  *     A prefill longer than R quantizes all but its last R tokens at once.
  *     In general, with nr held and n_new arriving (total = nr + n_new > R),
- *     nqz = max(total - R, min(ceil(R/2), nr)) oldest tokens are quantized.
+ *       token: nqz = max(total - R, min(ceil(R/2), nr))
+ *       kivi:  nqz = max(G * ceil((total - R) / G), G * floor(min(ceil(R/2), nr) / G))
+ *     oldest tokens are quantized (G = group).
  *   - The quantized store grows like `dynamic`: capacity
  *     next_pow2(max(16, needed)), old codes and qparams copied; the growth
  *     happens before anything is written, so KV_ERR_NOMEM leaves the cache
- *     unchanged. No other allocation happens in update.
+ *     unchanged. No other allocation happens in update (kivi's block of
+ *     keys is gathered in a buffer allocated at init).
  *   - Copied bytes count every byte written into cache storage: new tokens
  *     stored in the residual (f32), residual rows shifted (f32), rows
- *     quantized (codes + qparams) and store growth copies (codes + qparams).
- *   - Resident bytes: qcap * (row_bytes + (head_dim/group) * 8) + R * head_dim
- *     * 4, times 2 (K, V) * n_kv_heads * batch, summed over layers.
+ *     quantized (codes + qparams, kivi: + one K qparams row per block) and
+ *     store growth copies (codes + qparams).
+ *   - Resident bytes: per (sequence, kv head) and K/V, the codes and
+ *     qparams of qcap tokens (kivi keys: ceil(qcap/group) rows of head_dim
+ *     pairs) plus R * head_dim * 4 of residual, summed over layers.
  *   - reset frees the quantized store (it is grown, not preallocated) and
  *     keeps the residual.
  *   - Operations: crop within the residual (back to no earlier than the
  *     end of the last update that quantized tokens, else
- *     KV_ERR_UNSUPPORTED: see quant_crop), fork and reorder copy codes,
- *     qparams and residual rows as they are (never re-quantized).
- * Parameters: --bits, --group, --residual; the presets quantized-int8 and
- * quantized-int4 pick the bits, and results are filed under those names.
+ *     KV_ERR_UNSUPPORTED: see quant_crop; in kivi that end is never before
+ *     the last whole block of keys, so a crop never splits a quantized
+ *     block), fork and reorder copy codes, qparams (kivi: the keys' per-
+ *     channel rows, one per block) and residual rows as they are (never
+ *     re-quantized), for every --bits and both layouts.
+ * Parameters: --bits (8, 4, 2), --group, --residual, --layout token|kivi;
+ * the presets quantized-int8/-int4/-int2 and kivi-2/-4/-8 pick them, and
+ * results are filed under those names.
  */
 #include <stdio.h>
 
@@ -52,40 +72,67 @@
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                               */
 
+enum quant_layout { QUANT_LAYOUT_TOKEN = 0, QUANT_LAYOUT_KIVI, QUANT_LAYOUT_COUNT };
+
 struct quant_params {
-    int32_t bits;     /* 8 or 4 */
-    int32_t group;    /* values per {scale, min} along head_dim; divides head_dim */
-    int32_t residual; /* recent tokens kept in f32 (>= 1) */
+    int32_t bits;     /* 8, 4 or 2 */
+    int32_t group;    /* values per {scale, min} along head_dim (kivi keys: tokens per
+                         block); divides head_dim */
+    int32_t residual; /* recent tokens kept in f32 (>= 1; kivi: at least group) */
+    int32_t layout;   /* enum quant_layout */
 };
 
-static const int32_t quant_bits_choices[] = {8, 4};
+static const int32_t quant_bits_choices[] = {8, 4, 2};
+static const int32_t quant_layout_choices[] = {QUANT_LAYOUT_TOKEN, QUANT_LAYOUT_KIVI};
+static const char *const quant_layout_names[] = {"token", "kivi"};
 
 static const struct kv_param quant_param_table[] = {
     {.name = "bits", .flag = "--bits", .type = KV_PARAM_CHOICE, .choices = quant_bits_choices,
-     .n_choices = 2, .def = 8, .help = "bits per cached value: 8 (int8) or 4 (int4)",
+     .n_choices = 3, .def = 8, .help = "bits per cached value: 8 (int8), 4 (int4) or 2 (int2)",
      .scales_memory = 1, .offset = offsetof(struct quant_params, bits)},
     {.name = "group", .flag = "--group", .type = KV_PARAM_INT, .lo = 1, .hi = 1 << 16, .def = 32,
-     .help = "values per scale and minimum along head_dim (divides head_dim)",
+     .help = "values per scale and minimum along head_dim (divides head_dim); with --layout "
+             "kivi also the keys' block of tokens",
      .scales_memory = 1, .offset = offsetof(struct quant_params, group)},
     {.name = "residual", .flag = "--residual", .type = KV_PARAM_INT, .lo = 1, .hi = INT32_MAX,
-     .def = 32, .help = "newest tokens kept in f32 before they are quantized",
+     .def = 32, .help = "newest tokens kept in f32 before they are quantized (kivi: at least "
+                        "--group)",
      .scales_memory = 1, .offset = offsetof(struct quant_params, residual)},
+    {.name = "layout", .flag = "--layout", .type = KV_PARAM_CHOICE,
+     .choices = quant_layout_choices, .names = quant_layout_names, .n_choices = 2,
+     .def = QUANT_LAYOUT_TOKEN,
+     .help = "token: K and V per token; kivi: keys per channel over --group tokens, values "
+             "per token",
+     .scales_memory = 1, .offset = offsetof(struct quant_params, layout)},
 };
 
 static const struct kv_preset quant_presets[] = {
-    {.name = "quantized-int8", .params = "bits=8"},
-    {.name = "quantized-int4", .params = "bits=4"},
+    {.name = "quantized-int8", .params = "bits=8", .sweep = 1},
+    {.name = "quantized-int4", .params = "bits=4", .sweep = 1},
+    {.name = "quantized-int2", .params = "bits=2", .sweep = 1},
     {.name = "quantized:8", .params = "bits=8"},
     {.name = "quantized:4", .params = "bits=4"},
+    {.name = "quantized:2", .params = "bits=2"},
+    {.name = "kivi-2", .params = "layout=kivi;bits=2", .sweep = 1},
+    {.name = "kivi-4", .params = "layout=kivi;bits=4"},
+    {.name = "kivi-8", .params = "layout=kivi;bits=8"},
 };
+
+/* Tokens the f32 residual holds: --residual, and in the kivi layout at
+ * least one block of keys (--group), since keys leave it a block at a time. */
+static int32_t quant_residual_of(const struct quant_params *p)
+{
+    return p->layout == QUANT_LAYOUT_KIVI && p->group > p->residual ? p->group : p->residual;
+}
 
 static enum kv_dtype quant_dtype_of(const void *params)
 {
     const struct quant_params *p = params;
-    return p->bits == 4 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
+    return p->bits == 4 ? KV_DTYPE_Q4 : p->bits == 2 ? KV_DTYPE_Q2 : KV_DTYPE_Q8;
 }
 
-/* The group must divide head_dim in a way the dtype's layout allows. */
+/* The group must divide head_dim in a way the dtype's layout allows (kivi:
+ * the per-channel rows too). */
 static enum kv_status quant_check(const struct kv_cache_config *cfg, const void *params,
                                   char *why, size_t why_len)
 {
@@ -96,7 +143,9 @@ static enum kv_status quant_check(const struct kv_cache_config *cfg, const void 
                      cfg->head_dim);
         return KV_ERR_INVALID;
     }
-    if (kv_quant_check(quant_dtype_of(params), cfg->head_dim, p->group) != KV_OK) {
+    if (kv_quant_check(quant_dtype_of(params), cfg->head_dim, p->group) != KV_OK ||
+        (p->layout == QUANT_LAYOUT_KIVI &&
+         kv_quant_check(quant_dtype_of(params), cfg->head_dim, cfg->head_dim) != KV_OK)) {
         if (why != NULL && why_len > 0)
             snprintf(why, why_len, "--bits %d with --group %d is not supported for head_dim %d",
                      p->bits, p->group, cfg->head_dim);
@@ -108,6 +157,8 @@ static enum kv_status quant_check(const struct kv_cache_config *cfg, const void 
 static int quant_label(const void *params, char *buf, size_t n)
 {
     const struct quant_params *p = params;
+    if (p->layout == QUANT_LAYOUT_KIVI)
+        return snprintf(buf, n, "kivi-%d", p->bits);
     return snprintf(buf, n, "quantized-int%d", p->bits);
 }
 
@@ -116,6 +167,11 @@ static int quant_describe(const struct kv_cache_config *cfg, const void *params,
 {
     const struct quant_params *p = params;
     (void)cfg;
+    if (p->layout == QUANT_LAYOUT_KIVI)
+        return snprintf(buf, n, "%s (int%d, KIVI: keys per channel over %d tokens, values "
+                                "per token in groups of %d, f32 residual %d)",
+                        kv_strategy_quantized.description, p->bits, p->group, p->group,
+                        quant_residual_of(p));
     return snprintf(buf, n, "%s (int%d, group %d, f32 residual %d)",
                     kv_strategy_quantized.description, p->bits, p->group, p->residual);
 }
@@ -125,7 +181,7 @@ static int quant_describe(const struct kv_cache_config *cfg, const void *params,
 
 struct quant_layer {
     void *store;                    /* the one allocation below, or NULL */
-    struct kv_qparams *k_qp, *v_qp; /* (batch, n_kv_heads, qcap, n_groups) */
+    struct kv_qparams *k_qp, *v_qp; /* (batch, n_kv_heads, k/v qparams rows, pairs) */
     uint8_t *k_codes, *v_codes;     /* (batch, n_kv_heads, qcap, code_row) */
     int32_t nq;                     /* quantized tokens (positions 0..nq-1) */
     int32_t qcap;                   /* quantized tokens allocated */
@@ -138,13 +194,22 @@ struct quant_layer {
 struct quant_state {
     struct kv_cache_config cfg;
     struct quant_params p;
-    enum kv_dtype dtype;         /* KV_DTYPE_Q8 or KV_DTYPE_Q4 */
+    enum kv_dtype dtype;         /* KV_DTYPE_Q8, Q4 or Q2 */
+    int kivi;                    /* keys per channel */
     size_t code_row;             /* bytes of codes of one head row */
-    size_t qp_row;               /* bytes of qparams of one head row */
+    size_t qp_row;               /* bytes of qparams of one head row (per token) */
+    size_t kqp_row;              /* bytes of one K qparams row: qp_row, kivi d pairs */
     size_t res_half;             /* bytes of one K (or V) residual */
+    float *block;                /* kivi: (group, head_dim) keys being quantized */
     struct quant_layer *layers;  /* (n_layers) */
     size_t copied;
 };
+
+/* K qparams rows that `tokens` quantized tokens need (kivi: one per block). */
+static int32_t quant_kqp_rows(const struct quant_state *s, int32_t tokens)
+{
+    return s->kivi ? (tokens + s->p.group - 1) / s->p.group : tokens;
+}
 
 static enum kv_status quant_init(void *state, const struct kv_cache_config *cfg,
                                  const void *params)
@@ -152,14 +217,18 @@ static enum kv_status quant_init(void *state, const struct kv_cache_config *cfg,
     struct quant_state *s = state;
     s->cfg = *cfg;
     s->p = *(const struct quant_params *)params;
-    if (s->p.bits != 8 && s->p.bits != 4)
+    if (s->p.bits != 8 && s->p.bits != 4 && s->p.bits != 2)
         return KV_ERR_INVALID;
+    s->p.residual = quant_residual_of(&s->p); /* from here on, the tokens it holds */
     s->dtype = quant_dtype_of(&s->p);
+    s->kivi = s->p.layout == QUANT_LAYOUT_KIVI;
     if (s->p.group < 1 || cfg->head_dim % s->p.group != 0 || s->p.residual < 1 ||
-        kv_quant_check(s->dtype, cfg->head_dim, s->p.group) != KV_OK)
+        kv_quant_check(s->dtype, cfg->head_dim, s->p.group) != KV_OK ||
+        (s->p.layout != QUANT_LAYOUT_TOKEN && !s->kivi))
         return KV_ERR_INVALID;
     s->code_row = kv_dtype_row_bytes(s->dtype, cfg->head_dim);
     s->qp_row = (size_t)(cfg->head_dim / s->p.group) * sizeof(struct kv_qparams);
+    s->kqp_row = s->kivi ? (size_t)cfg->head_dim * sizeof(struct kv_qparams) : s->qp_row;
 
     size_t half, total, meta;
     enum kv_status st = kv_store_bytes(&half, cfg, (size_t)s->p.residual, kv_store_row_bytes(cfg));
@@ -170,16 +239,26 @@ static enum kv_status quant_init(void *state, const struct kv_cache_config *cfg,
         kv_mul_size(&meta, (size_t)cfg->n_layers, sizeof *s->layers) != KV_OK)
         return KV_ERR_OVERFLOW;
     s->res_half = half;
+    if (s->kivi) { /* group <= head_dim: the block fits whenever a row does */
+        s->block = kv_alloc((size_t)s->p.group * (size_t)cfg->head_dim * sizeof(float));
+        if (s->block == NULL)
+            return KV_ERR_NOMEM;
+    }
     s->layers = kv_alloc(meta);
-    if (s->layers == NULL)
+    if (s->layers == NULL) {
+        kv_free(s->block);
+        s->block = NULL;
         return KV_ERR_NOMEM;
+    }
     for (int32_t l = 0; l < cfg->n_layers; l++) {
         s->layers[l].res = kv_alloc(2 * half);
         if (s->layers[l].res == NULL) {
             while (l-- > 0)
                 kv_free(s->layers[l].res);
             kv_free(s->layers);
+            kv_free(s->block);
             s->layers = NULL;
+            s->block = NULL;
             return KV_ERR_NOMEM;
         }
     }
@@ -208,7 +287,9 @@ static void quant_free(void *state)
     for (int32_t l = 0; l < s->cfg.n_layers; l++)
         kv_free(s->layers[l].res);
     kv_free(s->layers);
+    kv_free(s->block);
     s->layers = NULL;
+    s->block = NULL;
 }
 
 static void quant_reset(void *state) { quant_release_stores(state); }
@@ -225,83 +306,155 @@ static float *quant_res_v(const struct quant_state *s, const struct quant_layer 
     return (float *)((char *)q->res + s->res_half);
 }
 
-/* Bytes of one token's quantized rows, K and V, whole batch. */
+/* Bytes of one token's quantized rows, K and V codes and the per-token
+ * qparams (K's too in the token layout), whole batch. */
 static size_t quant_token_qbytes(const struct quant_state *s)
 {
-    return 2 * (size_t)s->cfg.batch * (size_t)s->cfg.n_kv_heads * (s->code_row + s->qp_row);
+    const size_t per_tok = 2 * s->code_row + s->qp_row + (s->kivi ? 0 : s->qp_row);
+    return (size_t)s->cfg.batch * (size_t)s->cfg.n_kv_heads * per_tok;
+}
+
+/* Bytes of one kivi block's K qparams row, whole batch (0: token layout). */
+static size_t quant_block_bytes(const struct quant_state *s)
+{
+    return s->kivi ? (size_t)s->cfg.batch * (size_t)s->cfg.n_kv_heads * s->kqp_row : 0;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Quantized store growth                                                   */
 
+/* Carves a store of capacity cap for `batch` sequences into q (K qparams,
+ * V qparams, K codes, V codes); returns KV_ERR_NOMEM/OVERFLOW with q
+ * unchanged. The rows are left unwritten: they are copied or quantized
+ * before anything reads them. */
+static enum kv_status quant_store_alloc(const struct quant_state *s, int32_t batch, int32_t cap,
+                                        struct quant_layer *q)
+{
+    struct kv_cache_config c = s->cfg;
+    c.batch = batch;
+    size_t kqp_half, vqp_half, code_half;
+    if (kv_store_bytes(&kqp_half, &c, (size_t)quant_kqp_rows(s, cap), s->kqp_row) != KV_OK ||
+        kv_store_bytes(&vqp_half, &c, (size_t)cap, s->qp_row) != KV_OK ||
+        kv_store_bytes(&code_half, &c, (size_t)cap, s->code_row) != KV_OK ||
+        kqp_half > (size_t)PTRDIFF_MAX / 4 || vqp_half > (size_t)PTRDIFF_MAX / 4 ||
+        code_half > (size_t)PTRDIFF_MAX / 4)
+        return KV_ERR_OVERFLOW;
+    char *store = kv_alloc_uninit(kqp_half + vqp_half + 2 * code_half);
+    if (store == NULL)
+        return KV_ERR_NOMEM;
+    q->store = store;
+    q->k_qp = (struct kv_qparams *)store;
+    q->v_qp = (struct kv_qparams *)(store + kqp_half);
+    q->k_codes = (uint8_t *)(store + kqp_half + vqp_half);
+    q->v_codes = (uint8_t *)(store + kqp_half + vqp_half + code_half);
+    q->qcap = cap;
+    return KV_OK;
+}
+
+/* Bytes of layer q's quantized rows (codes, qparams, kivi: the keys' block
+ * rows) and residual rows, whole batch: what a copy of the layer writes. */
+static size_t quant_held_bytes(const struct quant_state *s, const struct quant_layer *q)
+{
+    return (size_t)q->nq * quant_token_qbytes(s) +
+           (size_t)(s->kivi ? quant_kqp_rows(s, q->nq) : 0) * quant_block_bytes(s) +
+           (size_t)q->nr * kv_store_token_bytes(&s->cfg);
+}
+
 /* Moves layer q's quantized store to capacity `cap` (> nq), copying. */
 static enum kv_status quant_grow(struct quant_state *s, struct quant_layer *q, int32_t cap)
 {
-    size_t qp_half, code_half, total;
-    enum kv_status st = kv_store_bytes(&qp_half, &s->cfg, (size_t)cap, s->qp_row);
-    if (st == KV_OK)
-        st = kv_store_bytes(&code_half, &s->cfg, (size_t)cap, s->code_row);
+    struct quant_layer g = *q;
+    enum kv_status st = quant_store_alloc(s, s->cfg.batch, cap, &g);
     if (st != KV_OK)
         return st;
-    if (qp_half > (size_t)PTRDIFF_MAX / 4 || code_half > (size_t)PTRDIFF_MAX / 4)
-        return KV_ERR_OVERFLOW;
-    total = 2 * qp_half + 2 * code_half;
-    char *store = kv_alloc_uninit(total); /* rows are copied or quantized before use */
-    if (store == NULL)
-        return KV_ERR_NOMEM;
-    struct kv_qparams *k_qp = (struct kv_qparams *)store;
-    struct kv_qparams *v_qp = (struct kv_qparams *)(store + qp_half);
-    uint8_t *k_codes = (uint8_t *)(store + 2 * qp_half);
-    uint8_t *v_codes = (uint8_t *)(store + 2 * qp_half + code_half);
     if (q->nq > 0) {
-        kv_store_move(k_qp, cap, 0, q->k_qp, q->qcap, 0, q->nq, s->qp_row, &s->cfg);
-        kv_store_move(v_qp, cap, 0, q->v_qp, q->qcap, 0, q->nq, s->qp_row, &s->cfg);
-        kv_store_move(k_codes, cap, 0, q->k_codes, q->qcap, 0, q->nq, s->code_row, &s->cfg);
-        kv_store_move(v_codes, cap, 0, q->v_codes, q->qcap, 0, q->nq, s->code_row, &s->cfg);
-        s->copied += (size_t)q->nq * quant_token_qbytes(s);
+        const int32_t kq = quant_kqp_rows(s, q->nq);
+        kv_store_move(g.k_qp, quant_kqp_rows(s, cap), 0, q->k_qp, quant_kqp_rows(s, q->qcap), 0,
+                      kq, s->kqp_row, &s->cfg);
+        kv_store_move(g.v_qp, cap, 0, q->v_qp, q->qcap, 0, q->nq, s->qp_row, &s->cfg);
+        kv_store_move(g.k_codes, cap, 0, q->k_codes, q->qcap, 0, q->nq, s->code_row, &s->cfg);
+        kv_store_move(g.v_codes, cap, 0, q->v_codes, q->qcap, 0, q->nq, s->code_row, &s->cfg);
+        s->copied += (size_t)q->nq * quant_token_qbytes(s) + (size_t)kq * quant_block_bytes(s);
     }
     kv_free(q->store);
-    q->store = store;
-    q->k_qp = k_qp;
-    q->v_qp = v_qp;
-    q->k_codes = k_codes;
-    q->v_codes = v_codes;
-    q->qcap = cap;
+    *q = g;
     return KV_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Update                                                                   */
 
-/*
- * Quantizes token i of the sequence (residual ++ new tokens) into store row
- * `dst` of every (sequence, kv head): i < nr reads residual row i, otherwise
- * token i - nr of k_new/v_new (batch, n_new, n_kv_heads, head_dim).
- */
+/* Token i of the sequence (residual ++ new tokens) of (b, h): i < nr reads
+ * residual row i, otherwise token i - nr of k_new / v_new (batch, n_new,
+ * n_kv_heads, head_dim). */
+static const float *quant_src_row(const struct quant_state *s, const struct quant_layer *q,
+                                  const float *res, const float *x_new, int32_t n_new, size_t b,
+                                  size_t h, int32_t i)
+{
+    const size_t hd = (size_t)s->cfg.head_dim, nh = (size_t)s->cfg.n_kv_heads;
+    if (i < q->nr)
+        return res + ((b * nh + h) * (size_t)s->p.residual + (size_t)i) * hd;
+    return x_new + ((b * (size_t)n_new + (size_t)(i - q->nr)) * nh + h) * hd;
+}
+
+/* Quantizes token i of (residual ++ new tokens) into store row `dst` of
+ * every (sequence, kv head): V per token, and K per token in the token
+ * layout (kivi keys go by blocks, quant_put_key_block). */
 static void quant_put_row(struct quant_state *s, struct quant_layer *q, int32_t dst, int32_t i,
                           const float *k_new, const float *v_new, int32_t n_new)
 {
-    const size_t hd = (size_t)s->cfg.head_dim, nh = (size_t)s->cfg.n_kv_heads;
+    const size_t nh = (size_t)s->cfg.n_kv_heads;
     const size_t ng = s->qp_row / sizeof(struct kv_qparams);
-    const float *rk = quant_res_k(s, q), *rv = quant_res_v(s, q);
     for (size_t b = 0; b < (size_t)s->cfg.batch; b++)
         for (size_t h = 0; h < nh; h++) {
-            const size_t bh = b * nh + h;
-            const size_t row = bh * (size_t)q->qcap + (size_t)dst;
-            const float *xk, *xv;
-            if (i < q->nr) {
-                xk = rk + (bh * (size_t)s->p.residual + (size_t)i) * hd;
-                xv = rv + (bh * (size_t)s->p.residual + (size_t)i) * hd;
-            } else {
-                const size_t t = (size_t)(i - q->nr);
-                xk = k_new + ((b * (size_t)n_new + t) * nh + h) * hd;
-                xv = v_new + ((b * (size_t)n_new + t) * nh + h) * hd;
-            }
-            kv_quantize_row(q->k_codes + row * s->code_row, q->k_qp + row * ng, xk, s->dtype,
-                            s->cfg.head_dim, s->p.group);
-            kv_quantize_row(q->v_codes + row * s->code_row, q->v_qp + row * ng, xv, s->dtype,
-                            s->cfg.head_dim, s->p.group);
+            const size_t row = (b * nh + h) * (size_t)q->qcap + (size_t)dst;
+            if (!s->kivi)
+                kv_quantize_row(q->k_codes + row * s->code_row, q->k_qp + row * ng,
+                                quant_src_row(s, q, quant_res_k(s, q), k_new, n_new, b, h, i),
+                                s->dtype, s->cfg.head_dim, s->p.group);
+            kv_quantize_row(q->v_codes + row * s->code_row, q->v_qp + row * ng,
+                            quant_src_row(s, q, quant_res_v(s, q), v_new, n_new, b, h, i),
+                            s->dtype, s->cfg.head_dim, s->p.group);
         }
+}
+
+/* kivi: the keys of tokens i .. i+G-1 of (residual ++ new) into store rows
+ * dst .. dst+G-1 (dst a multiple of G) of every (sequence, kv head), one
+ * qparams pair per channel over the block. */
+static void quant_put_key_block(struct quant_state *s, struct quant_layer *q, int32_t dst,
+                                int32_t i, const float *k_new, int32_t n_new)
+{
+    const size_t hd = (size_t)s->cfg.head_dim, nh = (size_t)s->cfg.n_kv_heads;
+    const int32_t G = s->p.group, krows = quant_kqp_rows(s, q->qcap);
+    for (size_t b = 0; b < (size_t)s->cfg.batch; b++)
+        for (size_t h = 0; h < nh; h++) {
+            for (int32_t u = 0; u < G; u++)
+                memcpy(s->block + (size_t)u * hd,
+                       quant_src_row(s, q, quant_res_k(s, q), k_new, n_new, b, h, i + u),
+                       hd * sizeof(float));
+            const size_t row = (b * nh + h) * (size_t)q->qcap + (size_t)dst;
+            const size_t qrow = (b * nh + h) * (size_t)krows + (size_t)(dst / G);
+            kv_quantize_rows_channel(q->k_codes + row * s->code_row, s->code_row,
+                                     (struct kv_qparams *)((char *)q->k_qp + qrow * s->kqp_row),
+                                     s->block, hd, G, s->dtype, s->cfg.head_dim);
+        }
+}
+
+/* How many of the oldest of `total` = nr + n_new tokens leave for the
+ * store (the rule in the opening comment). */
+static int32_t quant_n_flush(const struct quant_state *s, int32_t nr, int64_t total)
+{
+    const int32_t r = s->p.residual;
+    if (total <= r)
+        return 0;
+    const int32_t half = r - r / 2; /* ceil(R/2) */
+    const int32_t flush = half < nr ? half : nr;
+    const int32_t at_least = (int32_t)(total - r);
+    if (!s->kivi)
+        return at_least > flush ? at_least : flush;
+    const int32_t G = s->p.group; /* whole blocks: at_least rounded up, flush down */
+    const int32_t a = (at_least + G - 1) / G * G, f = flush / G * G;
+    return a > f ? a : f;
 }
 
 /* Positions past cfg.max_len (when it is > 0) are refused with KV_ERR_FULL. */
@@ -318,13 +471,7 @@ static enum kv_status quant_update(void *state, int32_t layer, const float *k_ne
 
     /* How many of the oldest tokens of (residual ++ new) leave for the store. */
     const int64_t total = (int64_t)q->nr + n_new;
-    int32_t nqz = 0;
-    if (total > r) {
-        const int32_t half = r - r / 2; /* ceil(R/2) */
-        const int32_t at_least = (int32_t)(total - r);
-        const int32_t flush = half < q->nr ? half : q->nr;
-        nqz = at_least > flush ? at_least : flush;
-    }
+    const int32_t nqz = quant_n_flush(s, q->nr, total);
     if (nqz > 0 && q->nq + nqz > q->qcap) {
         enum kv_status st = quant_grow(s, q, kv_store_grow_cap(q->nq + nqz));
         if (st != KV_OK)
@@ -334,7 +481,10 @@ static enum kv_status quant_update(void *state, int32_t layer, const float *k_ne
     /* 1. quantize tokens [0, nqz) of (residual ++ new) into rows nq.. */
     for (int32_t i = 0; i < nqz; i++)
         quant_put_row(s, q, q->nq + i, i, k_new, v_new, n_new);
-    s->copied += (size_t)nqz * quant_token_qbytes(s);
+    for (int32_t i = 0; s->kivi && i < nqz; i += s->p.group)
+        quant_put_key_block(s, q, q->nq + i, i, k_new, n_new);
+    s->copied += (size_t)nqz * quant_token_qbytes(s) +
+                 (size_t)(s->kivi ? nqz / s->p.group : 0) * quant_block_bytes(s);
 
     /* 2. the residual keeps tokens [nqz, total): shift the old ones down */
     const size_t row = kv_store_row_bytes(&s->cfg);
@@ -357,6 +507,7 @@ static enum kv_status quant_update(void *state, int32_t layer, const float *k_ne
     if (nqz > 0)
         q->flush_end = pos0 + n_new;
     KV_ASSERT(q->nr == kept_old + n_put && q->nr <= r);
+    KV_ASSERT(!s->kivi || q->nq % s->p.group == 0);
     return KV_OK;
 }
 
@@ -379,7 +530,7 @@ static int32_t quant_view(const void *state, int32_t layer, struct kv_span *span
     const size_t nh = (size_t)s->cfg.n_kv_heads;
     int32_t n = 0;
     if (q->nq > 0) {
-        const size_t qcap = (size_t)q->qcap;
+        const size_t qcap = (size_t)q->qcap, krows = (size_t)quant_kqp_rows(s, q->qcap);
         const struct kv_tensor codes = {
             .dtype = s->dtype,
             .row_stride = s->code_row,
@@ -392,6 +543,12 @@ static int32_t quant_view(const void *state, int32_t layer, struct kv_span *span
             .qp_seq_stride = nh * qcap * s->qp_row,
         };
         spans[n] = (struct kv_span){.k = codes, .v = codes, .n_tokens = q->nq, .pos0 = 0};
+        if (s->kivi) { /* keys: one row of head_dim pairs per block of group tokens */
+            spans[n].k.axis = KV_QAXIS_CHANNEL;
+            spans[n].k.qp_row_stride = s->kqp_row;
+            spans[n].k.qp_head_stride = krows * s->kqp_row;
+            spans[n].k.qp_seq_stride = nh * krows * s->kqp_row;
+        }
         spans[n].k.data = q->k_codes;
         spans[n].k.qp = q->k_qp;
         spans[n].v.data = q->v_codes;
@@ -414,8 +571,12 @@ static size_t quant_resident_bytes(const void *state)
 {
     const struct quant_state *s = state;
     size_t total = 0;
-    for (int32_t l = 0; l < s->cfg.n_layers; l++)
-        total += (size_t)s->layers[l].qcap * quant_token_qbytes(s) + 2 * s->res_half;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        const int32_t cap = s->layers[l].qcap;
+        total += (size_t)cap * quant_token_qbytes(s) +
+                 (size_t)(s->kivi ? quant_kqp_rows(s, cap) : 0) * quant_block_bytes(s) +
+                 2 * s->res_half;
+    }
     return total;
 }
 
@@ -431,18 +592,23 @@ static enum kv_status quant_bytes_for(const struct kv_cache_config *cfg, const v
                                       int32_t n_tokens, size_t *bytes)
 {
     const struct quant_params *p = params;
+    const int kivi = p->layout == QUANT_LAYOUT_KIVI;
     const size_t code_row = kv_dtype_row_bytes(quant_dtype_of(p), cfg->head_dim);
     const size_t qp_row = (size_t)(cfg->head_dim / p->group) * sizeof(struct kv_qparams);
-    size_t qtok, res, cap_bytes, per_layer;
     const size_t cap = n_tokens > 0 ? (size_t)kv_store_grow_cap(n_tokens) : 0;
-    size_t f[4] = {2 * (size_t)cfg->batch, (size_t)cfg->n_kv_heads, code_row + qp_row, cap};
-    if (kv_mul_sizes(&cap_bytes, 4, f) != KV_OK)
+    const size_t kblocks = kivi ? (cap + (size_t)p->group - 1) / (size_t)p->group : 0;
+    const size_t per_tok = 2 * code_row + qp_row + (kivi ? 0 : qp_row);
+    size_t bh, tok, blk, res, per_layer;
+    size_t f[2] = {(size_t)cfg->batch, (size_t)cfg->n_kv_heads};
+    if (kv_mul_sizes(&bh, 2, f) != KV_OK || kv_mul_size(&tok, bh, per_tok) != KV_OK ||
+        kv_mul_size(&tok, tok, cap) != KV_OK ||
+        kv_mul_size(&blk, bh, (size_t)cfg->head_dim * sizeof(struct kv_qparams)) != KV_OK ||
+        kv_mul_size(&blk, blk, kblocks) != KV_OK)
         return KV_ERR_OVERFLOW;
-    qtok = cap_bytes;
-    if (kv_store_bytes(&res, cfg, (size_t)p->residual, kv_store_row_bytes(cfg)) != KV_OK ||
-        res > SIZE_MAX / 2 || qtok > SIZE_MAX - 2 * res)
+    if (kv_store_bytes(&res, cfg, (size_t)quant_residual_of(p), kv_store_row_bytes(cfg)) != KV_OK ||
+        res > SIZE_MAX / 2 || tok > SIZE_MAX - 2 * res || blk > SIZE_MAX - 2 * res - tok)
         return KV_ERR_OVERFLOW;
-    per_layer = qtok + 2 * res;
+    per_layer = tok + blk + 2 * res;
     return kv_mul_size(bytes, per_layer, (size_t)cfg->n_layers);
 }
 
@@ -457,7 +623,10 @@ static enum kv_status quant_bytes_for(const struct kv_cache_config *cfg, const v
  * now, and the quantized rows, final once written, are the same). A crop
  * reaching further back would leave tokens quantized that the never-
  * appended cache holds in f32, so it is refused (KV_ERR_UNSUPPORTED,
- * nothing changed); 0 (an empty cache) is always taken.
+ * nothing changed); 0 (an empty cache) is always taken. The kivi layout
+ * needs nothing more: flush_end >= nq and nq is a whole number of key
+ * blocks, so a crop that is taken never cuts into a quantized block (and a
+ * block's per-channel qparams, made over all its tokens, stay valid).
  */
 static enum kv_status quant_crop(void *state, int32_t len)
 {
@@ -471,7 +640,7 @@ static enum kv_status quant_crop(void *state, int32_t len)
             q->nq = q->nr = q->flush_end = 0; /* the store's capacity stays */
             continue;
         }
-        KV_ASSERT(len >= q->nq);
+        KV_ASSERT(len >= q->nq && (!s->kivi || q->nq % s->p.group == 0));
         q->nr = len - q->nq;
     }
     return KV_OK;
@@ -489,49 +658,37 @@ static void quant_seq_rows(void *dst, int32_t dcap, int32_t db, const void *src,
                (size_t)n * row);
 }
 
+/* Layer q's quantized store, sequence b <- sequence sb of layer `from` (a
+ * store of the same layout, of any capacity and batch): codes, V qparams
+ * and K qparams (token layout: one row per token; kivi: one row of
+ * head_dim pairs per block, nq a whole number of blocks). */
+static void quant_copy_qrows(const struct quant_state *s, struct quant_layer *q, int32_t b,
+                             const struct quant_layer *from, int32_t sb)
+{
+    const int32_t H = s->cfg.n_kv_heads;
+    if (from->nq == 0)
+        return;
+    quant_seq_rows(q->k_qp, quant_kqp_rows(s, q->qcap), b, from->k_qp,
+                   quant_kqp_rows(s, from->qcap), sb, quant_kqp_rows(s, from->nq), s->kqp_row, H);
+    quant_seq_rows(q->v_qp, q->qcap, b, from->v_qp, from->qcap, sb, from->nq, s->qp_row, H);
+    quant_seq_rows(q->k_codes, q->qcap, b, from->k_codes, from->qcap, sb, from->nq, s->code_row,
+                   H);
+    quant_seq_rows(q->v_codes, q->qcap, b, from->v_codes, from->qcap, sb, from->nq, s->code_row,
+                   H);
+}
+
 /* Layer q's store and residual, sequence b <- sequence sb of layer `from`
- * of a cache of the same layout (a fork's source). */
+ * of a cache of the same layout and batch (a fork's source). */
 static void quant_copy_seq(const struct quant_state *s, struct quant_layer *q, int32_t b,
                            const struct quant_layer *from, int32_t sb)
 {
     const int32_t H = s->cfg.n_kv_heads, R = s->p.residual;
     const size_t frow = kv_store_row_bytes(&s->cfg);
-    if (from->nq > 0) {
-        quant_seq_rows(q->k_qp, q->qcap, b, from->k_qp, from->qcap, sb, from->nq, s->qp_row, H);
-        quant_seq_rows(q->v_qp, q->qcap, b, from->v_qp, from->qcap, sb, from->nq, s->qp_row, H);
-        quant_seq_rows(q->k_codes, q->qcap, b, from->k_codes, from->qcap, sb, from->nq,
-                       s->code_row, H);
-        quant_seq_rows(q->v_codes, q->qcap, b, from->v_codes, from->qcap, sb, from->nq,
-                       s->code_row, H);
-    }
+    quant_copy_qrows(s, q, b, from, sb);
     if (from->nr > 0) {
         quant_seq_rows(q->res, R, b, from->res, R, sb, from->nr, frow, H);
         quant_seq_rows(quant_res_v(s, q), R, b, quant_res_v(s, from), R, sb, from->nr, frow, H);
     }
-}
-
-/* Carves a store of capacity cap for `batch` sequences into q (NULL store:
- * none); returns KV_ERR_NOMEM/OVERFLOW with q unchanged. */
-static enum kv_status quant_store_alloc(const struct quant_state *s, int32_t batch, int32_t cap,
-                                        struct quant_layer *q)
-{
-    struct kv_cache_config c = s->cfg;
-    c.batch = batch;
-    size_t qp_half, code_half;
-    if (kv_store_bytes(&qp_half, &c, (size_t)cap, s->qp_row) != KV_OK ||
-        kv_store_bytes(&code_half, &c, (size_t)cap, s->code_row) != KV_OK ||
-        qp_half > (size_t)PTRDIFF_MAX / 4 || code_half > (size_t)PTRDIFF_MAX / 4)
-        return KV_ERR_OVERFLOW;
-    char *store = kv_alloc_uninit(2 * qp_half + 2 * code_half);
-    if (store == NULL)
-        return KV_ERR_NOMEM;
-    q->store = store;
-    q->k_qp = (struct kv_qparams *)store;
-    q->v_qp = (struct kv_qparams *)(store + qp_half);
-    q->k_codes = (uint8_t *)(store + 2 * qp_half);
-    q->v_codes = (uint8_t *)(store + 2 * qp_half + code_half);
-    q->qcap = cap;
-    return KV_OK;
 }
 
 /* dst (fresh, same batch) <- src's quantized rows and residual, bit for bit
@@ -553,8 +710,7 @@ static enum kv_status quant_fork(void *dst, const void *src)
         dq->nq = sq->nq;
         dq->nr = sq->nr;
         dq->flush_end = sq->flush_end;
-        d->copied += (size_t)sq->nq * quant_token_qbytes(d) +
-                     (size_t)sq->nr * kv_store_token_bytes(&d->cfg);
+        d->copied += quant_held_bytes(d, dq);
     }
     return KV_OK;
 }
@@ -602,14 +758,7 @@ static enum kv_status quant_reorder(void *state, const int32_t *src, int32_t n)
         struct quant_layer *q = &s->layers[l], *to = &nl[l];
         for (int32_t b = 0; b < n; b++) {
             const int32_t sb = src[b];
-            if (q->nq > 0) {
-                quant_seq_rows(to->k_qp, to->qcap, b, q->k_qp, q->qcap, sb, q->nq, s->qp_row, H);
-                quant_seq_rows(to->v_qp, to->qcap, b, q->v_qp, q->qcap, sb, q->nq, s->qp_row, H);
-                quant_seq_rows(to->k_codes, to->qcap, b, q->k_codes, q->qcap, sb, q->nq,
-                               s->code_row, H);
-                quant_seq_rows(to->v_codes, to->qcap, b, q->v_codes, q->qcap, sb, q->nq,
-                               s->code_row, H);
-            }
+            quant_copy_qrows(s, to, b, q, sb);
             if (q->nr > 0) {
                 quant_seq_rows(to->res, R, b, q->res, R, sb, q->nr, frow, H);
                 quant_seq_rows((char *)to->res + res_half, R, b, (char *)q->res + s->res_half,
@@ -624,21 +773,20 @@ static enum kv_status quant_reorder(void *state, const int32_t *src, int32_t n)
     s->res_half = res_half;
     s->cfg.batch = n;
     for (int32_t l = 0; l < s->cfg.n_layers; l++)
-        s->copied += (size_t)s->layers[l].nq * quant_token_qbytes(s) +
-                     (size_t)s->layers[l].nr * kv_store_token_bytes(&s->cfg);
+        s->copied += quant_held_bytes(s, &s->layers[l]);
     return KV_OK;
 }
 
 const struct kv_strategy_ops kv_strategy_quantized = {
     .name = "quantized",
-    .description = "int8/int4 groups with scale and min, recent tokens kept in f32",
+    .description = "int8/int4/int2 groups with scale and min, recent tokens kept in f32",
     .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_LOSSY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED |
             KV_CAP_CROP | KV_CAP_FORK | KV_CAP_REORDER,
     .params = quant_param_table,
-    .n_params = 3,
+    .n_params = 4,
     .params_size = sizeof(struct quant_params),
     .presets = quant_presets,
-    .n_presets = 4,
+    .n_presets = 9,
     .check = quant_check,
     .describe = quant_describe,
     .label = quant_label,

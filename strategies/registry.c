@@ -86,7 +86,8 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
         const struct kv_param *p = &o->params[i];
         if (p->name == NULL || p->flag == NULL || strncmp(p->flag, "--", 2) != 0 ||
             p->help == NULL || (unsigned)p->type >= KV_PARAM_TYPE_COUNT ||
-            (p->type == KV_PARAM_CHOICE) != (p->n_choices > 0))
+            (p->type == KV_PARAM_CHOICE) != (p->n_choices > 0) ||
+            (p->names != NULL && p->type != KV_PARAM_CHOICE))
             return KV_ERR_INVALID;
         if (p->type == KV_PARAM_TEXT
                 ? p->text_size < 2 || p->def_text == NULL ||
@@ -94,6 +95,9 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
                       p->offset + (size_t)p->text_size > o->params_size
                 : p->offset + sizeof(int32_t) > o->params_size || !kv_param_accepts(p, p->def))
             return KV_ERR_INVALID;
+        for (int32_t c = 0; p->names != NULL && c < p->n_choices; c++)
+            if (p->names[c] == NULL || p->names[c][0] == '\0')
+                return KV_ERR_INVALID;
     }
     if (o->n_presets > 0 && o->presets == NULL)
         return KV_ERR_INVALID;

@@ -2,7 +2,7 @@
  * sliding.c - a ring buffer of `window` slots per layer (the seed's
  * StaticSlidingWindowLayer): the oldest token is evicted, memory is flat.
  *
- * Per layer, K and V are (batch, n_kv_heads, window, head_dim) floats, all
+ * Per layer, K and V are (batch, n_kv_heads, window, head_dim) rows of the dtype, all
  * layers in one allocation made at init. Position p lives in slot p % window.
  * view returns the held positions in order as at most two spans: the older
  * run (slots s..window-1) then the newer run (slots 0..s-1), each with
@@ -20,11 +20,14 @@
  *     (length + n_new <= window); otherwise KV_ERR_INVALID, nothing written
  *     (a documented limitation: feed decode steps one token at a time).
  * Single-token updates never fail: the cache never refuses a length, and
- * max_len is not enforced here. Its one parameter is the window (--window).
+ * max_len is not enforced here. Its parameters are the window (--window)
+ * and the rows' dtype (--dtype f16|bf16: sliding-f16, sliding-bf16; the
+ * pass-through view of a long prefill stays the caller's f32).
  *
  * Operations: crop only within the window (while nothing has been evicted;
  * past that, KV_ERR_UNSUPPORTED), fork copies the rings, reorder moves
  * whole rings of sequences up to the creation batch (KV_ERR_FULL beyond).
+ * All three move stored rows as bytes, so they hold for every row dtype.
  */
 #include <stdio.h>
 
@@ -35,13 +38,27 @@
 
 struct sliding_params {
     int32_t window; /* ring size in tokens (>= 1) */
+    int32_t dtype;  /* enum kv_dtype of the rows: f32, f16 or bf16 */
 };
 
 static const struct kv_param sliding_param_table[] = {
     {.name = "window", .flag = "--window", .type = KV_PARAM_INT, .lo = 1, .hi = 1 << 30,
      .def = 512, .help = "ring size in tokens: keys older than this are evicted",
      .scales_memory = 1, .offset = offsetof(struct sliding_params, window)},
+    KV_STORE_DTYPE_PARAM(struct sliding_params, dtype),
 };
+
+static const struct kv_preset sliding_presets[] = {KV_STORE_DTYPE_PRESETS("sliding", 0)};
+
+static enum kv_dtype sliding_dtype(const void *params)
+{
+    return (enum kv_dtype)((const struct sliding_params *)params)->dtype;
+}
+
+static int sliding_label(const void *params, char *buf, size_t n)
+{
+    return kv_store_dtype_label("sliding", sliding_dtype(params), buf, n);
+}
 
 /* ------------------------------------------------------------------------ */
 /* State                                                                    */
@@ -57,7 +74,8 @@ struct sliding_state {
     struct kv_cache_config cfg;
     int32_t window;
     int32_t cap_batch;            /* sequences the rings have room for (creation batch) */
-    float *buf;                   /* (n_layers, 2, batch, n_kv_heads, window, head_dim) */
+    enum kv_dtype dtype;          /* of the rows */
+    char *buf;                    /* (n_layers, 2, batch, n_kv_heads, window, head_dim) */
     size_t half;                  /* bytes of one K (or V) ring of one layer */
     struct sliding_layer *layers; /* (n_layers) */
     size_t copied;
@@ -71,10 +89,12 @@ static enum kv_status sliding_init(void *state, const struct kv_cache_config *cf
     s->cfg = *cfg;
     s->window = p->window;
     s->cap_batch = cfg->batch;
-    if (s->window < 1)
+    s->dtype = sliding_dtype(params);
+    if (s->window < 1 || kv_type_traits[s->dtype].has_qparams)
         return KV_ERR_INVALID;
     size_t half, total, meta;
-    enum kv_status st = kv_store_bytes(&half, cfg, (size_t)s->window, kv_store_row_bytes(cfg));
+    enum kv_status st = kv_store_bytes(&half, cfg, (size_t)s->window,
+                                       kv_store_row_bytes_as(cfg, s->dtype));
     if (st != KV_OK)
         return st;
     if (kv_mul_size(&total, 2 * half, (size_t)cfg->n_layers) != KV_OK ||
@@ -117,14 +137,14 @@ static int32_t sliding_max_spans(const struct kv_cache_config *cfg, const void *
     return 2;
 }
 
-static float *sliding_k(const struct sliding_state *s, int32_t l)
+static char *sliding_k(const struct sliding_state *s, int32_t l)
 {
-    return (float *)((char *)s->buf + (size_t)l * 2 * s->half);
+    return s->buf + (size_t)l * 2 * s->half;
 }
 
-static float *sliding_v(const struct sliding_state *s, int32_t l)
+static char *sliding_v(const struct sliding_state *s, int32_t l)
 {
-    return (float *)((char *)s->buf + ((size_t)l * 2 + 1) * s->half);
+    return s->buf + ((size_t)l * 2 + 1) * s->half;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -134,9 +154,9 @@ static float *sliding_v(const struct sliding_state *s, int32_t l)
 static void sliding_write(struct sliding_state *s, int32_t layer, const float *k_new,
                           const float *v_new, int32_t n_new, int32_t pos0, int32_t a, int32_t b)
 {
-    kv_ring_put(sliding_k(s, layer), sliding_v(s, layer), s->window, 0, k_new, v_new, n_new,
-                pos0, a, b, &s->cfg);
-    s->copied += (size_t)(b - a) * kv_store_token_bytes(&s->cfg);
+    kv_ring_put_as(sliding_k(s, layer), sliding_v(s, layer), s->dtype, s->window, 0, k_new,
+                   v_new, n_new, pos0, a, b, &s->cfg);
+    s->copied += (size_t)(b - a) * kv_store_token_bytes_as(&s->cfg, s->dtype);
 }
 
 static enum kv_status sliding_update(void *state, int32_t layer, const float *k_new,
@@ -179,8 +199,8 @@ static int32_t sliding_view(const void *state, int32_t layer, struct kv_span *sp
         return 1;
     }
     const int32_t held = l->len < w ? l->len : w;
-    return kv_ring_spans(spans, sliding_k(s, layer), sliding_v(s, layer), w, 0, l->len - held,
-                         l->len, &s->cfg);
+    return kv_ring_spans_as(spans, sliding_k(s, layer), sliding_v(s, layer), s->dtype, w, 0,
+                            l->len - held, l->len, &s->cfg);
 }
 
 static int32_t sliding_seq_len(const void *state, int32_t layer)
@@ -207,7 +227,7 @@ static enum kv_status sliding_bytes_for(const struct kv_cache_config *cfg, const
 {
     const struct sliding_params *p = params;
     (void)n_tokens;
-    return kv_store_layers_bytes(bytes, cfg, (size_t)p->window);
+    return kv_store_layers_bytes_as(bytes, cfg, sliding_dtype(params), (size_t)p->window);
 }
 
 static int sliding_describe(const struct kv_cache_config *cfg, const void *params, char *buf,
@@ -215,7 +235,11 @@ static int sliding_describe(const struct kv_cache_config *cfg, const void *param
 {
     const struct sliding_params *p = params;
     (void)cfg;
-    return snprintf(buf, n, "%s (window %d)", kv_strategy_sliding.description, p->window);
+    const enum kv_dtype dt = sliding_dtype(params);
+    if (dt == KV_DTYPE_F32)
+        return snprintf(buf, n, "%s (window %d)", kv_strategy_sliding.description, p->window);
+    return snprintf(buf, n, "%s (window %d, %s rows)", kv_strategy_sliding.description,
+                    p->window, kv_type_traits[dt].name);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -244,7 +268,7 @@ static enum kv_status sliding_crop(void *state, int32_t len)
 static size_t sliding_held_bytes(const struct sliding_state *s, int32_t l)
 {
     const int32_t held = s->layers[l].len < s->window ? s->layers[l].len : s->window;
-    return (size_t)held * kv_store_token_bytes(&s->cfg);
+    return (size_t)held * kv_store_token_bytes_as(&s->cfg, s->dtype);
 }
 
 /* dst (fresh, same batch) <- src's rings. A pass-through view (a prefill
@@ -274,13 +298,14 @@ static enum kv_status sliding_reorder(void *state, const int32_t *src, int32_t n
     struct sliding_state *s = state;
     if (n > s->cap_batch)
         return KV_ERR_FULL;
-    const size_t seq = (size_t)s->cfg.n_kv_heads * (size_t)s->window * kv_store_row_bytes(&s->cfg);
+    const size_t seq =
+        (size_t)s->cfg.n_kv_heads * (size_t)s->window * kv_store_row_bytes_as(&s->cfg, s->dtype);
     char *tmp = kv_alloc_uninit(2 * s->half);
     if (tmp == NULL)
         return KV_ERR_NOMEM;
     const int32_t old_batch = s->cfg.batch;
     for (int32_t l = 0; l < s->cfg.n_layers; l++) {
-        char *k = (char *)sliding_k(s, l), *v = (char *)sliding_v(s, l);
+        char *k = sliding_k(s, l), *v = sliding_v(s, l);
         memcpy(tmp, k, (size_t)old_batch * seq);
         memcpy(tmp + s->half, v, (size_t)old_batch * seq);
         for (int32_t b = 0; b < n; b++) {
@@ -302,9 +327,13 @@ const struct kv_strategy_ops kv_strategy_sliding = {
     .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES | KV_CAP_SHARES_STORAGE |
             KV_CAP_CROP | KV_CAP_FORK | KV_CAP_REORDER,
     .params = sliding_param_table,
-    .n_params = 1,
+    .n_params = 2,
     .params_size = sizeof(struct sliding_params),
+    .presets = sliding_presets,
+    .n_presets = 2,
     .describe = sliding_describe,
+    .label = sliding_label,
+    .dtype = sliding_dtype,
     .bytes_for = sliding_bytes_for,
     .max_spans = sliding_max_spans,
     .state_size = sizeof(struct sliding_state),

@@ -120,6 +120,9 @@ struct kv_param {
     enum kv_param_type type;
     int64_t lo, hi;         /* KV_PARAM_INT: accepted range */
     const int32_t *choices; /* KV_PARAM_CHOICE: the accepted values */
+    const char *const *names; /* KV_PARAM_CHOICE, or NULL: names[i] spells choices[i]
+                                 (--dtype f16, dtype=f16): the CLI and the k=v text
+                                 take and print the name, never the number */
     int32_t n_choices;
     int32_t def;            /* default */
     const char *help;       /* one line, for --help and `kvlab strategies` */
@@ -134,6 +137,8 @@ struct kv_param {
 struct kv_preset {
     const char *name;
     const char *params; /* `k=v;k=v`, the parameters it sets */
+    int32_t sweep;      /* 1: a series of the default sweep (kvlab sweep without
+                           --strategies), 0: only when named */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -354,8 +359,15 @@ enum kv_status kv_strategy_lookup(const char *name, const struct kv_strategy_ops
 int32_t kv_param_find(const struct kv_strategy_ops *ops, const char *name);
 /* 1 when v is within the parameter's range or choices. */
 int kv_param_accepts(const struct kv_param *p, int64_t v);
-/* "an integer in [lo, hi]" / "one of 8 or 4", for messages. */
+/* "an integer in [lo, hi]" / "one of 8 or 4" / "one of f32, f16 or bf16",
+ * for messages. */
 int kv_param_range_str(const struct kv_param *p, char *buf, size_t n);
+/* *v <- the value text spells for p: a choice's name for a named choice,
+ * else a decimal integer; KV_ERR_INVALID for anything else or a value
+ * outside the range or choices. */
+enum kv_status kv_param_parse_value(const struct kv_param *p, const char *text, int64_t *v);
+/* v as text: its name for a named choice ("f16"), else the number; snprintf's count. */
+int kv_param_value_str(const struct kv_param *p, int64_t v, char *buf, size_t n);
 
 /* params (ops->params_size bytes) <- every parameter's default. */
 void kv_params_defaults(const struct kv_strategy_ops *ops, void *params);
@@ -377,10 +389,12 @@ const char *kv_params_get_text(const struct kv_strategy_ops *ops, const void *pa
 enum kv_status kv_params_check(const struct kv_strategy_ops *ops,
                                const struct kv_cache_config *cfg, const void *params,
                                char *why, size_t why_len);
-/* "window=512" / "bits=8;group=32;residual=32" in table order, "-" for a
- * strategy without parameters (the CSV params column); snprintf's count. */
+/* "window=512" / "bits=8;group=32;residual=32" / "dtype=f16" in table
+ * order (named choices by name), "-" for a strategy without parameters (the
+ * CSV params column); snprintf's count. */
 int kv_params_format(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n);
-/* Sets the parameters listed in `k=v;k=v` ("-" or "": none). */
+/* Sets the parameters listed in `k=v;k=v` ("-" or "": none); v as
+ * kv_param_parse_value reads it. */
 enum kv_status kv_params_parse(const struct kv_strategy_ops *ops, void *params, const char *text);
 
 /* ------------------------------------------------------------------------ */

@@ -117,6 +117,13 @@ struct fixture {
 /* Position-table strides of LAYOUT_SCATTER: padded, so the kernel must use them. */
 #define SCATTER_HEAD_PAD 3
 
+/* qparams pairs per row of the case's dtype (0: a dtype without qparams,
+ * f16 / bf16, whose rows are rounded floats) */
+static int32_t n_groups(const struct acase *c)
+{
+    return kv_type_traits[c->dt].has_qparams ? c->d / c->group : 0;
+}
+
 static size_t dense_at(const struct acase *c, int32_t b, int32_t h, int32_t t)
 {
     return (((size_t)b * c->kv_heads + h) * c->T + t) * c->d;
@@ -129,7 +136,7 @@ static void quantize_into(struct fixture *f, int32_t t_from, int32_t t_to, uint8
                           uint8_t *vc, struct kv_qparams *kqp, struct kv_qparams *vqp)
 {
     const struct acase *c = &f->c;
-    int32_t n = t_to - t_from, ng = c->d / c->group;
+    int32_t n = t_to - t_from, ng = n_groups(c);
     size_t rb = kv_dtype_row_bytes(c->dt, c->d);
     for (int32_t b = 0; b < c->batch; b++)
         for (int32_t h = 0; h < c->kv_heads; h++)
@@ -148,7 +155,7 @@ static void quantize_into(struct fixture *f, int32_t t_from, int32_t t_to, uint8
 static struct kv_tensor quant_tensor(const struct acase *c, const void *codes,
                                      const struct kv_qparams *qp, int32_t n)
 {
-    size_t rb = kv_dtype_row_bytes(c->dt, c->d), qb = (size_t)(c->d / c->group) * 8;
+    size_t rb = kv_dtype_row_bytes(c->dt, c->d), qb = (size_t)n_groups(c) * 8;
     return (struct kv_tensor){.dtype = c->dt, .data = codes, .row_stride = rb,
                               .head_stride = rb * n, .seq_stride = rb * n * c->kv_heads,
                               .axis = KV_QAXIS_TOKEN, .group = c->group, .qp = qp,
@@ -190,7 +197,7 @@ static void seq_paged_build(struct fixture *f, int32_t n_pages)
 {
     const struct acase *c = &f->c;
     const int32_t d = c->d, stride = n_pages + 2;
-    const int quant = c->dt != KV_DTYPE_F32;
+    const int quant = kv_type_traits[c->dt].has_qparams;
     const size_t rb = kv_dtype_row_bytes(c->dt, d);
     const size_t qb = quant ? (size_t)(d / c->group) * sizeof(struct kv_qparams) : 0;
     const size_t prow = (size_t)c->kv_heads * PAGE_TOKENS;
@@ -294,9 +301,9 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
     } else if (c->layout == LAYOUT_PAGED || c->layout == LAYOUT_PAGES) {
         /* every page its own allocation: (batch, kv_heads, PAGE_TOKENS, row)
          * codes or floats, and its qparams likewise */
-        const int quant = c->dt != KV_DTYPE_F32;
+        const int quant = kv_type_traits[c->dt].has_qparams;
         const size_t rb = kv_dtype_row_bytes(c->dt, d);
-        const size_t qb = quant ? (size_t)(d / c->group) * sizeof(struct kv_qparams) : 0;
+        const size_t qb = (size_t)n_groups(c) * sizeof(struct kv_qparams);
         const size_t prow = (size_t)c->batch * c->kv_heads * PAGE_TOKENS;
         f->pages = calloc(4 * (size_t)n_pages, sizeof *f->pages);
         ck_assert(f->pages != NULL);
@@ -359,7 +366,7 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
     } else if (c->layout == LAYOUT_CHANNEL || c->layout == LAYOUT_MIXED) {
         /* keys: per channel over blocks of CHANNEL_TOKENS tokens (CHANNEL)
          * or per token (MIXED); values per token (CHANNEL) or f32 (MIXED) */
-        const size_t rb = kv_dtype_row_bytes(c->dt, d), ng = (size_t)(d / c->group);
+        const size_t rb = kv_dtype_row_bytes(c->dt, d), ng = (size_t)n_groups(c);
         const size_t rows = (size_t)c->batch * c->kv_heads * T;
         const int32_t nblk = (T + CHANNEL_TOKENS - 1) / CHANNEL_TOKENS;
         const size_t kq = c->layout == LAYOUT_CHANNEL
@@ -493,7 +500,7 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
         }
     } else {
         int32_t tq = c->layout == LAYOUT_QUANT ? T : T - T / 4;
-        size_t rb = kv_dtype_row_bytes(c->dt, d), ng = (size_t)(d / c->group);
+        size_t rb = kv_dtype_row_bytes(c->dt, d), ng = (size_t)n_groups(c);
         size_t rows = (size_t)c->batch * c->kv_heads * tq;
         f->kbuf = malloc(rows * rb + 1);
         f->vbuf = malloc(rows * rb + 1);
@@ -798,6 +805,23 @@ static void run_case(const struct acase *c, int idx)
     fixture_free(&f);
 }
 
+/*
+ * The case at every instruction-set level of the run-time dispatched
+ * kernels that this CPU has (kv_isa_limit), for the dtypes that have such
+ * kernels (f16, bf16): each level's kernels against the same naive truth.
+ * Other dtypes are compiled for one level and run once.
+ */
+static void run_case_isas(const struct acase *c, int idx)
+{
+    const int dispatched = c->dt == KV_DTYPE_F16 || c->dt == KV_DTYPE_BF16;
+    const enum kv_isa top = dispatched ? kv_isa() : KV_ISA_SCALAR;
+    for (int isa = (int)top; isa >= (int)KV_ISA_SCALAR; isa--) {
+        kv_isa_limit((enum kv_isa)isa);
+        run_case(c, idx);
+    }
+    kv_isa_limit(KV_ISA_COUNT);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Shapes: seq lengths x head_dims x GQA ratios, decode and prefill         */
 
@@ -839,12 +863,41 @@ START_TEST(test_shapes_scatter)
 }
 END_TEST
 
+/* The same shapes in f16 and bf16 (one span of 16-bit rows), decode and
+ * prefill, at every ISA level: _i = shape + N_SHAPES * (dtype + 2 * prefill). */
+START_TEST(test_shapes_half)
+{
+    const int prefill = _i / (2 * N_SHAPES), bf = _i / N_SHAPES % 2;
+    struct acase c = shape_case(_i % N_SHAPES, prefill);
+    c.dt = bf ? KV_DTYPE_BF16 : KV_DTYPE_F16;
+    c.layout = LAYOUT_QUANT;
+    run_case_isas(&c, 600 + _i);
+}
+END_TEST
+
+/* The same shapes in int2, keys per token and per channel (KIVI, blocks of
+ * CHANNEL_TOKENS), decode and prefill: _i = shape + N_SHAPES * (layout + 2 *
+ * prefill). Groups of 16 divide every head_dim of the shapes. */
+START_TEST(test_shapes_q2)
+{
+    const int prefill = _i / (2 * N_SHAPES), channel = _i / N_SHAPES % 2;
+    struct acase c = shape_case(_i % N_SHAPES, prefill);
+    c.dt = KV_DTYPE_Q2;
+    c.group = 16;
+    c.layout = channel ? LAYOUT_CHANNEL : LAYOUT_QUANT;
+    run_case(&c, 1600 + _i);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Masks, layouts, dtypes, split-K: a table                                 */
 
 #define F32 KV_DTYPE_F32
 #define Q8 KV_DTYPE_Q8
 #define Q4 KV_DTYPE_Q4
+#define F16 KV_DTYPE_F16
+#define BF16 KV_DTYPE_BF16
+#define Q2 KV_DTYPE_Q2
 static const struct acase table[] = {
     /* sliding windows: 1, small, == T, > T; decode and prefill */
     {1, 1, 8, 2, 64, 33, 1, {0}, F32, 0, LAYOUT_ONE, 2, 0},
@@ -995,6 +1048,10 @@ static const struct acase table[] = {
     {2, 1, 8, 8, 64, 150, 0, {0, 0}, Q4, 32, LAYOUT_SEQ_PAGED, 2, 0},
     {2, 40, 8, 2, 64, 333, 0, {0, 0}, F32, 0, LAYOUT_SEQ_PAGED, 2, 0},
     {2, 300, 4, 4, 64, 700, 0, {0, 0}, Q8, 32, LAYOUT_SEQ_PAGED, 2, 0},
+    {3, 1, 8, 2, 64, 129, 0, {0, 2, 0}, F16, 0, LAYOUT_SEQ_PAGED, 2, 0},
+    {2, 1, 8, 8, 128, 150, 30, {0, 7}, BF16, 0, LAYOUT_SEQ_PAGED, 2, 3},
+    {2, 1, 16, 4, 64, 150, 0, {0, 0}, Q2, 32, LAYOUT_SEQ_PAGED, 2, 0},
+    {2, 40, 8, 2, 80, 133, 0, {0, 0}, BF16, 0, LAYOUT_SEQ_PAGED, 2, 0},
     /* separate K and V descriptors: keys per channel over 16-token blocks
      * with values per token (KIVI); quantized keys with f32 values */
     {1, 1, 8, 2, 64, 333, 0, {0}, Q8, 32, LAYOUT_CHANNEL, 2, 0},
@@ -1017,12 +1074,79 @@ static const struct acase table[] = {
     {1, 300, 4, 4, 64, 1100, 600, {0}, F32, 0, LAYOUT_SCATTER, 2, 16},
     {2, 140, 8, 2, 64, 700, 0, {0, 333}, F32, 0, LAYOUT_SCATTER, 2, 0},
     {1, 1, 3, 1, 13, 37, 9, {0}, F32, 0, LAYOUT_SCATTER, 1, 2},
+    /* 16-bit float rows (run at every ISA level, run_case_isas): MHA (bf16:
+     * the split-query dot products at head_dim 64, 96 and 128, not 80), the
+     * GQA kernels of 2, 4 and 8 heads and a group of 3, an f32 residual,
+     * windows, sinks and padding, pages, odd head_dim, split-K, prefill
+     * tiles, 16-bit keys with f32 values */
+    {1, 1, 8, 8, 64, 1000, 0, {0}, F16, 0, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 8, 64, 1000, 0, {0}, BF16, 0, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 8, 96, 200, 0, {0}, BF16, 0, LAYOUT_QUANT, 2, 0},
+    {1, 1, 4, 4, 80, 201, 0, {0}, BF16, 0, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 2, 128, 333, 0, {0}, BF16, 0, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 8, 2, 128, 333, 0, {0}, F16, 0, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 16, 2, 128, 129, 0, {0}, F16, 0, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 4, 64, 131, 0, {0}, BF16, 0, LAYOUT_QUANT, 2, 0},
+    {2, 1, 8, 4, 80, 99, 40, {0, 10}, F16, 0, LAYOUT_QUANT_F32, 2, 5},
+    {3, 1, 8, 8, 128, 150, 20, {0, 50, 149}, BF16, 0, LAYOUT_QUANT, 2, 8},
+    {1, 1, 12, 4, 64, 100, 0, {0}, BF16, 0, LAYOUT_PAGED, 2, 0},
+    {1, 1, 8, 8, 64, 333, 0, {0}, F16, 0, LAYOUT_PAGED, 2, 0},
+    {2, 9, 8, 2, 64, 100, 20, {0, 3}, F16, 0, LAYOUT_PAGES, 2, 2},
+    {1, 1, 3, 1, 13, 37, 0, {0}, BF16, 0, LAYOUT_QUANT, 2, 0},
+    {2, 5, 6, 3, 20, 45, 9, {0, 3}, F16, 0, LAYOUT_QUANT, 1, 0},
+    {1, 1, 8, 1, 64, 385, 0, {0}, F16, 0, LAYOUT_QUANT, 3, 0},
+    {1, 1, 8, 1, 64, 257, 60, {0}, BF16, 0, LAYOUT_QUANT_F32, 2, 3},
+    {1, 300, 4, 4, 64, 1100, 600, {0}, BF16, 0, LAYOUT_QUANT, 2, 16},
+    {1, 260, 8, 8, 80, 1040, 513, {0}, F16, 0, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 8, 2, 64, 333, 0, {0}, F16, 0, LAYOUT_MIXED, 2, 0},
+    {1, 30, 8, 8, 64, 100, 0, {0}, BF16, 0, LAYOUT_MIXED, 2, 0},
+    /* int2: MHA 16 rows a call at head_dim 64 and 128, groups of 16, 32
+     * and 64 (a group over several chunks and a chunk per group), the fused
+     * GQA kernels of 2, 4 and 8 heads and the tile of 3 and 6, head_dim 80
+     * and groups of 8 (the portable path), padding, sinks, pages, split-K,
+     * prefill, an f32 residual */
+    {1, 1, 8, 8, 64, 1000, 0, {0}, Q2, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 8, 128, 333, 0, {0}, Q2, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 4, 4, 128, 201, 0, {0}, Q2, 64, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 4, 4, 64, 77, 0, {0}, Q2, 16, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 4, 64, 333, 0, {0}, Q2, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 2, 128, 129, 0, {0}, Q2, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 16, 4, 64, 131, 0, {0}, Q2, 16, LAYOUT_QUANT, 2, 0},
+    {1, 1, 12, 4, 64, 100, 0, {0}, Q2, 32, LAYOUT_QUANT, 2, 0},
+    {1, 1, 12, 2, 128, 70, 0, {0}, Q2, 64, LAYOUT_QUANT_F32, 2, 0},
+    {1, 1, 8, 4, 80, 77, 0, {0}, Q2, 16, LAYOUT_QUANT, 2, 0},
+    {1, 1, 8, 8, 64, 77, 0, {0}, Q2, 8, LAYOUT_QUANT, 2, 0},
+    {2, 1, 6, 3, 20, 45, 0, {0, 3}, Q2, 5, LAYOUT_QUANT, 4, 0},
+    {3, 1, 8, 2, 64, 150, 20, {0, 50, 149}, Q2, 32, LAYOUT_QUANT, 2, 8},
+    {1, 1, 8, 8, 64, 333, 0, {0}, Q2, 32, LAYOUT_PAGED, 2, 0},
+    {2, 9, 8, 2, 64, 100, 20, {0, 3}, Q2, 32, LAYOUT_PAGES, 2, 2},
+    {1, 1, 8, 1, 64, 385, 0, {0}, Q2, 32, LAYOUT_QUANT, 3, 0},
+    {1, 33, 8, 4, 64, 64, 10, {0}, Q2, 32, LAYOUT_QUANT, 2, 0},
+    {1, 260, 8, 8, 128, 1040, 513, {0}, Q2, 32, LAYOUT_QUANT_F32, 2, 0},
+    /* per-channel keys (KIVI) through the codes' row kernels and scaled
+     * queries: every int dtype, MHA and the fused GQA sizes, the generic
+     * reader for other sizes (3 heads), head_dim 80, blocks cut by the
+     * 64-row decode blocks, windows and sinks, prefill */
+    {1, 1, 8, 8, 64, 333, 0, {0}, Q2, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 8, 128, 129, 0, {0}, Q2, 64, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 2, 64, 333, 0, {0}, Q2, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 16, 2, 128, 200, 0, {0}, Q2, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 16, 4, 64, 131, 0, {0}, Q2, 16, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 12, 4, 64, 100, 0, {0}, Q2, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 8, 64, 333, 0, {0}, Q8, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 1, 128, 257, 0, {0}, Q8, 32, LAYOUT_CHANNEL, 3, 0},
+    {1, 1, 8, 8, 128, 199, 0, {0}, Q4, 64, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 16, 4, 64, 150, 0, {0}, Q4, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 4, 80, 77, 0, {0}, Q2, 16, LAYOUT_CHANNEL, 2, 0},
+    {2, 1, 8, 8, 64, 150, 40, {0, 9}, Q4, 16, LAYOUT_CHANNEL, 2, 4},
+    {1, 20, 8, 2, 64, 150, 0, {0}, Q2, 32, LAYOUT_CHANNEL, 2, 0},
+    {1, 1, 8, 8, 64, 150, 0, {0}, Q2, 32, LAYOUT_MIXED, 2, 0},
 };
 #define N_TABLE ((int)(sizeof(table) / sizeof(table[0])))
 
 START_TEST(test_table)
 {
-    run_case(&table[_i], 200 + _i);
+    run_case_isas(&table[_i], 200 + _i);
 }
 END_TEST
 
@@ -1034,7 +1158,7 @@ START_TEST(test_table_prefetch)
     if (table[_i].n_q != 1)
         return;
     kv_l3_bytes_override(1);
-    run_case(&table[_i], 200 + _i);
+    run_case_isas(&table[_i], 200 + _i);
     kv_l3_bytes_override(0);
 }
 END_TEST
@@ -1301,6 +1425,8 @@ static Suite *attention_suite(void)
     tcase_add_loop_test(tc, test_shapes_decode, 0, N_SHAPES);
     tcase_add_loop_test(tc, test_shapes_prefill, 0, N_SHAPES);
     tcase_add_loop_test(tc, test_shapes_scatter, 0, 2 * N_SHAPES);
+    tcase_add_loop_test(tc, test_shapes_half, 0, 4 * N_SHAPES);
+    tcase_add_loop_test(tc, test_shapes_q2, 0, 4 * N_SHAPES);
     suite_add_tcase(s, tc);
     tc = tcase_create("table");
     tcase_set_timeout(tc, 300); /* twice over every case (the mass), under ASan too */

@@ -71,6 +71,7 @@
 struct conf {
     int32_t n_layers, batch, n_kv_heads, head_dim, max_len;
     int32_t window, bits, group, residual;
+    int32_t dtype, layout; /* --dtype of the float stores, quantized --layout */
 };
 
 static const struct conf confs[] = {
@@ -78,6 +79,11 @@ static const struct conf confs[] = {
      .window = 24, .bits = 8, .group = 8, .residual = 6},
     {.n_layers = 1, .batch = 4, .n_kv_heads = 1, .head_dim = 32, .max_len = 96,
      .window = 8, .bits = 4, .group = 16, .residual = 3},
+    /* 16-bit rows (the strategies with --dtype), int2 and the kivi layout */
+    {.n_layers = 2, .batch = 3, .n_kv_heads = 2, .head_dim = 16, .max_len = 96,
+     .window = 24, .bits = 2, .group = 8, .residual = 8, .dtype = KV_DTYPE_F16, .layout = 1},
+    {.n_layers = 1, .batch = 4, .n_kv_heads = 1, .head_dim = 32, .max_len = 96,
+     .window = 8, .bits = 2, .group = 16, .residual = 3, .dtype = KV_DTYPE_BF16},
 };
 #define N_CONFS ((int32_t)(sizeof confs / sizeof confs[0]))
 
@@ -184,7 +190,8 @@ static enum kv_status tcreate(struct kv_cache **out, const struct kv_strategy_op
                                        .n_kv_heads = t->n_kv_heads, .head_dim = t->head_dim,
                                        .max_len = t->max_len};
     const struct test_params tp = {.window = t->window, .bits = t->bits, .group = t->group,
-                                   .residual = t->residual};
+                                   .residual = t->residual, .dtype = t->dtype,
+                                   .layout = t->layout};
     return test_cache_create(out, ops, &cc, &tp);
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/kv_half.h"
 #include "../kernels/kv_quant.h"
 
 /*
@@ -28,7 +29,7 @@ static double slack(double x, double scale, int levels)
     return QUANT_ROUND_SLACK * (fabs(x) + levels * scale);
 }
 
-static int levels_of(enum kv_dtype t) { return t == KV_DTYPE_Q8 ? 255 : 15; }
+static int levels_of(enum kv_dtype t) { return kv_type_traits[t].levels; }
 
 /* xorshift64* in [lo, hi): deterministic test data */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -83,6 +84,10 @@ static const struct {
     {KV_DTYPE_Q8, 7, 7, -1, 1},        {KV_DTYPE_Q4, 6, 2, -1, 1},
     {KV_DTYPE_Q8, 1, 1, -1, 1},        {KV_DTYPE_Q4, 1024, 512, -1e-3, 1e-3},
     {KV_DTYPE_Q8, 1024, 1024, 1e6, 1e6 + 1}, {KV_DTYPE_Q4, 96, 32, -1e20, 1e20},
+    {KV_DTYPE_Q2, 64, 32, -1, 1},      {KV_DTYPE_Q2, 128, 16, -5, 3},
+    {KV_DTYPE_Q2, 80, 16, -2, 2},      {KV_DTYPE_Q2, 100, 25, 0, 1000},
+    {KV_DTYPE_Q2, 8, 4, -1, 1},        {KV_DTYPE_Q2, 4, 1, -1, 1},
+    {KV_DTYPE_Q2, 1024, 512, -1e-3, 1e-3}, {KV_DTYPE_Q2, 96, 96, -1e20, 1e20},
 };
 
 START_TEST(test_roundtrip_random)
@@ -120,7 +125,7 @@ END_TEST
 START_TEST(test_all_equal_exact)
 {
     static const float vals[] = {0.0f, 1.5f, -7.25f, 1e30f, -FLT_MAX, FLT_MIN};
-    enum kv_dtype t = _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
+    enum kv_dtype t = _i == 2 ? KV_DTYPE_Q2 : _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
     float x[64], y[64];
     uint8_t codes[64];
     struct kv_qparams qp[4];
@@ -132,16 +137,22 @@ START_TEST(test_all_equal_exact)
         ck_assert_float_eq(qp[0].scale, 0.0f);
         for (int i = 0; i < 32; i++)
             ck_assert_msg(y[i] == x[i], "equal group value %d: %g != %g", i, y[i], x[i]);
-        size_t code_bytes = t == KV_DTYPE_Q8 ? 32 : 16;
-        for (size_t b = 0; b < code_bytes; b++)
-            ck_assert_int_eq(codes[b], 0);
+        float c[64];
+        kv_type_traits[t].unpack_row(c, codes, 64, 32);
+        for (int i = 0; i < 32; i++) /* the equal group's codes are all 0 */
+            ck_assert_float_eq(c[i], 0.0f);
+        if (t != KV_DTYPE_Q2) { /* ... and its bytes come first (int2 spreads them) */
+            size_t code_bytes = t == KV_DTYPE_Q8 ? 32 : 16;
+            for (size_t b = 0; b < code_bytes; b++)
+                ck_assert_int_eq(codes[b], 0);
+        }
     }
 }
 END_TEST
 
 START_TEST(test_extreme_values)
 {
-    enum kv_dtype t = _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
+    enum kv_dtype t = _i == 2 ? KV_DTYPE_Q2 : _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
     float x[32];
     /* +-1e30 */
     for (int i = 0; i < 32; i++)
@@ -162,7 +173,7 @@ END_TEST
 
 START_TEST(test_nonfinite_inputs)
 {
-    enum kv_dtype t = _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
+    enum kv_dtype t = _i == 2 ? KV_DTYPE_Q2 : _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
     float x[32];
     for (int i = 0; i < 32; i++)
         x[i] = (float)rnd(-2, 2);
@@ -193,6 +204,45 @@ START_TEST(test_layout_q8)
     ck_assert_float_eq(qp[0].min, 0.0f);
     for (int i = 0; i < 256; i++)
         ck_assert_int_eq(codes[i], (int)x[i]);
+}
+END_TEST
+
+/* int2: codes 0..3 with both ends in every group (scale 1, min 0), so each
+ * code is its value; every element's bit pair is where kv_quant.h says:
+ * runs of 64 (the last one L long), byte r0/4 + (i - r0) % (L/4), pair
+ * (i - r0) / (L/4). Rows of 64, 128, 80 (a run of 16 left) and 12. */
+START_TEST(test_layout_q2)
+{
+    static const int32_t ns[] = {64, 128, 80, 12}, groups[] = {32, 16, 16, 4};
+    const int32_t n = ns[_i], group = groups[_i];
+    float x[128], y[128];
+    uint8_t codes[33];
+    struct kv_qparams qp[32];
+    int code[128];
+    for (int32_t i = 0; i < n; i++)
+        code[i] = (int)((i * 7 + 3) % 4);
+    for (int32_t g0 = 0; g0 < n; g0 += group) {
+        code[g0] = 0;
+        code[g0 + group - 1] = 3;
+    }
+    for (int32_t i = 0; i < n; i++)
+        x[i] = (float)code[i];
+    memset(codes, 0xEE, sizeof codes);
+    kv_quantize_row(codes, qp, x, KV_DTYPE_Q2, n, group);
+    ck_assert_uint_eq(kv_dtype_row_bytes(KV_DTYPE_Q2, n), (size_t)n / 4);
+    for (int32_t g = 0; g < n / group; g++) {
+        ck_assert_float_eq(qp[g].scale, 1.0f);
+        ck_assert_float_eq(qp[g].min, 0.0f);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t r0 = i / 64 * 64, len = n - r0 < 64 ? n - r0 : 64, q = len / 4;
+        const int byte = r0 / 4 + (i - r0) % q, pair = (i - r0) / q;
+        ck_assert_msg(((codes[byte] >> (2 * pair)) & 3) == code[i], "n %d element %d", n, i);
+    }
+    ck_assert_int_eq(codes[n / 4], 0xEE); /* nothing past the row */
+    kv_dequantize_row(y, codes, qp, KV_DTYPE_Q2, n, group);
+    for (int32_t i = 0; i < n; i++)
+        ck_assert_float_eq(y[i], x[i]);
 }
 END_TEST
 
@@ -234,7 +284,7 @@ END_TEST
 /* Quantizing writes exactly the row's code bytes and params, nothing more. */
 START_TEST(test_no_overwrite)
 {
-    enum kv_dtype t = _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
+    enum kv_dtype t = _i == 2 ? KV_DTYPE_Q2 : _i % 2 ? KV_DTYPE_Q4 : KV_DTYPE_Q8;
     float x[80];
     uint8_t codes[100];
     struct kv_qparams qp[8];
@@ -262,6 +312,11 @@ START_TEST(test_check_combos)
     ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q8, 7, 7), KV_OK);
     ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q4, 80, 16), KV_OK);
     ck_assert_int_eq(kv_quant_check(KV_DTYPE_F32, 64, 0), KV_OK);
+    ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q2, 64, 32), KV_OK);
+    ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q2, 80, 5), KV_OK);   /* any group dividing n */
+    ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q2, 6, 3), KV_ERR_INVALID); /* 4 codes a byte */
+    ck_assert_int_eq(kv_quant_check(KV_DTYPE_F16, 64, 0), KV_OK);
+    ck_assert_int_eq(kv_quant_check(KV_DTYPE_BF16, 13, 0), KV_OK);
     ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q4, 7, 7), KV_ERR_INVALID);   /* odd group */
     ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q4, 63, 21), KV_ERR_INVALID); /* odd group */
     ck_assert_int_eq(kv_quant_check(KV_DTYPE_Q8, 64, 24), KV_ERR_INVALID); /* 24 !| 64 */
@@ -292,7 +347,7 @@ START_TEST(test_traits_table)
         ck_assert_int_eq(tr->bits * tr->block % 8, 0);
         ck_assert_int_ge(tr->min_group, 1);
         ck_assert(tr->to_float_row && tr->from_float_row && tr->unpack_row);
-        ck_assert(tr->err_rel >= 0.0 && tr->err_step >= 0.0);
+        ck_assert(tr->err_rel >= 0.0 && tr->err_step >= 0.0 && tr->err_abs >= 0.0);
         if (tr->has_qparams) {
             ck_assert_int_eq(tr->levels, (1 << tr->bits) - 1);
             ck_assert(tr->err_step > 0.0);
@@ -331,7 +386,7 @@ START_TEST(test_traits_error_bound)
                     lo = fminf(lo, x[e]);
                     hi = fmaxf(hi, x[e]);
                 }
-                double bound = tr->err_rel * fabs(x[i]) + tr->err_step * (hi - lo) +
+                double bound = tr->err_rel * fabs(x[i]) + tr->err_step * (hi - lo) + tr->err_abs +
                                slack(x[i], tr->has_qparams ? qp[i / group].scale : 0.0,
                                      tr->levels);
                 ck_assert_msg(fabs((double)y[i] - x[i]) <= bound, "%s value %d: %g vs %g",
@@ -340,8 +395,8 @@ START_TEST(test_traits_error_bound)
                     ck_assert(c[i] >= 0.0f && c[i] <= (float)tr->levels && c[i] == floorf(c[i]));
                     const struct kv_qparams *g = &qp[i / group];
                     ck_assert_float_eq(y[i], (float)((double)g->min + (double)g->scale * c[i]));
-                } else {
-                    ck_assert_float_eq(c[i], x[i]);
+                } else { /* unpacked = read back (a copy for f32) */
+                    ck_assert(memcmp(&c[i], &y[i], sizeof(float)) == 0);
                 }
             }
         }
@@ -353,7 +408,7 @@ END_TEST
  * within half a step of that channel's range over the block. */
 START_TEST(test_channel_roundtrip)
 {
-    const enum kv_dtype t = _i == 0 ? KV_DTYPE_Q8 : KV_DTYPE_Q4;
+    const enum kv_dtype t = _i == 0 ? KV_DTYPE_Q8 : _i == 1 ? KV_DTYPE_Q4 : KV_DTYPE_Q2;
     const struct kv_type_traits *tr = &kv_type_traits[t];
     enum { NT = 13, N = 24 };
     float x[NT * N], y[N];
@@ -370,7 +425,7 @@ START_TEST(test_channel_roundtrip)
             hi = fmaxf(hi, x[r * N + c]);
         }
         ck_assert_float_eq(qp[c].min, lo);
-        ck_assert(qp[c].scale <= (hi - lo) / tr->levels);
+        ck_assert((double)qp[c].scale <= ((double)hi - lo) / tr->levels);
     }
     for (int32_t r = 0; r < NT; r++) {
         kv_dequantize_row_channel(y, codes + r * rb, qp, t, N);
@@ -392,6 +447,141 @@ START_TEST(test_channel_roundtrip)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* f16 and bf16 (kv_half.h)                                                 */
+
+static int is_nan16(uint16_t h, int bf)
+{
+    return bf ? (h & 0x7FFF) > 0x7F80 : (h & 0x7FFF) > 0x7C00;
+}
+
+/* A row of f32 through every ISA level this CPU has gives the scalar
+ * definition's bits, both ways (x: n values, any bits). */
+static void half_rows_match_scalar(const float *x, int32_t n, enum kv_dtype t)
+{
+    const int bf = t == KV_DTYPE_BF16;
+    uint16_t *want = malloc((size_t)n * 2), *got = malloc((size_t)n * 2);
+    float *back = malloc((size_t)n * 4);
+    ck_assert(want && got && back);
+    for (int32_t i = 0; i < n; i++)
+        want[i] = bf ? kv_f32_to_bf16(x[i]) : kv_f32_to_f16(x[i]);
+    for (int isa = (int)kv_isa(); isa >= 0; isa--) {
+        kv_isa_limit((enum kv_isa)isa);
+        memset(got, 0xA5, (size_t)n * 2);
+        kv_half_from_f32(got, x, n, t);
+        for (int32_t i = 0; i < n; i++)
+            ck_assert_msg(got[i] == want[i], "%s %s: x %a (bits %08x) -> %04x, scalar %04x",
+                          kv_type_traits[t].name, kv_isa_name((enum kv_isa)isa), (double)x[i],
+                          kv_f32_bits(x[i]), got[i], want[i]);
+        kv_half_to_f32(back, want, n, t);
+        for (int32_t i = 0; i < n; i++) {
+            const float ref = bf ? kv_bf16_to_f32(want[i]) : kv_f16_to_f32(want[i]);
+            ck_assert_msg(kv_f32_bits(back[i]) == kv_f32_bits(ref), "%s %s: %04x -> %08x, scalar %08x",
+                          kv_type_traits[t].name, kv_isa_name((enum kv_isa)isa), want[i],
+                          kv_f32_bits(back[i]), kv_f32_bits(ref));
+        }
+    }
+    kv_isa_limit(KV_ISA_COUNT);
+    free(want);
+    free(got);
+    free(back);
+}
+
+/* Every 16-bit pattern: to f32 and back is the identity (NaNs come back
+ * quiet, payload kept), f16 -> f32 is the value the fields say, and the
+ * SIMD rows agree with the scalar definition on all of them. */
+START_TEST(test_half_all_patterns)
+{
+    const enum kv_dtype t = _i ? KV_DTYPE_BF16 : KV_DTYPE_F16;
+    const int bf = _i;
+    float *x = malloc(65536 * sizeof(float));
+    ck_assert(x != NULL);
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = bf ? kv_bf16_to_f32((uint16_t)h) : kv_f16_to_f32((uint16_t)h);
+        x[h] = f;
+        const uint16_t r = bf ? kv_f32_to_bf16(f) : kv_f32_to_f16(f);
+        if (is_nan16((uint16_t)h, bf)) {
+            ck_assert(isnan(f));
+            ck_assert_uint_eq(r, h | (bf ? 0x40u : 0x200u));
+            continue;
+        }
+        ck_assert_msg(r == h, "%s %04x -> %a -> %04x", kv_type_traits[t].name, h, (double)f, r);
+        if (!bf) { /* the value from the fields, in double */
+            const int e = (h >> 10) & 31, m = h & 1023;
+            const double v = e == 31 ? INFINITY
+                             : e == 0 ? ldexp(m, -24)
+                                      : ldexp(1024 + m, e - 25);
+            ck_assert(f == (float)((h & 0x8000) ? -v : v));
+        } else {
+            ck_assert_uint_eq(kv_f32_bits(f), h << 16);
+        }
+    }
+    half_rows_match_scalar(x, 65536, t);
+    free(x);
+}
+END_TEST
+
+/* The nearest 16-bit value, ties to even: for random f32 bit patterns
+ * (every exponent, so overflow, subnormals and zero too) and for the exact
+ * midpoints between neighbours, the result is no farther from x (in double)
+ * than either neighbour, a tie has an even last bit, and past the largest
+ * finite value (f16: 65504, rounding at 65520) comes inf. The same values
+ * through the SIMD rows. */
+START_TEST(test_half_nearest_even)
+{
+    const enum kv_dtype t = _i ? KV_DTYPE_BF16 : KV_DTYPE_F16;
+    const int bf = _i;
+    enum { N = 100000 };
+    float *x = malloc(N * sizeof(float));
+    ck_assert(x != NULL);
+    for (int32_t i = 0; i < N; i++) {
+        uint32_t u = (uint32_t)(rnd(0, 4294967296.0));
+        if (i % 4 == 1) { /* the midpoint above a random 16-bit value */
+            const uint16_t h = (uint16_t)(u >> 16) & 0x7BFF; /* finite */
+            const double lo = bf ? kv_bf16_to_f32(h) : kv_f16_to_f32(h);
+            const double hi = bf ? kv_bf16_to_f32((uint16_t)(h + 1)) : kv_f16_to_f32((uint16_t)(h + 1));
+            x[i] = (float)((lo + hi) / 2); /* exact: one more bit than the 16-bit type */
+            continue;
+        }
+        x[i] = kv_bits_f32(u);
+    }
+    for (int32_t i = 0; i < N; i++) {
+        const float f = x[i];
+        const uint16_t h = bf ? kv_f32_to_bf16(f) : kv_f32_to_f16(f);
+        const double v = bf ? kv_bf16_to_f32(h) : kv_f16_to_f32(h);
+        if (isnan(f)) {
+            ck_assert(is_nan16(h, bf));
+            continue;
+        }
+        const double ax = fabs((double)f), maxf = bf ? FLT_MAX : 65504.0;
+        if (isinf(v)) { /* only when x is at least half an ulp above the largest */
+            const double top = bf ? ldexp(1.0, 128) - ldexp(1.0, 127 - 8) : 65520.0;
+            ck_assert_msg(ax >= top || isinf(f), "%a -> inf", (double)f);
+            continue;
+        }
+        ck_assert(fabs(v) <= maxf);
+        const uint16_t mag = h & 0x7FFF;
+        for (int dir = -1; dir <= 1; dir += 2) { /* the neighbours of the same sign */
+            if ((dir < 0 && mag == 0) || (dir > 0 && mag >= (bf ? 0x7F7F : 0x7BFF)))
+                continue;
+            const uint16_t n = (uint16_t)((h & 0x8000) | (uint16_t)(mag + dir));
+            const double w = bf ? kv_bf16_to_f32(n) : kv_f16_to_f32(n);
+            const double dv = fabs((double)f - v), dw = fabs((double)f - w);
+            ck_assert_msg(dv <= dw, "%s: %a -> %a, but %a is nearer", kv_type_traits[t].name,
+                          (double)f, v, w);
+            if (dv == dw)
+                ck_assert_msg((h & 1) == 0, "%s: tie %a -> odd %04x", kv_type_traits[t].name,
+                              (double)f, h);
+        }
+    }
+    half_rows_match_scalar(x, N, t);
+    /* lengths that leave every tail of the SIMD loops */
+    for (int32_t n = 1; n < 40; n++)
+        half_rows_match_scalar(x + 1000, n, t);
+    free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *quant_suite(void)
 {
@@ -402,20 +592,24 @@ static Suite *quant_suite(void)
     tcase_add_test(tc, test_scale_is_range_over_levels);
     suite_add_tcase(s, tc);
     tc = tcase_create("edges");
-    tcase_add_loop_test(tc, test_all_equal_exact, 0, 2);
-    tcase_add_loop_test(tc, test_extreme_values, 0, 2);
-    tcase_add_loop_test(tc, test_nonfinite_inputs, 0, 2);
+    tcase_add_loop_test(tc, test_all_equal_exact, 0, 3);
+    tcase_add_loop_test(tc, test_extreme_values, 0, 3);
+    tcase_add_loop_test(tc, test_nonfinite_inputs, 0, 3);
     suite_add_tcase(s, tc);
     tc = tcase_create("layout");
     tcase_add_test(tc, test_layout_q8);
     tcase_add_loop_test(tc, test_layout_q4, 0, 5);
-    tcase_add_loop_test(tc, test_no_overwrite, 0, 2);
+    tcase_add_loop_test(tc, test_layout_q2, 0, 4);
+    tcase_add_loop_test(tc, test_no_overwrite, 0, 3);
     tcase_add_test(tc, test_check_combos);
     suite_add_tcase(s, tc);
     tc = tcase_create("traits");
+    tcase_set_timeout(tc, 120); /* every 16-bit pattern and 10^5 values, per ISA level */
     tcase_add_test(tc, test_traits_table);
     tcase_add_test(tc, test_traits_error_bound);
-    tcase_add_loop_test(tc, test_channel_roundtrip, 0, 2);
+    tcase_add_loop_test(tc, test_channel_roundtrip, 0, 3);
+    tcase_add_loop_test(tc, test_half_all_patterns, 0, 2);
+    tcase_add_loop_test(tc, test_half_nearest_even, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

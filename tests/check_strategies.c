@@ -42,6 +42,8 @@ struct conf {
     int32_t n_layers, batch, n_kv_heads, head_dim, max_len;
     int32_t window, bits, group, residual;
     int32_t sinks, heavy; /* 0: the table's default */
+    int32_t dtype; /* --dtype of the float stores (0: f32) */
+    int32_t layout; /* quantized --layout (0: token, 1: kivi) */
 };
 
 /*
@@ -148,7 +150,8 @@ static enum kv_status tcreate_preset(struct kv_cache **out, const struct kv_stra
         return kv_cache_create(out, ops, &cc, NULL);
     const struct test_params tp = {.window = t->window, .bits = t->bits, .group = t->group,
                                    .residual = t->residual, .sinks = t->sinks,
-                                   .heavy = t->heavy, .literal_zeros = 1};
+                                   .heavy = t->heavy, .dtype = t->dtype, .layout = t->layout,
+                                   .literal_zeros = 1};
     struct test_param_block blk;
     test_params_fill(ops, &blk, &tp);
     if (preset != NULL) {
@@ -374,7 +377,7 @@ static void check_lossy_row(const struct feed *f, const struct kv_span *sp,
         }
         const float step = (float)tr->err_step * (hi - lo);
         const float tol = step * (1.0f + QUANT_REL_SLACK) + (float)tr->err_rel * fabsf(want[i]) +
-                          QUANT_ULP_SLACK * FLT_EPSILON * amax;
+                          (float)tr->err_abs + QUANT_ULP_SLACK * FLT_EPSILON * amax;
         REQUIRE(fabsf(got[i] - want[i]) <= tol, "%s pos %d elem %d: got %g want %g (tol %g)",
                 what, pos, i, (double)got[i], (double)want[i], (double)tol);
     }
@@ -649,6 +652,18 @@ static const struct conf conf_cfgs[] = {
      .window = 16, .bits = 4, .group = 4, .residual = 7, .sinks = 3, .heavy = 5},
     {.n_layers = 1, .batch = 2, .n_kv_heads = 2, .head_dim = 12, .max_len = 50,
      .window = 9, .bits = 8, .group = 3, .residual = 32, .sinks = 9, .heavy = 7},
+    /* 16-bit rows for the strategies with --dtype (the others ignore it) */
+    {.n_layers = 2, .batch = 3, .n_kv_heads = 2, .head_dim = 16, .max_len = 64,
+     .window = 5, .bits = 8, .group = 8, .residual = 4, .dtype = KV_DTYPE_F16},
+    {.n_layers = 3, .batch = 2, .n_kv_heads = 3, .head_dim = 8, .max_len = 64,
+     .window = 16, .bits = 4, .group = 4, .residual = 7, .dtype = KV_DTYPE_BF16},
+    /* int2, and the kivi layout (keys per channel over blocks of `group`) */
+    {.n_layers = 2, .batch = 2, .n_kv_heads = 2, .head_dim = 16, .max_len = 64,
+     .window = 7, .bits = 2, .group = 8, .residual = 5},
+    {.n_layers = 2, .batch = 3, .n_kv_heads = 2, .head_dim = 8, .max_len = 64,
+     .window = 5, .bits = 2, .group = 4, .residual = 7, .layout = 1},
+    {.n_layers = 1, .batch = 2, .n_kv_heads = 1, .head_dim = 32, .max_len = 64,
+     .window = 3, .bits = 4, .group = 16, .residual = 16, .layout = 1},
 };
 #define N_CONF_CFGS ((int32_t)(sizeof conf_cfgs / sizeof conf_cfgs[0]))
 
@@ -927,9 +942,12 @@ END_TEST
  */
 START_TEST(test_conformance_attention)
 {
-    const struct variant var = variant_at(_i);
+    static const int32_t dts[3] = {KV_DTYPE_F32, KV_DTYPE_F16, KV_DTYPE_BF16};
+    const struct variant var = variant_at(_i / 3);
     const struct kv_strategy_ops *ops = var.ops;
-    const struct conf *cfg = &conf_cfgs[0];
+    struct conf cfg_dt = conf_cfgs[0]; /* f32, then --dtype f16 and bf16 */
+    cfg_dt.dtype = dts[_i % 3];
+    const struct conf *cfg = &cfg_dt;
     if (variant_refuses(var, cfg))
         return;
     static const int32_t sched[] = {9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -1696,14 +1714,24 @@ static size_t quant_pow2_cap(int32_t nq)
     return cap;
 }
 
-/* Closed-form resident bytes: packed codes + qparams + f32 residual. */
+/* Closed-form resident bytes: packed codes + qparams + f32 residual; kivi
+ * keys: one row of head_dim (scale, min) pairs per block of `group` tokens
+ * of the capacity instead of the per-token pairs. */
 static size_t quant_resident(const struct conf *cfg, int32_t nq)
 {
     const size_t code_row = (size_t)cfg->head_dim * cfg->bits / 8;
     const size_t qp_row = (size_t)(cfg->head_dim / cfg->group) * 2 * sizeof(float);
     const size_t per = 2 * (size_t)cfg->batch * cfg->n_kv_heads; /* K,V x sequences x heads */
+    const size_t cap = quant_pow2_cap(nq);
+    if (cfg->layout == 1) { /* the residual holds at least one block */
+        const size_t blocks = (cap + (size_t)cfg->group - 1) / (size_t)cfg->group;
+        const size_t r = (size_t)(cfg->residual > cfg->group ? cfg->residual : cfg->group);
+        return (size_t)cfg->n_layers * (per / 2) *
+               (cap * (2 * code_row + qp_row) + blocks * cfg->head_dim * 8 +
+                2 * r * cfg->head_dim * 4);
+    }
     return (size_t)cfg->n_layers * per *
-           (quant_pow2_cap(nq) * (code_row + qp_row) + (size_t)cfg->residual * cfg->head_dim * 4);
+           (cap * (code_row + qp_row) + (size_t)cfg->residual * cfg->head_dim * 4);
 }
 
 static const struct conf quant_cfgs[] = {
@@ -1715,6 +1743,10 @@ static const struct conf quant_cfgs[] = {
      .bits = 4, .group = 2, .residual = 8},
     {.n_layers = 1, .batch = 1, .n_kv_heads = 1, .head_dim = 64, .max_len = 0,
      .bits = 8, .group = 64, .residual = 32},
+    {.n_layers = 2, .batch = 2, .n_kv_heads = 2, .head_dim = 16, .max_len = 0,
+     .bits = 2, .group = 8, .residual = 6},
+    {.n_layers = 1, .batch = 1, .n_kv_heads = 2, .head_dim = 12, .max_len = 0,
+     .bits = 2, .group = 3, .residual = 1},
 };
 #define N_QUANT_CFGS ((int32_t)(sizeof quant_cfgs / sizeof quant_cfgs[0]))
 
@@ -1779,7 +1811,9 @@ START_TEST(test_quantized_span_layout)
     const struct kv_span *sp = vw.spans;
     for (int kv = 0; kv < 2; kv++) {
         const struct kv_tensor *td = kv ? &sp[0].v : &sp[0].k;
-        ck_assert_int_eq(td->dtype, cfg->bits == 8 ? KV_DTYPE_Q8 : KV_DTYPE_Q4);
+        ck_assert_int_eq(td->dtype, cfg->bits == 8   ? KV_DTYPE_Q8
+                                    : cfg->bits == 4 ? KV_DTYPE_Q4
+                                                     : KV_DTYPE_Q2);
         ck_assert_int_eq(td->axis, KV_QAXIS_TOKEN);
         ck_assert_int_eq(td->group, cfg->group);
         ck_assert_uint_eq(td->row_stride, (size_t)cfg->head_dim * cfg->bits / 8);
@@ -1838,6 +1872,129 @@ START_TEST(test_quantized_chunks)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Per-strategy: quantized, the kivi layout                                 */
+
+static const struct conf kivi_cfgs[] = {
+    {.n_layers = 2, .batch = 2, .n_kv_heads = 2, .head_dim = 16, .max_len = 0,
+     .bits = 2, .group = 4, .residual = 6, .layout = 1},
+    {.n_layers = 1, .batch = 1, .n_kv_heads = 1, .head_dim = 8, .max_len = 0,
+     .bits = 4, .group = 8, .residual = 8, .layout = 1},
+    {.n_layers = 1, .batch = 2, .n_kv_heads = 1, .head_dim = 32, .max_len = 0,
+     .bits = 8, .group = 16, .residual = 40, .layout = 1},
+    {.n_layers = 2, .batch = 1, .n_kv_heads = 3, .head_dim = 8, .max_len = 0,
+     .bits = 2, .group = 2, .residual = 3, .layout = 1},
+    {.n_layers = 1, .batch = 2, .n_kv_heads = 2, .head_dim = 16, .max_len = 0,
+     .bits = 4, .group = 8, .residual = 3, .layout = 1}, /* the residual holds a block */
+};
+#define N_KIVI_CFGS ((int32_t)(sizeof kivi_cfgs / sizeof kivi_cfgs[0]))
+
+/* The kivi flush rule of quantized.c's opening comment: whole blocks of G,
+ * at least what does not fit, at least half the residual rounded down. */
+static int32_t kivi_n_flush(const struct conf *cfg, int32_t nr, int32_t n_new)
+{
+    const int32_t G = cfg->group, r = cfg->residual > G ? cfg->residual : G;
+    const int32_t total = nr + n_new;
+    if (total <= r)
+        return 0;
+    const int32_t half = (r + 1) / 2, flush = half < nr ? half : nr;
+    const int32_t a = (total - r + G - 1) / G * G, f = flush / G * G;
+    return a > f ? a : f;
+}
+
+/* Token by token: the residual's schedule in whole key blocks, resident and
+ * copied bytes against an independent simulation, and the span layout
+ * (keys per channel: one row of head_dim pairs per block of G tokens). */
+START_TEST(test_kivi_decode_accounting)
+{
+    const struct conf *cfg = &kivi_cfgs[_i];
+    const int32_t G = cfg->group, d = cfg->head_dim;
+    const int32_t r = cfg->residual > G ? cfg->residual : G, t_max = 4 * r + 23;
+    const size_t code_row = (size_t)d * cfg->bits / 8, qp_row = (size_t)(d / G) * 8;
+    const size_t per = (size_t)cfg->batch * cfg->n_kv_heads * cfg->n_layers;
+    const size_t f32_tok = 2 * per * d * 4, q_tok = per * (2 * code_row + qp_row);
+    const size_t blk = per * (size_t)d * 8; /* one block's key pairs */
+    struct kv_cache *c = make("quantized", cfg);
+    struct feed f;
+    feed_init(&f, cfg, t_max, 50 + (uint64_t)_i);
+    char label[32], want[32];
+    kv_cache_label(c, label, sizeof label);
+    snprintf(want, sizeof want, "kivi-%d", cfg->bits);
+    ck_assert_str_eq(label, want);
+    size_t copied = 0, qcap = 0;
+    int32_t nq = 0, nr = 0;
+    for (int32_t t = 1; t <= t_max; t++) {
+        const int32_t nqz = kivi_n_flush(cfg, nr, 1);
+        if (nqz > 0) {
+            if ((size_t)(nq + nqz) > qcap) { /* the store grows first */
+                copied += (size_t)nq * q_tok + (size_t)(nq / G) * blk;
+                qcap = quant_pow2_cap(nq + nqz);
+            }
+            copied += (size_t)nqz * q_tok + (size_t)(nqz / G) * blk;
+            copied += (size_t)(nr - nqz) * f32_tok; /* the rest shifted down */
+            nq += nqz;
+            nr -= nqz;
+        }
+        copied += f32_tok; /* the new token lands in the residual */
+        nr++;
+        ck_assert_int_eq(feed_step(&f, c, t - 1, 1), KV_OK);
+        ck_assert_int_eq(nq % G, 0);
+        ck_assert_int_le(nr, r);
+        for (int32_t l = 0; l < cfg->n_layers; l++) {
+            struct seen s = check_view(&f, c, l, t);
+            ck_assert_int_eq(s.n_quant, nq);
+            ck_assert_int_eq(s.count, t);
+            struct kv_view vw;
+            ck_assert_int_eq(kv_cache_view(c, l, &vw), KV_OK);
+            if (nq > 0) {
+                const struct kv_tensor *k = &vw.spans[0].k, *v = &vw.spans[0].v;
+                ck_assert_int_eq(k->axis, KV_QAXIS_CHANNEL);
+                ck_assert_int_eq(k->group, G);
+                ck_assert_uint_eq(k->qp_row_stride, (size_t)d * 8);
+                ck_assert_uint_eq(k->qp_head_stride, (qcap + G - 1) / G * d * 8);
+                ck_assert_int_eq(v->axis, KV_QAXIS_TOKEN);
+                ck_assert_int_eq(v->group, G);
+                ck_assert_uint_eq(v->qp_row_stride, qp_row);
+                ck_assert_uint_eq(k->row_stride, code_row);
+            }
+        }
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, nq));
+        ck_assert_uint_eq(kv_cache_copied_bytes(c), copied);
+        size_t bound;
+        ck_assert_int_eq(kv_cache_bytes_for(c->ops, &c->cfg, c->params, t, &bound), KV_OK);
+        ck_assert_uint_ge(bound, kv_cache_resident_bytes(c));
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
+/* Chunks and prefills: the residual never exceeds R, the store holds whole
+ * blocks, the rule holds for every update size. */
+START_TEST(test_kivi_chunks)
+{
+    const struct conf *cfg = &kivi_cfgs[_i];
+    struct kv_cache *c = make("quantized", cfg);
+    const int32_t n_sched = (int32_t)(sizeof sched_chunks / sizeof sched_chunks[0]);
+    struct feed f;
+    feed_init(&f, cfg, 45 + sched_total(sched_chunks, n_sched), 61);
+    int32_t len = 0, nq = 0;
+    for (int32_t i = -1; i < n_sched; i++) {
+        const int32_t n = i < 0 ? 45 : sched_chunks[i]; /* a prefill first */
+        nq += kivi_n_flush(cfg, len - nq, n);
+        ck_assert_int_eq(feed_step(&f, c, len, n), KV_OK);
+        len += n;
+        struct seen s = check_view(&f, c, 0, len);
+        ck_assert_int_eq(s.n_quant, nq);
+        ck_assert_int_le(len - nq, cfg->residual > cfg->group ? cfg->residual : cfg->group);
+        ck_assert_int_eq(nq % cfg->group, 0);
+        ck_assert_uint_eq(kv_cache_resident_bytes(c), quant_resident(cfg, nq));
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
 START_TEST(test_quantized_bad_configs)
 {
     const struct kv_strategy_ops *ops = kv_strategy_find("quantized");
@@ -1848,7 +2005,8 @@ START_TEST(test_quantized_bad_configs)
         enum kv_status want;
     } cases[] = {
         {8, 8, 5, KV_OK},          {4, 16, 1, KV_OK},         {0, 8, 5, KV_ERR_INVALID},
-        {2, 8, 5, KV_ERR_INVALID}, {3, 8, 5, KV_ERR_INVALID}, {16, 8, 5, KV_ERR_INVALID},
+        {2, 8, 5, KV_OK} /* int2 since issue 18 */, {3, 8, 5, KV_ERR_INVALID},
+        {16, 8, 5, KV_ERR_INVALID}, {1, 8, 5, KV_ERR_INVALID},
         {8, 0, 5, KV_ERR_INVALID}, {8, -8, 5, KV_ERR_INVALID}, {8, 6, 5, KV_ERR_INVALID},
         {8, 32, 5, KV_ERR_INVALID}, {4, 1, 5, KV_ERR_INVALID}, {8, 8, 0, KV_ERR_INVALID},
         {8, 8, -1, KV_ERR_INVALID},
@@ -1860,6 +2018,37 @@ START_TEST(test_quantized_bad_configs)
         ck_assert_msg(tcreate(&c, ops, &cfg) == cases[i].want, "case %zu", i);
         kv_cache_destroy(c);
     }
+    /* kivi: the residual holds at least one block of keys; layouts and
+     * presets by name */
+    struct conf kv = base; /* head_dim 16 */
+    kv.layout = 1, kv.bits = 2, kv.group = 8, kv.residual = 8;
+    struct kv_cache *kc = NULL;
+    ck_assert_int_eq(tcreate(&kc, ops, &kv), KV_OK);
+    kv_cache_destroy(kc);
+    kv.residual = 3; /* the residual then holds a block of 8 */
+    ck_assert_int_eq(tcreate(&kc, ops, &kv), KV_OK);
+    ck_assert_uint_eq(kv_cache_resident_bytes(kc), quant_resident(&kv, 0));
+    kv_cache_destroy(kc);
+    kv.residual = 8, kv.layout = 2;
+    ck_assert_int_eq(tcreate(&kc, ops, &kv), KV_ERR_INVALID);
+    kv.layout = -1;
+    ck_assert_int_eq(tcreate(&kc, ops, &kv), KV_ERR_INVALID);
+    struct test_param_block blk;
+    test_params_fill(ops, &blk, NULL);
+    ck_assert_int_eq(kv_params_parse(ops, blk.b, "layout=kivi;bits=2"), KV_OK);
+    ck_assert_int_eq(kv_params_parse(ops, blk.b, "layout=channel"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_params_parse(ops, blk.b, "bits=3"), KV_ERR_INVALID);
+    char text[128];
+    kv_params_format(ops, blk.b, text, sizeof text);
+    ck_assert_str_eq(text, "bits=2;group=32;residual=32;layout=kivi");
+    const struct kv_strategy_ops *po;
+    ck_assert_int_eq(kv_strategy_lookup("kivi-2", &po, blk.b, sizeof blk.b), KV_OK);
+    ck_assert_int_eq(kv_strategy_dtype(po, blk.b), KV_DTYPE_Q2);
+    kv_strategy_label(po, blk.b, text, sizeof text);
+    ck_assert_str_eq(text, "kivi-2");
+    ck_assert_int_eq(kv_strategy_lookup("quantized-int2", &po, blk.b, sizeof blk.b), KV_OK);
+    kv_strategy_label(po, blk.b, text, sizeof text);
+    ck_assert_str_eq(text, "quantized-int2");
     /* a residual whose bytes overflow is refused before allocating it */
     struct conf big = base;
     big.batch = 1 << 20, big.n_kv_heads = 1 << 12, big.head_dim = 1 << 10, big.group = 8;
@@ -1867,6 +2056,89 @@ START_TEST(test_quantized_bad_configs)
     struct kv_cache *c = NULL;
     ck_assert_int_eq(tcreate(&c, ops, &big), KV_ERR_OVERFLOW);
     ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/*
+ * --dtype f16 / bf16 of the float stores: the same schedule as an f32 cache
+ * holds exactly half the bytes and copies exactly half (every row, growth
+ * copies included, is half as long); views carry the dtype; the label,
+ * describe, dtype, bytes_for, presets and the k=v text agree; and a dtype
+ * the stores do not take is refused by the table.
+ */
+START_TEST(test_dtype_stores)
+{
+    static const char *const names[] = {"dynamic", "static", "sliding"};
+    const char *name = names[_i / 2];
+    const enum kv_dtype dt = _i % 2 ? KV_DTYPE_BF16 : KV_DTYPE_F16;
+    const struct kv_strategy_ops *ops = kv_strategy_find(name);
+    ck_assert_ptr_nonnull(ops);
+    struct conf c16 = mem_cfg;
+    c16.dtype = dt;
+    struct kv_cache *a = make(name, &mem_cfg), *b = make(name, &c16);
+    struct feed fa, fb;
+    feed_init(&fa, &mem_cfg, 60, 77);
+    feed_init(&fb, &c16, 60, 77);
+    ck_assert_int_eq(kv_cache_dtype(a), KV_DTYPE_F32);
+    ck_assert_int_eq(kv_cache_dtype(b), dt);
+    char la[64], lb[256], want[64];
+    kv_cache_label(a, la, sizeof la);
+    kv_cache_label(b, lb, sizeof lb);
+    snprintf(want, sizeof want, "%s-%s", name, kv_type_traits[dt].name);
+    ck_assert_str_eq(la, name);
+    ck_assert_str_eq(lb, want);
+    kv_cache_describe(b, lb, sizeof lb);
+    ck_assert_ptr_nonnull(strstr(lb, kv_type_traits[dt].name));
+    for (int32_t t = 1; t <= 60; t++) {
+        ck_assert_int_eq(feed_step(&fa, a, t - 1, 1), KV_OK);
+        ck_assert_int_eq(feed_step(&fb, b, t - 1, 1), KV_OK);
+        ck_assert_uint_eq(2 * kv_cache_resident_bytes(b), kv_cache_resident_bytes(a));
+        ck_assert_uint_eq(2 * kv_cache_copied_bytes(b), kv_cache_copied_bytes(a));
+        struct kv_view v;
+        ck_assert_int_eq(kv_cache_view(b, 0, &v), KV_OK);
+        for (int32_t i = 0; i < v.n_spans; i++) {
+            ck_assert_int_eq(v.spans[i].k.dtype, dt);
+            ck_assert_int_eq(v.spans[i].v.dtype, dt);
+            ck_assert_uint_eq(v.spans[i].k.row_stride, (size_t)mem_cfg.head_dim * 2);
+        }
+    }
+    for (int32_t nt = 1; nt <= 200; nt += 33) {
+        size_t ba, bb;
+        const struct kv_cache_config cc = cc_of(&mem_cfg);
+        ck_assert_int_eq(kv_cache_bytes_for(ops, &cc, a->params, nt, &ba), KV_OK);
+        ck_assert_int_eq(kv_cache_bytes_for(ops, &cc, b->params, nt, &bb), KV_OK);
+        ck_assert_uint_eq(2 * bb, ba);
+    }
+    /* the parameter's text form, its names, the presets */
+    char text[128];
+    kv_params_format(ops, b->params, text, sizeof text);
+    snprintf(want, sizeof want, "dtype=%s", kv_type_traits[dt].name);
+    ck_assert_ptr_nonnull(strstr(text, want));
+    struct test_param_block blk;
+    test_params_fill(ops, &blk, NULL);
+    ck_assert_int_eq(kv_params_parse(ops, blk.b, want), KV_OK);
+    ck_assert_int_eq(kv_strategy_dtype(ops, blk.b), dt);
+    ck_assert_int_eq(kv_params_parse(ops, blk.b, "dtype=f8"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_params_parse(ops, blk.b, "dtype=int8"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_params_parse(ops, blk.b, "dtype=1"), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_params_set(ops, blk.b, "dtype", KV_DTYPE_Q8), KV_ERR_INVALID);
+    const int32_t k = kv_param_find(ops, "dtype");
+    ck_assert_int_ge(k, 0);
+    for (int32_t i = 0; i < ops->params[k].n_choices; i++)
+        ck_assert_str_eq(ops->params[k].names[i],
+                         kv_type_traits[ops->params[k].choices[i]].name);
+    char range[128];
+    kv_param_range_str(&ops->params[k], range, sizeof range);
+    ck_assert_str_eq(range, "one of f32, f16 or bf16");
+    snprintf(want, sizeof want, "%s-%s", name, kv_type_traits[dt].name);
+    const struct kv_strategy_ops *po;
+    ck_assert_int_eq(kv_strategy_lookup(want, &po, blk.b, sizeof blk.b), KV_OK);
+    ck_assert_ptr_eq(po, ops);
+    ck_assert_int_eq(kv_strategy_dtype(ops, blk.b), dt);
+    kv_cache_destroy(a);
+    kv_cache_destroy(b);
+    feed_free(&fa);
+    feed_free(&fb);
 }
 END_TEST
 
@@ -1913,7 +2185,7 @@ static Suite *strategies_suite(void)
     tcase_add_loop_test(tc, test_conformance_bad_updates, 0, n);
     tcase_add_loop_test(tc, test_conformance_bad_configs, 0, n);
     tcase_add_loop_test(tc, test_conformance_alloc_failure, 0, 2 * n);
-    tcase_add_loop_test(tc, test_conformance_attention, 0, n);
+    tcase_add_loop_test(tc, test_conformance_attention, 0, 3 * n);
     tcase_add_loop_test(tc, test_conformance_table, 0, n);
     tcase_add_loop_test(tc, test_conformance_memory, 0, n * N_SCHEDS);
     tcase_add_loop_test(tc, test_conformance_bounds, 0, n);
@@ -1935,10 +2207,13 @@ static Suite *strategies_suite(void)
     tcase_add_test(tc, test_concat_memory);
     tcase_add_test(tc, test_max_len_refused);
     tcase_add_test(tc, test_static_sliding_bad_configs);
+    tcase_add_loop_test(tc, test_dtype_stores, 0, 6);
     tcase_add_loop_test(tc, test_quantized_decode_accounting, 0, N_QUANT_CFGS);
     tcase_add_loop_test(tc, test_quantized_span_layout, 0, N_QUANT_CFGS);
     tcase_add_loop_test(tc, test_quantized_chunks, 0, N_QUANT_CFGS);
     tcase_add_test(tc, test_quantized_bad_configs);
+    tcase_add_loop_test(tc, test_kivi_decode_accounting, 0, N_KIVI_CFGS);
+    tcase_add_loop_test(tc, test_kivi_chunks, 0, N_KIVI_CFGS);
     suite_add_tcase(s, tc);
     return s;
 }

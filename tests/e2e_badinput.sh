@@ -199,6 +199,13 @@ for cmd in generate sweep demo export-synthetic sharing; do
             --layers-pattern 'sliding,dynamo'
         case_ "$cmd-pattern-space" 2 "$cmd" "${extra[@]}" --strategy hybrid \
             --layers-pattern 'sliding dynamic'
+        case_ "$cmd-dtype-f8" 2 "$cmd" "${extra[@]}" --strategy dynamic --dtype f8
+        case_ "$cmd-dtype-int8" 2 "$cmd" "${extra[@]}" --strategy static --dtype int8
+        case_ "$cmd-dtype-number" 2 "$cmd" "${extra[@]}" --strategy sliding --dtype 3
+        case_ "$cmd-dtype-empty" 2 "$cmd" "${extra[@]}" --strategy dynamic --dtype=
+        case_ "$cmd-layout-channel" 2 "$cmd" "${extra[@]}" --strategy quantized --layout channel
+        case_ "$cmd-layout-number" 2 "$cmd" "${extra[@]}" --strategy quantized --layout 1
+        case_ "$cmd-bits-1" 2 "$cmd" "${extra[@]}" --strategy quantized --bits 1
         case_ "$cmd-unknown-strategy" 2 "$cmd" "${extra[@]}" --strategy nosuch
         case_ "$cmd-batch-zero" 2 "$cmd" "${extra[@]}" --batch 0
         case_ "$cmd-model-missing" 2 "$cmd" "${extra[@]}" --model "$tmp/nonexistent.bin"
@@ -290,6 +297,7 @@ case_ sweep-budgets-descending 2 "${F[@]}" --frontier bench/frontier.list --budg
     --out "$tmp/s.csv"
 case_ sweep-budgets-junk 2 "${F[@]}" --frontier bench/frontier.list --budgets 25x --out "$tmp/s.csv"
 case_ sweep-budgets-alone 2 "${F[@]}" --budgets 25 --out "$tmp/s.csv"
+case_ sweep-kivi-3 2 "${S[@]}" --strategies kivi-3 --out "$tmp/s.csv"
 no_file sweep-refused-no-output "$tmp/s.csv"
 case_ sweep-out-empty 2 "${S[@]}" --out ""
 case_ sweep-out-dir 2 "${S[@]}" --out "$tmp/dir"
@@ -355,7 +363,10 @@ case_ kernel-seq-len-list-bad 2 "${K[@]}" --seq-len 16,,32
 case_ kernel-heads-zero 2 "${K[@]}" --heads 0
 case_ kernel-kv-heads-not-dividing 2 "${K[@]}" --heads 8 --kv-heads 3
 case_ kernel-head-dim-zero 2 "${K[@]}" --head-dim 0
-case_ kernel-dtype-f16 2 "${K[@]}" --dtype f16
+case_ kernel-dtype-f8 2 "${K[@]}" --dtype f8
+case_ kernel-dtype-int3 2 "${K[@]}" --dtype f16,int3
+case_ kernel-layout-bad 2 "${K[@]}" --layout channel
+case_ kernel-layout-missing 2 "${K[@]}" --layout
 case_ kernel-dtype-empty 2 "${K[@]}" --dtype ""
 case_ kernel-queries-zero 2 "${K[@]}" --queries 0
 case_ kernel-queries-past-seq 2 "${K[@]}" --queries 100

@@ -35,12 +35,13 @@ RATE_REL_TOL=0.02
 RATE_ABS_TOL=0.0006
 HEADER="head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,ref_us_min,mode,sets"
 
-# The tiny configuration: GQA 4/2, head_dim 16, group 8, two T, all dtypes.
+# The tiny configuration: GQA 4/2, head_dim 16, group 8, two T, all dtypes
+# (int codes carry a (scale, min) pair per group; f16 and bf16 rows none).
 D=16; H=4; HKV=2; G=8
 # cold over copies exceeding 1 MiB (not 2 x the L3: seconds, not minutes)
 COLD=1048576
 TINY=(kernel --head-dim "$D" --heads "$H" --kv-heads "$HKV" --group "$G" --seq-len "16,40"
-      --dtype "f32,int8,int4" --reps 3 --threads 2 --cold-bytes "$COLD")
+      --dtype "f32,int8,int4,f16,bf16,int2" --reps 3 --threads 2 --cold-bytes "$COLD")
 
 # ---------------------------------------------------------------- format
 "$KVLAB" "${TINY[@]}" --csv >"$TMP/k.csv" 2>"$TMP/err"
@@ -55,7 +56,7 @@ check "metadata names the thread count" grep -qx '# threads=2' "$TMP/k.csv"
 check "metadata names the group" grep -qx "# group=$G" "$TMP/k.csv"
 check "header is the documented one" test "$(sed -n "${first_data}p" "$TMP/k.csv")" = "$HEADER"
 grep -v '^#' "$TMP/k.csv" | tail -n +2 >"$TMP/rows"
-check "one row per (T, dtype): 6 rows" test "$(wc -l <"$TMP/rows")" = 6
+check "one row per (T, dtype): 12 rows" test "$(wc -l <"$TMP/rows")" = 12
 check "every row has 14 fields" test "$(awk -F, 'NF != 14' "$TMP/rows" | wc -l)" = 0
 check "cold by default: metadata says mode=cold, the cold total and the DRAM limit" \
     sh -c "grep -qx '# mode=cold' '$TMP/k.csv' && grep -qx '# cold_bytes=$COLD' '$TMP/k.csv' && grep -qx '# limit=read_gbps' '$TMP/k.csv'"
@@ -64,14 +65,14 @@ check "cold by default: metadata says mode=cold, the cold total and the DRAM lim
 sets_bad=$(awk -F, -v d=$D -v hkv=$HKV -v g=$G -v cold=$COLD '
     function r64(x) { return int((x + 63) / 64) * 64 }
     {
-        rb = $6 == "f32" ? 4 * d : $6 == "int8" ? d : d / 2
-        part = r64(hkv * $4 * rb); qp = $6 == "f32" ? 0 : r64(hkv * $4 * (d / g) * 8)
+        rb = $6 == "f32" ? 4 * d : $6 == "f16" || $6 == "bf16" ? 2 * d : $6 == "int8" ? d : $6 == "int2" ? d / 4 : d / 2
+        part = r64(hkv * $4 * rb); qp = $6 ~ /^int/ ? r64(hkv * $4 * (d / g) * 8) : 0
         n = int(cold / (2 * part + 2 * qp)) + 1
         if ($13 != "cold" || $14 != n) print
     }' "$TMP/rows" | wc -l)
 check "cold rows: mode cold, sets = the least count of copies exceeding --cold-bytes" test "$sets_bad" = 0
 check "rows in order T x dtype" test "$(cut -d, -f4,6 "$TMP/rows" | tr '\n' ' ')" = \
-    "16,f32 16,int8 16,int4 40,f32 40,int8 40,int4 "
+    "16,f32 16,int8 16,int4 16,f16 16,bf16 16,int2 40,f32 40,int8 40,int4 40,f16 40,bf16 40,int2 "
 check "shape columns echo the request" \
     test "$(awk -F, -v d=$D -v h=$H -v k=$HKV '$1 != d || $2 != h || $3 != k || $5 != 1 || $7 != 2' \
             "$TMP/rows" | wc -l)" = 0
@@ -82,14 +83,21 @@ rate_bad=$(awk -F, -v d=$D -v h=$H -v hkv=$HKV -v g=$G -v tol=$RATE_REL_TOL -v a
     function off(a, b) { return (a > b ? a - b : b - a) > tol * b + abs }
     $8 < 0.5 { next }
     {
-        rb = $6 == "f32" ? 4 * d : $6 == "int8" ? d : d / 2
-        if ($6 != "f32") rb += d / g * 8
+        rb = $6 == "f32" ? 4 * d : $6 == "f16" || $6 == "bf16" ? 2 * d : $6 == "int8" ? d : $6 == "int2" ? d / 4 : d / 2
+        if ($6 ~ /^int/) rb += d / g * 8
         bytes = 2 * hkv * $4 * rb
         flops = 4 * d * h * $4
         if (off($10, bytes / ($8 * 1e3)) || off($11, flops / ($8 * 1e3))) print
     }' "$TMP/rows" | wc -l)
 check "gbps and gflops match the declared bytes and FLOPs" test "$rate_bad" = 0
 
+"$KVLAB" kernel --head-dim 16 --heads 4 --kv-heads 2 --group 4 --seq-len 30 --dtype int2,int4,int8 \
+    --layout kivi --reps 2 --threads 2 --csv >"$TMP/kivi.csv" 2>"$TMP/err"
+rc=$?
+check "--layout kivi exits 0 (rc=$rc: $(head -c 200 "$TMP/err"))" test "$rc" = 0
+check "--layout kivi is named in the metadata" grep -qx '# layout=kivi' "$TMP/kivi.csv"
+check "--layout kivi: one row per dtype, reference timed" \
+    test "$(grep -v '^#' "$TMP/kivi.csv" | tail -n +2 | awk -F, '$12 > 0' | wc -l)" = 3
 "$KVLAB" kernel --head-dim 8 --heads 2 --kv-heads 2 --seq-len 24 --queries 8 --reps 2 \
     --threads 1 --no-ref --hot --csv >"$TMP/p.csv" 2>/dev/null
 check "prefill --no-ref: exit 0, queries 8, ref_us_min empty" \
@@ -125,7 +133,8 @@ bad_opt() { # bad_opt NAME ARGS...: exit 2, nothing on stdout, one message on st
     check "$name explains on stderr" test -s "$TMP/bo.err"
 }
 bad_opt unknown-option "${K[@]}" --bogus
-bad_opt dtype-f16 "${K[@]}" --dtype f16
+bad_opt dtype-f8 "${K[@]}" --dtype f8
+bad_opt layout-channel "${K[@]}" --layout channel
 bad_opt dtype-list-trailing-comma "${K[@]}" --dtype f32,
 bad_opt seq-len-zero "${K[@]}" --seq-len 0
 bad_opt kv-heads-not-dividing "${K[@]}" --heads 3
@@ -234,7 +243,7 @@ check "an old CSV without a mode column: its rows are hot" \
 
 bash "$TABLE" "$TMP/k.csv" >"$TMP/k.md" 2>/dev/null
 check "table script works on a real tiny kvlab kernel CSV" \
-    test "$(grep -c '^| 16, 4/2 | ' "$TMP/k.md")" = 6
+    test "$(grep -c '^| 16, 4/2 | ' "$TMP/k.md")" = 12
 bash "$TABLE" "$TMP/missing.csv" >/dev/null 2>&1
 check "table script: a missing file exits 2" test $? = 2
 bash "$TABLE" --peers "$TMP/missing.csv" "$TMP/hand.csv" >/dev/null 2>&1

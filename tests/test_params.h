@@ -18,6 +18,8 @@
 
 struct test_params {
     int32_t window, bits, group, residual, sinks, heavy;
+    int32_t dtype; /* enum kv_dtype of the float stores (--dtype); 0 is f32 */
+    int32_t layout; /* quantized --layout: 0 token, 1 kivi */
     int literal_zeros;
 };
 
@@ -37,14 +39,15 @@ static inline void test_params_fill(const struct kv_strategy_ops *ops, struct te
     if (tp == NULL)
         return;
     /* literal_zeros applies to the first four (the bad-configuration
-     * tests); sinks and heavy keep their defaults at 0 */
+     * tests); sinks, heavy, dtype and layout keep their defaults at 0 */
     const struct {
         const char *name;
         int32_t v;
         int zero_literal;
     } vals[] = {{"window", tp->window, 1},     {"bits", tp->bits, 1},
                 {"group", tp->group, 1},       {"residual", tp->residual, 1},
-                {"sinks", tp->sinks, 0},       {"heavy", tp->heavy, 0}};
+                {"sinks", tp->sinks, 0},       {"heavy", tp->heavy, 0},
+                {"dtype", tp->dtype, 0},       {"layout", tp->layout, 0}};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         const int32_t k = kv_param_find(ops, vals[i].name);
         if (k < 0 || (vals[i].v == 0 && !(tp->literal_zeros && vals[i].zero_literal)))

@@ -1,0 +1,380 @@
+/*
+ * rows_half.h - decode row kernels for the 16-bit float dtypes (kv_rows.h),
+ * written once for f16 and bf16: rows_f16.c and rows_bf16.c each define
+ * how a row's elements become floats, then include this file.
+ *
+ * The includer defines, before including:
+ *   HALF_PFX       the name prefix (f16 / bf16): functions are HALF_PFX_xxx
+ *   half_scalar(h) one uint16_t -> float            (any build)
+ *   half_ld8(p)    8 elements -> __m256             (KV_TARGET_AVX2)
+ *   half_ld16(p)   16 elements -> __m512            (KV_TARGET_AVX512)
+ *
+ * The design decision: the rows are converted in registers as they are
+ * read, never into a buffer, so a 16-bit cache reads half the bytes of f32
+ * and does the f32 kernels' arithmetic plus one conversion per chunk (a
+ * chunk read once for all the heads of a GQA group, as in rows_f32.c).
+ * The level is chosen when the job is bound, from kv_isa(): AVX-512 (16
+ * lanes; d a multiple of 16), AVX2 + F16C (8 lanes, any d), scalar.
+ */
+#ifndef HALF_PFX
+#error "define HALF_PFX, half_scalar, half_ld8 and half_ld16 before including rows_half.h"
+#endif
+
+#define HALF_CAT2(a, b) a##_##b
+#define HALF_CAT(a, b) HALF_CAT2(a, b)
+#define HN(x) HALF_CAT(HALF_PFX, x)
+
+/* ------------------------------------------------------------------------ */
+/* Scalar                                                                   */
+
+static void HN(sc_scalar)(float *sc, const struct kv_dec_job *J, const struct kv_rows_side *s,
+                          const char *k0, const char *kqp, int32_t nb)
+{
+    (void)kqp;
+    const int32_t d = J->d;
+    for (int32_t j = 0; j < nb; j++) {
+        const uint16_t *k = (const uint16_t *)(k0 + (size_t)j * s->stride);
+        for (int32_t i = 0; i < J->g; i++) {
+            const float *q = J->qs + (size_t)i * d;
+            float r = 0.0f;
+            for (int32_t e = 0; e < d; e++)
+                r += q[e] * half_scalar(k[e]);
+            sc[(size_t)i * DEC_KB + j] = r;
+        }
+    }
+}
+
+static void HN(pv_scalar)(float *acc, size_t acc_stride, float *msum, float *w, const float *pr,
+                          const struct kv_dec_job *J, const struct kv_rows_side *s,
+                          const char *v0, const char *vqp, int32_t nb)
+{
+    (void)msum;
+    (void)w;
+    (void)vqp;
+    const int32_t d = J->d;
+    for (int32_t i = 0; i < J->g; i++) {
+        float *a = acc + (size_t)i * acc_stride;
+        const float *pi = pr + (size_t)i * DEC_KB;
+        for (int32_t j = 0; j < nb; j++) {
+            const uint16_t *v = (const uint16_t *)(v0 + (size_t)j * s->stride);
+            for (int32_t e = 0; e < d; e++)
+                a[e] += pi[j] * half_scalar(v[e]);
+        }
+    }
+}
+
+#ifdef KV_X86
+/* ------------------------------------------------------------------------ */
+/* AVX2 + F16C (8 lanes, any d: the last d % 8 elements in scalar)          */
+
+#define HROW(r, u, st) ((const uint16_t *)((r) + (size_t)(u) * (st)))
+
+/* o[0..nr) <- q . rows r, r + st, ... */
+KV_INLINE2 void HN(rows8)(float *o, const int nr, const float *q, const char *r, size_t st,
+                          int32_t d)
+{
+    const int32_t d8 = d & ~7;
+    __m256 a[8];
+    for (int u = 0; u < nr; u++)
+        a[u] = _mm256_setzero_ps();
+    for (int32_t e = 0; e < d8; e += 8) {
+        __m256 qv = _mm256_loadu_ps(q + e);
+        for (int u = 0; u < nr; u++)
+            a[u] = _mm256_fmadd_ps(qv, half_ld8(HROW(r, u, st) + e), a[u]);
+    }
+    float tail[8] = {0};
+    for (int u = 0; u < nr; u++)
+        for (int32_t e = d8; e < d; e++)
+            tail[u] += q[e] * half_scalar(HROW(r, u, st)[e]);
+    if (nr == 8) {
+        _mm256_storeu_ps(o, _mm256_add_ps(kv_hsum8x8(a), _mm256_loadu_ps(tail)));
+    } else {
+        for (int u = 0; u < nr; u++)
+            o[u] = kv_hsum8(a[u]) + tail[u];
+    }
+}
+
+/* per head: 8 rows a pass, then one at a time */
+KV_TARGET_AVX2 static void HN(sc_avx2)(float *sc, const struct kv_dec_job *J,
+                                       const struct kv_rows_side *s, const char *k,
+                                       const char *kqp, int32_t nb)
+{
+    (void)kqp;
+    const size_t st = s->stride;
+    for (int32_t i = 0; i < J->g; i++) {
+        const float *q = J->qs + (size_t)i * J->d;
+        float *o = sc + (size_t)i * DEC_KB;
+        int32_t j = 0;
+        for (; j + 8 <= nb; j += 8)
+            HN(rows8)(o + j, 8, q, k + j * st, st, J->d);
+        for (; j < nb; j++)
+            HN(rows8)(o + j, 1, q, k + j * st, st, J->d);
+    }
+}
+
+/* a (d) += sum_j pi[j] * v_j: 32 elements a pass over the rows */
+KV_TARGET_AVX2 static void HN(pv_avx2)(float *acc, size_t acc_stride, float *msum, float *w,
+                                       const float *pr, const struct kv_dec_job *J,
+                                       const struct kv_rows_side *s, const char *v0,
+                                       const char *vqp, int32_t nb)
+{
+    (void)msum;
+    (void)w;
+    (void)vqp;
+    const int32_t d = J->d;
+    const size_t st = s->stride;
+    for (int32_t i = 0; i < J->g; i++) {
+        float *a = acc + (size_t)i * acc_stride;
+        const float *pi = pr + (size_t)i * DEC_KB;
+        int32_t e = 0;
+        for (; e + 32 <= d; e += 32) {
+            __m256 a0 = _mm256_loadu_ps(a + e), a1 = _mm256_loadu_ps(a + e + 8);
+            __m256 a2 = _mm256_loadu_ps(a + e + 16), a3 = _mm256_loadu_ps(a + e + 24);
+            for (int32_t j = 0; j < nb; j++) {
+                const uint16_t *v = HROW(v0, j, st) + e;
+                __m256 pj = _mm256_broadcast_ss(pi + j);
+                a0 = _mm256_fmadd_ps(pj, half_ld8(v), a0);
+                a1 = _mm256_fmadd_ps(pj, half_ld8(v + 8), a1);
+                a2 = _mm256_fmadd_ps(pj, half_ld8(v + 16), a2);
+                a3 = _mm256_fmadd_ps(pj, half_ld8(v + 24), a3);
+            }
+            _mm256_storeu_ps(a + e, a0);
+            _mm256_storeu_ps(a + e + 8, a1);
+            _mm256_storeu_ps(a + e + 16, a2);
+            _mm256_storeu_ps(a + e + 24, a3);
+        }
+        for (; e + 8 <= d; e += 8) {
+            __m256 a0 = _mm256_loadu_ps(a + e);
+            for (int32_t j = 0; j < nb; j++)
+                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pi + j), half_ld8(HROW(v0, j, st) + e),
+                                     a0);
+            _mm256_storeu_ps(a + e, a0);
+        }
+        for (; e < d; e++)
+            for (int32_t j = 0; j < nb; j++)
+                a[e] += pi[j] * half_scalar(HROW(v0, j, st)[e]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* AVX-512 (d a multiple of 16)                                             */
+
+KV_INLINE512 void HN(rows16)(float *o, const int nr, const float *q, const char *r, size_t st,
+                             int32_t d)
+{
+    __m512 a[8];
+    for (int u = 0; u < nr; u++)
+        a[u] = _mm512_setzero_ps();
+    for (int32_t e = 0; e < d; e += 16) {
+        __m512 qv = _mm512_loadu_ps(q + e);
+        for (int u = 0; u < nr; u++)
+            a[u] = _mm512_fmadd_ps(qv, half_ld16(HROW(r, u, st) + e), a[u]);
+    }
+    __m256 t[8];
+    for (int u = 0; u < nr; u++)
+        t[u] = kv_fold512(a[u]);
+    if (nr == 8) {
+        _mm256_storeu_ps(o, kv_hsum8x8(t));
+    } else {
+        for (int u = 0; u < nr; u++)
+            o[u] = kv_hsum8(t[u]);
+    }
+}
+
+KV_TARGET_AVX512 static void HN(sc_512)(float *sc, const struct kv_dec_job *J,
+                                        const struct kv_rows_side *s, const char *k,
+                                        const char *kqp, int32_t nb)
+{
+    (void)kqp;
+    const size_t st = s->stride;
+    for (int32_t i = 0; i < J->g; i++) {
+        const float *q = J->qs + (size_t)i * J->d;
+        float *o = sc + (size_t)i * DEC_KB;
+        int32_t j = 0;
+        for (; j + 8 <= nb; j += 8)
+            HN(rows16)(o + j, 8, q, k + j * st, st, J->d);
+        for (; j < nb; j++)
+            HN(rows16)(o + j, 1, q, k + j * st, st, J->d);
+    }
+}
+
+/* GQA (g in 2, 4, 8): sc (g, DEC_KB) for rows j0 .. j0 + 16/g - 1, each
+ * chunk converted once for all g heads: accumulator u = h*nr + r */
+KV_INLINE512 void HN(rows_heads)(float *sc, const int g, const float *qs, const char *r,
+                                 size_t st, int32_t d)
+{
+    const int nr = 16 / g;
+    __m512 a[16];
+    for (int u = 0; u < 16; u++)
+        a[u] = _mm512_setzero_ps();
+    for (int32_t e = 0; e < d; e += 16) {
+        for (int rr = 0; rr < nr; rr++) {
+            __m512 kv = half_ld16(HROW(r, rr, st) + e);
+            for (int h = 0; h < g; h++)
+                a[h * nr + rr] = _mm512_fmadd_ps(_mm512_loadu_ps(qs + (size_t)h * d + e), kv,
+                                                 a[h * nr + rr]);
+        }
+    }
+    kv_store_heads(sc, g, a);
+}
+
+#define HALF_SC_HEADS(G)                                                                     \
+    KV_TARGET_AVX512 static void HN(sc_heads##G)(float *sc, const struct kv_dec_job *J,      \
+                                                 const struct kv_rows_side *s, const char *k, \
+                                                 const char *kqp, int32_t nb)                \
+    {                                                                                        \
+        (void)kqp;                                                                           \
+        const size_t st = s->stride;                                                         \
+        const int32_t step = 16 / (G);                                                       \
+        int32_t j = 0;                                                                       \
+        for (; j + step <= nb; j += step)                                                    \
+            HN(rows_heads)(sc + j, G, J->qs, k + j * st, st, J->d);                          \
+        for (int32_t h = 0; h < (G); h++)                                                    \
+            for (int32_t jj = j; jj < nb; jj++)                                              \
+                HN(rows16)(sc + (size_t)h * DEC_KB + jj, 1, J->qs + (size_t)h * J->d,        \
+                           k + jj * st, st, J->d);                                           \
+    }
+HALF_SC_HEADS(2)
+HALF_SC_HEADS(4)
+HALF_SC_HEADS(8)
+#undef HALF_SC_HEADS
+
+/* a (d) += sum_j pi[j] * v_j, 64 elements a pass; even and odd rows
+ * accumulate apart so eight FMA chains are in flight */
+KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const char *v0, size_t st, int32_t nb,
+                                int32_t d)
+{
+    int32_t e = 0;
+    for (; e + 64 <= d; e += 64) {
+        __m512 a0 = _mm512_loadu_ps(a + e), a1 = _mm512_loadu_ps(a + e + 16);
+        __m512 a2 = _mm512_loadu_ps(a + e + 32), a3 = _mm512_loadu_ps(a + e + 48);
+        __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+        __m512 b2 = _mm512_setzero_ps(), b3 = _mm512_setzero_ps();
+        int32_t j = 0;
+        for (; j + 2 <= nb; j += 2) {
+            const uint16_t *v = HROW(v0, j, st) + e, *x = HROW(v0, j + 1, st) + e;
+            __m512 pj = _mm512_set1_ps(pi[j]), pk = _mm512_set1_ps(pi[j + 1]);
+            a0 = _mm512_fmadd_ps(pj, half_ld16(v), a0);
+            a1 = _mm512_fmadd_ps(pj, half_ld16(v + 16), a1);
+            a2 = _mm512_fmadd_ps(pj, half_ld16(v + 32), a2);
+            a3 = _mm512_fmadd_ps(pj, half_ld16(v + 48), a3);
+            b0 = _mm512_fmadd_ps(pk, half_ld16(x), b0);
+            b1 = _mm512_fmadd_ps(pk, half_ld16(x + 16), b1);
+            b2 = _mm512_fmadd_ps(pk, half_ld16(x + 32), b2);
+            b3 = _mm512_fmadd_ps(pk, half_ld16(x + 48), b3);
+        }
+        if (j < nb) {
+            const uint16_t *v = HROW(v0, j, st) + e;
+            __m512 pj = _mm512_set1_ps(pi[j]);
+            a0 = _mm512_fmadd_ps(pj, half_ld16(v), a0);
+            a1 = _mm512_fmadd_ps(pj, half_ld16(v + 16), a1);
+            a2 = _mm512_fmadd_ps(pj, half_ld16(v + 32), a2);
+            a3 = _mm512_fmadd_ps(pj, half_ld16(v + 48), a3);
+        }
+        _mm512_storeu_ps(a + e, _mm512_add_ps(a0, b0));
+        _mm512_storeu_ps(a + e + 16, _mm512_add_ps(a1, b1));
+        _mm512_storeu_ps(a + e + 32, _mm512_add_ps(a2, b2));
+        _mm512_storeu_ps(a + e + 48, _mm512_add_ps(a3, b3));
+    }
+    for (; e < d; e += 16) {
+        __m512 a0 = _mm512_loadu_ps(a + e);
+        for (int32_t j = 0; j < nb; j++)
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(pi[j]), half_ld16(HROW(v0, j, st) + e), a0);
+        _mm512_storeu_ps(a + e, a0);
+    }
+}
+
+KV_TARGET_AVX512 static void HN(pv_512)(float *acc, size_t acc_stride, float *msum, float *w,
+                                        const float *pr, const struct kv_dec_job *J,
+                                        const struct kv_rows_side *s, const char *v0,
+                                        const char *vqp, int32_t nb)
+{
+    (void)msum;
+    (void)w;
+    (void)vqp;
+    for (int32_t i = 0; i < J->g; i++)
+        HN(pv_row512)(acc + (size_t)i * acc_stride, pr + (size_t)i * DEC_KB, v0, s->stride, nb,
+                      J->d);
+}
+
+/* GQA (g in 2, 4, 8; d a multiple of 256/g): acc_h (d) += sum_j pr[h][j] *
+ * v_j, each V chunk converted once for all heads, 16/g chunks a pass */
+KV_INLINE512 void HN(pv_heads)(float *acc, size_t acc_stride, const float *pr, const int g,
+                               const char *v0, size_t st, int32_t nb, int32_t d)
+{
+    const int ch = 16 / g;
+    for (int32_t e0 = 0; e0 < d; e0 += 16 * ch) {
+        __m512 a[16];
+        for (int h = 0; h < g; h++)
+            for (int c = 0; c < ch; c++)
+                a[h * ch + c] = _mm512_loadu_ps(acc + (size_t)h * acc_stride + e0 + 16 * c);
+        for (int32_t j = 0; j < nb; j++) {
+            const uint16_t *v = HROW(v0, j, st) + e0;
+            __m512 vv[8];
+            for (int c = 0; c < ch; c++)
+                vv[c] = half_ld16(v + 16 * c);
+            kv_heads_fma(a, vv, pr, g, ch, j);
+        }
+        for (int h = 0; h < g; h++)
+            for (int c = 0; c < ch; c++)
+                _mm512_storeu_ps(acc + (size_t)h * acc_stride + e0 + 16 * c, a[h * ch + c]);
+    }
+}
+
+#define HALF_PV_HEADS(G)                                                                     \
+    KV_TARGET_AVX512 static void HN(pv_heads##G)(float *acc, size_t acc_stride, float *msum, \
+                                                 float *w, const float *pr,                  \
+                                                 const struct kv_dec_job *J,                 \
+                                                 const struct kv_rows_side *s,               \
+                                                 const char *v0, const char *vqp, int32_t nb) \
+    {                                                                                        \
+        (void)msum;                                                                          \
+        (void)w;                                                                             \
+        (void)vqp;                                                                           \
+        HN(pv_heads)(acc, acc_stride, pr, G, v0, s->stride, nb, J->d);                       \
+    }
+HALF_PV_HEADS(2)
+HALF_PV_HEADS(4)
+HALF_PV_HEADS(8)
+#undef HALF_PV_HEADS
+#undef HROW
+#endif /* KV_X86 */
+
+/* ------------------------------------------------------------------------ */
+/* Binding                                                                  */
+
+/* The converting kernels for J's shape at the level kv_isa() allows. */
+static void HN(bind_convert)(struct kv_dec_job *J, int is_v)
+{
+    const int32_t g = J->g, d = J->d;
+    const enum kv_isa isa = kv_isa();
+    (void)g;
+    (void)d;
+    (void)isa;
+    if (!is_v) {
+        J->scores = HN(sc_scalar);
+#ifdef KV_X86
+        if (isa >= KV_ISA_AVX2)
+            J->scores = HN(sc_avx2);
+        if (isa >= KV_ISA_AVX512 && d % 16 == 0)
+            J->scores = g == 2   ? HN(sc_heads2)
+                        : g == 4 ? HN(sc_heads4)
+                        : g == 8 ? HN(sc_heads8)
+                                 : HN(sc_512);
+#endif
+        return;
+    }
+    J->pv = HN(pv_scalar);
+#ifdef KV_X86
+    if (isa >= KV_ISA_AVX2)
+        J->pv = HN(pv_avx2);
+    if (isa >= KV_ISA_AVX512 && (g == 2 || g == 4 || g == 8) && d % (256 / g) == 0)
+        J->pv = g == 2 ? HN(pv_heads2) : g == 4 ? HN(pv_heads4) : HN(pv_heads8);
+    else if (isa >= KV_ISA_AVX512 && d % 16 == 0)
+        J->pv = HN(pv_512);
+#endif
+}
+
+#undef HN
+#undef HALF_CAT
+#undef HALF_CAT2
