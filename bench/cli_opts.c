@@ -344,15 +344,20 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
     char sizing[160] = "";
     size_t w = 0;
     for (int32_t k = 0; k < ops->n_params && w < sizeof sizing; k++) {
-        if (!ops->params[k].scales_memory)
+        const struct kv_param *p = &ops->params[k];
+        if (!p->scales_memory)
             continue;
-        if (ops->params[k].type == KV_PARAM_TEXT) /* a per-layer pattern, not a number */
-            w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %s", w ? "" : " with",
-                                  ops->params[k].flag, kv_params_get_text(ops, params, k));
-        else
-            w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %" PRId32,
-                                  w ? "" : " with", ops->params[k].flag,
-                                  kv_params_get(ops, params, k));
+        char v[160];
+        if (p->type == KV_PARAM_TEXT) {
+            snprintf(v, sizeof v, "%s", kv_params_get_text(ops, params, k));
+        } else {
+            const int32_t x = kv_params_get(ops, params, k);
+            if (p->names != NULL && x == p->def)
+                continue; /* a named choice at its default (--dtype f32) says nothing */
+            kv_param_value_str(p, x, v, sizeof v);
+        }
+        w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %s", w ? "" : " with",
+                              p->flag, v);
     }
     if (kv_cli_slots_apply(ops) && w < sizeof sizing)
         snprintf(sizing + w, sizeof sizing - w, "%s %" PRId32 " preallocated slots",

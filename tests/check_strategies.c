@@ -663,7 +663,7 @@ static const struct conf conf_cfgs[] = {
     {.n_layers = 2, .batch = 3, .n_kv_heads = 2, .head_dim = 8, .max_len = 64,
      .window = 5, .bits = 2, .group = 4, .residual = 7, .layout = 1},
     {.n_layers = 1, .batch = 2, .n_kv_heads = 1, .head_dim = 32, .max_len = 64,
-     .window = 3, .bits = 4, .group = 16, .residual = 16, .layout = 1},
+     .window = 3, .bits = 4, .group = 16, .residual = 16, .layout = 1, .sinks = 2},
 };
 #define N_CONF_CFGS ((int32_t)(sizeof conf_cfgs / sizeof conf_cfgs[0]))
 
