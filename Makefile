@@ -159,6 +159,8 @@ KERNEL_CSV ?= out/kernel.csv
 KERNEL_SHAPES ?= 64,8,8 64,32,8 128,8,8 128,32,8
 KERNEL_SEQ_LENS ?= 512,2048,8192
 KERNEL_DTYPES ?= f32,f16,bf16,int8,int4,int2
+# quantized dtypes kernel-bench also times cold with --layout kivi (issue 18)
+KERNEL_KIVI_DTYPES ?= int2
 KERNEL_PREFILL ?= --queries 512 --seq-len 2048 --dtype f32 --no-ref
 # extra options for every kernel run, e.g. KERNEL_ARGS='--threads 2'
 KERNEL_ARGS ?=
@@ -224,7 +226,7 @@ kernel-bench-run: $(CLI)
 	@rm -f $(PEERS_PART).kernel
 	@KVLAB=$(CLI) KERNEL_CSV='$(KERNEL_CSV)' KERNEL_SHAPES='$(KERNEL_SHAPES)' \
 	  KERNEL_SEQ_LENS='$(KERNEL_SEQ_LENS)' KERNEL_DTYPES='$(KERNEL_DTYPES)' \
-	  KERNEL_PREFILL='$(KERNEL_PREFILL)' KERNEL_ARGS='$(KERNEL_ARGS)' KERNEL_PASSES='$(KERNEL_PASSES)' \
+	  KERNEL_KIVI_DTYPES='$(KERNEL_KIVI_DTYPES)' KERNEL_PREFILL='$(KERNEL_PREFILL)' KERNEL_ARGS='$(KERNEL_ARGS)' KERNEL_PASSES='$(KERNEL_PASSES)' \
 	  PEERS_GGML='$(if $(PEERS_BUILT),$(PEERS_GGML))' PEERS_KERNEL_CSV='$(PEERS_PART).kernel' \
 	  PEERS_COMMIT="$$(cat $(PEERS_DIR)/llama.commit 2>/dev/null)" bash bench/kernel_bench.sh
 
@@ -248,6 +250,32 @@ frontier-run: $(CLI)
 	@mkdir -p $(dir $(FRONTIER_CSV))
 	$(CLI) sweep --frontier $(FRONTIER_LIST) --budgets $(FRONTIER_BUDGETS) \
 	  --seq-lens $(FRONTIER_SEQ_LENS) --quiet --out $(FRONTIER_CSV) $(FRONTIER_ARGS)
+
+# The storage targets of issue 18 (f16/bf16 decode >= 1.8x and int2/kivi-2
+# >= 4x faster than f32 from DRAM at T >= 8192, int2/kivi-2 <= 0.15x the f32
+# bytes at T = 8192): the kernel cold over STORAGE_SHAPES at STORAGE_SEQ_LENS
+# into $(STORAGE_KERNEL_CSV), a sweep of the five caches into $(STORAGE_CSV),
+# the tables of bench/kernel_table.sh into $(STORAGE_MD). Timings: run it on
+# a quiet machine.
+STORAGE_KERNEL_CSV ?= out/storage_kernel.csv
+STORAGE_CSV ?= out/storage.csv
+STORAGE_MD ?= out/storage.md
+STORAGE_SHAPES ?= 64,8,8 64,32,8 128,8,8
+STORAGE_SEQ_LENS ?= 8192,32768
+.PHONY: storage-targets
+storage-targets: $(CLI)
+	@mkdir -p $(dir $(STORAGE_CSV)) $(dir $(STORAGE_KERNEL_CSV))
+	KVLAB=$(CLI) KERNEL_CSV='$(STORAGE_KERNEL_CSV)' KERNEL_SHAPES='$(STORAGE_SHAPES)' \
+	  KERNEL_SEQ_LENS='$(STORAGE_SEQ_LENS)' KERNEL_DTYPES=f32,f16,bf16,int2 KERNEL_KIVI_DTYPES=int2 \
+	  KERNEL_PREFILL='--queries 16 --seq-len 1024 --dtype f32 --no-ref' KERNEL_ARGS='$(KERNEL_ARGS)' \
+	  KERNEL_PASSES='$(KERNEL_PASSES)' PEERS_GGML= bash bench/kernel_bench.sh
+	$(CLI) sweep --strategies dynamic,dynamic-f16,dynamic-bf16,quantized-int2,kivi-2 \
+	  --seq-lens 8192 --quiet --out $(STORAGE_CSV) $(BENCH_ARGS)
+	{ bash bench/kernel_table.sh $(STORAGE_KERNEL_CSV) && \
+	  bash bench/kernel_table.sh $(if $(wildcard $(PEERS_CSV)),--peers $(PEERS_CSV)) --steps $(STORAGE_CSV); } \
+	  >$(STORAGE_MD).tmp && mv $(STORAGE_MD).tmp $(STORAGE_MD)
+	@grep -E '(f16|bf16|int2|kivi)' $(STORAGE_MD) | grep -E 'met|not measured' || true
+	@echo "storage-targets: $(STORAGE_KERNEL_CSV), $(STORAGE_CSV), tables in $(STORAGE_MD)"
 
 # The eviction targets (sinks and sliding flat in T past the window, h2o's
 # bookkeeping over sliding at one budget): a sweep into out/eviction.csv, then

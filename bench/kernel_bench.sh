@@ -15,7 +15,8 @@
 #
 # Environment (the Makefile passes its variables): KVLAB, KERNEL_CSV,
 # KERNEL_SHAPES ("D,H,HKV ..."), KERNEL_SEQ_LENS, KERNEL_DTYPES,
-# KERNEL_PREFILL, KERNEL_ARGS, KERNEL_PASSES, PEERS_GGML (the harness, empty
+# KERNEL_KIVI_DTYPES (quantized dtypes also run cold with --layout kivi,
+# e.g. "int2"; empty for none), KERNEL_PREFILL, KERNEL_ARGS, KERNEL_PASSES, PEERS_GGML (the harness, empty
 # for none), PEERS_KERNEL_CSV, PEERS_COMMIT (the llama.cpp commit),
 # PEER_DTYPES, PEER_LAYOUTS.
 set -u
@@ -24,6 +25,7 @@ out=${KERNEL_CSV:-out/kernel.csv}
 shapes=${KERNEL_SHAPES:-64,8,8 64,32,8 128,8,8 128,32,8}
 seqs=${KERNEL_SEQ_LENS:-512,2048,8192}
 dtypes=${KERNEL_DTYPES:-f32,int8,int4}
+kivi=${KERNEL_KIVI_DTYPES-int2}
 prefill=${KERNEL_PREFILL:---queries 512 --seq-len 2048 --dtype f32 --no-ref}
 args=${KERNEL_ARGS:-}
 passes=${KERNEL_PASSES:-3}
@@ -48,9 +50,10 @@ for pass in $(seq 1 "$passes"); do
         set -- $(echo "$s" | tr , ' ')
         d=$1 h=$2 hkv=$3
         # cold decode (the reference check runs in the hot one: same kernel),
-        # hot decode, prefill (compute-bound: hot)
+        # hot decode, prefill (compute-bound: hot), then cold decode of the
+        # KIVI layout (issue 18: kivi-int2 against cold f32)
         for mode in "--seq-len $seqs --dtype $dtypes --no-ref" "--hot --seq-len $seqs --dtype $dtypes" \
-                    "--hot $prefill"; do
+                    "--hot $prefill" ${kivi:+"--layout kivi --seq-len $seqs --dtype $kivi --no-ref"}; do
             # shellcheck disable=SC2086 # mode and args are option lists
             echo "[pass $pass/$passes] $KVLAB kernel --csv $first --head-dim $d --heads $h --kv-heads $hkv $mode $args" >&2
             # shellcheck disable=SC2086

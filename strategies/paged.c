@@ -5,7 +5,8 @@
  * sequences by reference count and copied only when written (copy-on-write).
  *
  * Storage. A block holds one layer of one sequence: K (n_kv_heads, block,
- * head_dim) floats, then V of the same shape. The pool allocates blocks in
+ * head_dim) rows of the cache's dtype (f32, or f16 / bf16 with --dtype, each
+ * row rounded once when it is appended), then V of the same shape. The pool allocates blocks in
  * chunks that never move (growth never copies a row); a free list hands
  * them out. Sequence b of layer l with T tokens holds ceil(T / block) blocks,
  * table entries i = 0 .. ceil(T/block)-1, token t in block t / block at row
@@ -44,12 +45,15 @@
  * rows written by updates + rows copied on write + blocks copied by fork.
  *
  * Parameters: --block-size (tokens per block, default 16), --max-blocks
- * (pool limit, 0 = none). The block tables are sized from cfg.max_len, so
- * the cache needs one (check refuses 0). Presets paged-16 and paged-128.
+ * (pool limit, 0 = none), --dtype f32|f16|bf16 (the storage option of the
+ * float stores, kv_store.h). The block tables are sized from cfg.max_len,
+ * so the cache needs one (check refuses 0). Presets paged-16, paged-128,
+ * paged-16-f16 and paged-16-bf16.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "kv_store.h"
 #include "strategy.h"
 
 /* ------------------------------------------------------------------------ */
@@ -58,6 +62,7 @@
 struct paged_params {
     int32_t block;      /* tokens per block */
     int32_t max_blocks; /* pool limit in blocks, 0: grows as needed */
+    int32_t dtype;      /* enum kv_dtype of the rows: f32, f16 or bf16 */
 };
 
 static const struct kv_param paged_param_table[] = {
@@ -68,11 +73,14 @@ static const struct kv_param paged_param_table[] = {
      .hi = INT32_MAX, .def = 0,
      .help = "blocks the paged pool may hold, all layers (0: no limit); past it: full",
      .scales_memory = 1, .offset = offsetof(struct paged_params, max_blocks)},
+    KV_STORE_DTYPE_PARAM(struct paged_params, dtype),
 };
 
 static const struct kv_preset paged_presets[] = {
     {.name = "paged-16", .params = "block=16"},
     {.name = "paged-128", .params = "block=128"},
+    {.name = "paged-16-f16", .params = "block=16;dtype=f16"},
+    {.name = "paged-16-bf16", .params = "block=16;dtype=bf16"},
 };
 
 /* Smallest chunk the pool grows by, in blocks. */
@@ -90,9 +98,10 @@ struct paged_layer {
 struct paged_state {
     struct kv_cache_config cfg;
     int32_t block, max_blocks;
+    enum kv_dtype dtype;       /* of the rows: f32, f16 or bf16 */
     int32_t stride;            /* table entries per sequence: ceil(max_len / block) */
     int32_t cap_batch;         /* sequences the tables have room for */
-    size_t row_bytes;          /* one f32 row of one kv head */
+    size_t row_bytes;          /* one row of one kv head, in dtype */
     size_t half;               /* K (or V) of one block: heads * block * row */
     struct paged_layer *layers; /* (n_layers) */
     struct paged_layer *alt;   /* (n_layers) spare tables of cap_batch sequences that a
@@ -136,10 +145,18 @@ static enum kv_status paged_check(const struct kv_cache_config *cfg, const void 
     return KV_ERR_INVALID;
 }
 
+static enum kv_dtype paged_dtype(const void *params)
+{
+    return (enum kv_dtype)((const struct paged_params *)params)->dtype;
+}
+
+/* paged-16, or paged-16-f16 for a 16-bit store */
 static int paged_label(const void *params, char *buf, size_t n)
 {
     const struct paged_params *p = params;
-    return snprintf(buf, n, "paged-%d", p->block);
+    char name[32];
+    snprintf(name, sizeof name, "paged-%d", p->block);
+    return kv_store_dtype_label(name, paged_dtype(params), buf, n);
 }
 
 static int paged_describe(const struct kv_cache_config *cfg, const void *params, char *buf,
@@ -147,10 +164,15 @@ static int paged_describe(const struct kv_cache_config *cfg, const void *params,
 {
     (void)cfg;
     const struct paged_params *p = params;
+    const enum kv_dtype dt = paged_dtype(params);
+    char rows[24] = "";
+    if (dt != KV_DTYPE_F32)
+        snprintf(rows, sizeof rows, ", %s rows", kv_type_traits[dt].name);
     if (p->max_blocks > 0)
-        return snprintf(buf, n, "%s (blocks of %d tokens, at most %d blocks)",
-                        kv_strategy_paged.description, p->block, p->max_blocks);
-    return snprintf(buf, n, "%s (blocks of %d tokens)", kv_strategy_paged.description, p->block);
+        return snprintf(buf, n, "%s (blocks of %d tokens, at most %d blocks%s)",
+                        kv_strategy_paged.description, p->block, p->max_blocks, rows);
+    return snprintf(buf, n, "%s (blocks of %d tokens%s)", kv_strategy_paged.description,
+                    p->block, rows);
 }
 
 /* Frees the block tables of layers tab[0 .. n). */
@@ -256,11 +278,13 @@ static enum kv_status paged_init(void *state, const struct kv_cache_config *cfg,
     s->cfg = *cfg;
     s->block = p->block;
     s->max_blocks = p->max_blocks;
-    if (s->block < 1 || cfg->max_len < 1 || s->max_blocks < 0)
+    s->dtype = paged_dtype(params);
+    if (s->block < 1 || cfg->max_len < 1 || s->max_blocks < 0 ||
+        (unsigned)s->dtype >= KV_DTYPE_COUNT || kv_type_traits[s->dtype].has_qparams)
         return KV_ERR_INVALID;
     s->stride = (int32_t)(((int64_t)cfg->max_len + s->block - 1) / s->block);
     s->cap_batch = cfg->batch;
-    s->row_bytes = (size_t)cfg->head_dim * sizeof(float);
+    s->row_bytes = kv_store_row_bytes_as(cfg, s->dtype);
     int32_t entries;
     size_t f[3] = {(size_t)cfg->n_kv_heads, (size_t)s->block, s->row_bytes};
     if (kv_mul_sizes(&s->half, 3, f) != KV_OK || s->half > (size_t)PTRDIFF_MAX / 4 ||
@@ -383,10 +407,20 @@ static void table_set(const struct paged_state *s, struct paged_layer *L, int32_
 }
 
 /* Row r of kv head h of block id, K (kv 0) or V (kv 1). */
-static float *block_row(const struct paged_state *s, int32_t id, int kv, int32_t h, int32_t r)
+static char *block_row(const struct paged_state *s, int32_t id, int kv, int32_t h, int32_t r)
 {
-    return (float *)(s->base[id] + (size_t)kv * s->half +
-                     ((size_t)h * (size_t)s->block + (size_t)r) * s->row_bytes);
+    return s->base[id] + (size_t)kv * s->half +
+           ((size_t)h * (size_t)s->block + (size_t)r) * s->row_bytes;
+}
+
+/* A row of the store <- head_dim floats of the model, copied (f32) or
+ * rounded (f16, bf16: the dtype's from_float_row). */
+static void block_put(const struct paged_state *s, char *dst, const float *x)
+{
+    if (s->dtype == KV_DTYPE_F32)
+        memcpy(dst, x, s->row_bytes);
+    else
+        kv_type_traits[s->dtype].from_float_row(dst, NULL, x, s->cfg.head_dim, 1);
 }
 
 /* Block dst of pool d <- the first `rows` rows of block src of pool s
@@ -482,10 +516,10 @@ static enum kv_status paged_update(void *state, int32_t layer, const float *k_ne
             for (int32_t j = 0; j < cnt; j++) {
                 const size_t src = ((size_t)b * (size_t)n_new + (size_t)(done + j)) * tok_row;
                 for (int32_t h = 0; h < H; h++) {
-                    memcpy(block_row(s, id, 0, h, off + j), k_new + src + (size_t)h * s->cfg.head_dim,
-                           s->row_bytes);
-                    memcpy(block_row(s, id, 1, h, off + j), v_new + src + (size_t)h * s->cfg.head_dim,
-                           s->row_bytes);
+                    block_put(s, block_row(s, id, 0, h, off + j),
+                              k_new + src + (size_t)h * s->cfg.head_dim);
+                    block_put(s, block_row(s, id, 1, h, off + j),
+                              v_new + src + (size_t)h * s->cfg.head_dim);
                 }
             }
             s->fill[id] = off + cnt;
@@ -510,7 +544,7 @@ static int32_t paged_view(const void *state, int32_t layer, struct kv_span *span
     const struct paged_layer *L = &s->layers[layer];
     if (L->len == 0)
         return 0;
-    const struct kv_tensor side = {.dtype = KV_DTYPE_F32, .row_stride = s->row_bytes,
+    const struct kv_tensor side = {.dtype = s->dtype, .row_stride = s->row_bytes,
                                    .head_stride = (size_t)s->block * s->row_bytes,
                                    .seq_stride = 0, .table_stride = (size_t)s->stride};
     spans[0] = (struct kv_span){.k = side, .v = side, .n_tokens = L->len, .pos0 = 0,
@@ -568,7 +602,7 @@ static enum kv_status paged_bytes_for(const struct kv_cache_config *cfg, const v
     if (p->max_blocks > 0 && blocks > (size_t)p->max_blocks)
         blocks = (size_t)p->max_blocks;
     size_t g[5] = {blocks, 2, (size_t)cfg->n_kv_heads, (size_t)p->block,
-                   (size_t)cfg->head_dim * sizeof(float)};
+                   kv_store_row_bytes_as(cfg, paged_dtype(params))};
     return kv_mul_sizes(bytes, 5, g);
 }
 
@@ -781,6 +815,7 @@ const struct kv_strategy_ops kv_strategy_paged = {
     .check = paged_check,
     .describe = paged_describe,
     .label = paged_label,
+    .dtype = paged_dtype,
     .bytes_for = paged_bytes_for,
     .init = paged_init,
     .free = paged_free,

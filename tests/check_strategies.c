@@ -2060,7 +2060,8 @@ START_TEST(test_quantized_bad_configs)
 END_TEST
 
 /*
- * --dtype f16 / bf16 of the float stores: the same schedule as an f32 cache
+ * --dtype f16 / bf16 of the float stores (dynamic, static, sliding, paged):
+ * the same schedule as an f32 cache
  * holds exactly half the bytes and copies exactly half (every row, growth
  * copies included, is half as long); views carry the dtype; the label,
  * describe, dtype, bytes_for, presets and the k=v text agree; and a dtype
@@ -2068,7 +2069,7 @@ END_TEST
  */
 START_TEST(test_dtype_stores)
 {
-    static const char *const names[] = {"dynamic", "static", "sliding"};
+    static const char *const names[] = {"dynamic", "static", "sliding", "paged"};
     const char *name = names[_i / 2];
     const enum kv_dtype dt = _i % 2 ? KV_DTYPE_BF16 : KV_DTYPE_F16;
     const struct kv_strategy_ops *ops = kv_strategy_find(name);
@@ -2081,11 +2082,12 @@ START_TEST(test_dtype_stores)
     feed_init(&fb, &c16, 60, 77);
     ck_assert_int_eq(kv_cache_dtype(a), KV_DTYPE_F32);
     ck_assert_int_eq(kv_cache_dtype(b), dt);
-    char la[64], lb[256], want[64];
+    char la[64], lb[256], want[96];
     kv_cache_label(a, la, sizeof la);
     kv_cache_label(b, lb, sizeof lb);
-    snprintf(want, sizeof want, "%s-%s", name, kv_type_traits[dt].name);
-    ck_assert_str_eq(la, name);
+    /* the f32 label (paged: paged-16) with the dtype added */
+    snprintf(want, sizeof want, "%s-%s", la, kv_type_traits[dt].name);
+    ck_assert_int_eq(strncmp(la, name, strlen(name)), 0);
     ck_assert_str_eq(lb, want);
     kv_cache_describe(b, lb, sizeof lb);
     ck_assert_ptr_nonnull(strstr(lb, kv_type_traits[dt].name));
@@ -2130,7 +2132,7 @@ START_TEST(test_dtype_stores)
     char range[128];
     kv_param_range_str(&ops->params[k], range, sizeof range);
     ck_assert_str_eq(range, "one of f32, f16 or bf16");
-    snprintf(want, sizeof want, "%s-%s", name, kv_type_traits[dt].name);
+    snprintf(want, sizeof want, "%s-%s", la, kv_type_traits[dt].name); /* the preset */
     const struct kv_strategy_ops *po;
     ck_assert_int_eq(kv_strategy_lookup(want, &po, blk.b, sizeof blk.b), KV_OK);
     ck_assert_ptr_eq(po, ops);
@@ -2207,7 +2209,7 @@ static Suite *strategies_suite(void)
     tcase_add_test(tc, test_concat_memory);
     tcase_add_test(tc, test_max_len_refused);
     tcase_add_test(tc, test_static_sliding_bad_configs);
-    tcase_add_loop_test(tc, test_dtype_stores, 0, 6);
+    tcase_add_loop_test(tc, test_dtype_stores, 0, 8);
     tcase_add_loop_test(tc, test_quantized_decode_accounting, 0, N_QUANT_CFGS);
     tcase_add_loop_test(tc, test_quantized_span_layout, 0, N_QUANT_CFGS);
     tcase_add_loop_test(tc, test_quantized_chunks, 0, N_QUANT_CFGS);

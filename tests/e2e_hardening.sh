@@ -387,7 +387,7 @@ grep -q 'compared' "$tmp/out" && ok || bad "compare of a BOM file printed no sum
 # too many entries in a list get the list's message
 many=$(printf 'f32,%.0s' $(seq 1 40))f32
 run 2 "${K[@]}" --dtype "$many" && said "--dtype takes at most 32 values"
-run 2 "${K[@]}" --dtype f32,f16 && said "--dtype expects f32, int8 or int4"
+run 2 "${K[@]}" --dtype f32,f8 && said "--dtype expects f32, int8, int4, f16, bf16 or int2"
 # an accepted option that does nothing is bad input
 run 2 "${S[@]}" --tokenizer "$tmp/tok.bin" --out "$tmp/s.csv" && said "--tokenizer has no effect"
 run 2 export-synthetic "${MODEL[@]}" --out "$tmp/x.bin" --window 8 && said "--window has no effect"
