@@ -121,9 +121,11 @@ static void f32_unpack(float *c, const void *codes, int32_t n, int32_t group)
 /* ------------------------------------------------------------------------ */
 /* int2: four codes a byte, by runs of 64 elements (kv_quant.h)             */
 
-/* byte and bit shift of element i of a row of n elements */
+/* byte and bit shift of element i of a row of n elements (n a multiple of
+ * 4, as kv_quant_check requires: every run holds at least 4 elements) */
 static void q2_pos(int32_t i, int32_t n, int32_t *byte, int32_t *shift)
 {
+    KV_ASSERT(i >= 0 && i < n && n % 4 == 0);
     const int32_t r0 = i - i % 64, len = n - r0 < 64 ? n - r0 : 64, q = len / 4, w = i - r0;
     *byte = r0 / 4 + w % q;
     *shift = 2 * (w / q);
