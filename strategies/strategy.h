@@ -118,6 +118,7 @@ struct kv_param {
     const char *flag;       /* the CLI option, e.g. "--window" (shared by every
                                strategy with a parameter of that flag) */
     enum kv_param_type type;
+    int32_t scales_memory;  /* 1: resident bytes grow with it (size-bearing) */
     int64_t lo, hi;         /* KV_PARAM_INT: accepted range */
     const int32_t *choices; /* KV_PARAM_CHOICE: the accepted values */
     const char *const *names; /* KV_PARAM_CHOICE, or NULL: names[i] spells choices[i]
@@ -126,7 +127,6 @@ struct kv_param {
     int32_t n_choices;
     int32_t def;            /* default */
     const char *help;       /* one line, for --help and `kvlab strategies` */
-    int32_t scales_memory;  /* 1: resident bytes grow with it (size-bearing) */
     size_t offset;          /* of the field in the parameter struct */
     int32_t text_size;      /* KV_PARAM_TEXT: bytes of the field, NUL included */
     const char *def_text;   /* KV_PARAM_TEXT: default */
