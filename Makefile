@@ -262,6 +262,9 @@ STORAGE_CSV ?= out/storage.csv
 STORAGE_MD ?= out/storage.md
 STORAGE_SHAPES ?= 64,8,8 64,32,8 128,8,8
 STORAGE_SEQ_LENS ?= 8192,32768
+# the sweep part: T of the bytes and step targets, extra sweep options
+STORAGE_SWEEP_LENS ?= 8192
+STORAGE_SWEEP_ARGS ?=
 .PHONY: storage-targets
 storage-targets: $(CLI)
 	@mkdir -p $(dir $(STORAGE_CSV)) $(dir $(STORAGE_KERNEL_CSV))
@@ -270,7 +273,7 @@ storage-targets: $(CLI)
 	  KERNEL_PREFILL='--queries 16 --seq-len 1024 --dtype f32 --no-ref' KERNEL_ARGS='$(KERNEL_ARGS)' \
 	  KERNEL_PASSES='$(KERNEL_PASSES)' PEERS_GGML= bash bench/kernel_bench.sh
 	$(CLI) sweep --strategies dynamic,dynamic-f16,dynamic-bf16,quantized-int2,kivi-2 \
-	  --seq-lens 8192 --quiet --out $(STORAGE_CSV) $(BENCH_ARGS)
+	  --seq-lens $(STORAGE_SWEEP_LENS) --quiet --out $(STORAGE_CSV) $(STORAGE_SWEEP_ARGS)
 	{ bash bench/kernel_table.sh $(STORAGE_KERNEL_CSV) && \
 	  bash bench/kernel_table.sh $(if $(wildcard $(PEERS_CSV)),--peers $(PEERS_CSV)) --steps $(STORAGE_CSV); } \
 	  >$(STORAGE_MD).tmp && mv $(STORAGE_MD).tmp $(STORAGE_MD)
