@@ -84,6 +84,12 @@ static const struct conf confs[] = {
      .window = 24, .bits = 2, .group = 8, .residual = 8, .dtype = KV_DTYPE_F16, .layout = 1},
     {.n_layers = 1, .batch = 4, .n_kv_heads = 1, .head_dim = 32, .max_len = 96,
      .window = 8, .bits = 2, .group = 16, .residual = 3, .dtype = KV_DTYPE_BF16},
+    /* kivi at 4 and 8 bits: blocks of 16 keys (a residual of 16 whatever
+     * --residual says) and of 4, so crops meet both whole and cut blocks */
+    {.n_layers = 1, .batch = 3, .n_kv_heads = 2, .head_dim = 32, .max_len = 96,
+     .window = 5, .bits = 4, .group = 16, .residual = 3, .dtype = KV_DTYPE_F16, .layout = 1},
+    {.n_layers = 2, .batch = 3, .n_kv_heads = 1, .head_dim = 16, .max_len = 96,
+     .window = 12, .bits = 8, .group = 4, .residual = 5, .layout = 1},
 };
 #define N_CONFS ((int32_t)(sizeof confs / sizeof confs[0]))
 
@@ -573,7 +579,7 @@ START_TEST(test_reorder)
         ck_assert_int_eq(kv_alloc_live(), live0);
         return;
     }
-    const int32_t B = cf->batch; /* 3 or 4 */
+    const int32_t B = cf->batch; /* 3 or 4 (every conf's batch) */
     const struct rmap maps[] = {
         {B, {2, 0, 1, 3}, "a permutation"},
         {B, {0, 0, 1, 1}, "beams: parents 0, 0, 1, 1"},
