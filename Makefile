@@ -166,9 +166,11 @@ KERNEL_PREFILL ?= --queries 512 --seq-len 2048 --dtype f32 --no-ref
 KERNEL_ARGS ?=
 # passes over all shapes, interleaved; the table keeps each configuration's
 # best min us and the limits' best measurement. On a shared VM host load
-# comes in bursts of seconds: one pass can be hit on some rows, three rarely
-# on the same row. KERNEL_PASSES=1 for a quick look.
-KERNEL_PASSES ?= 3
+# comes in bursts of seconds: one pass can be hit on some rows, two rarely
+# on the same row (and each row is already a min over its repetitions);
+# a third pass would cost make bench 1.5 of its 10 minutes.
+# KERNEL_PASSES=1 for a quick look, 3 for a noisier machine.
+KERNEL_PASSES ?= 2
 # the attention-only one-layer model of issue 5's PyTorch comparison, and
 # the markdown of the step-level targets (bench/kernel_table.sh --steps)
 TORCH_CSV ?= out/torch_compare.csv
@@ -204,7 +206,7 @@ bench: deps
 	@$(MAKE) --no-print-directory frontier-run
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
 	@if [ -f $(MODEL) ] && [ -d /usr/share/games/fortunes ]; then \
-	  $(MAKE) --no-print-directory bench-perplexity; \
+	  $(MAKE) --no-print-directory bench-perplexity PPL_MAX_TOKENS=$(BENCH_PPL_MAX_TOKENS); \
 	else echo "bench: no bits-per-byte table (needs $(MODEL) and the fortunes package)"; fi
 	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV), $(PEERS_ACC_CSV) and $(FRONTIER_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
 
@@ -638,6 +640,11 @@ PPL_CSV ?= out/perplexity.csv
 # bench-perplexity: bytes of the held-out text scored (empty: all of it),
 # the context (the cache is reset every PPL_CONTEXT tokens), threads
 PPL_MAX_TOKENS ?= 65536
+# the bits-per-byte table inside `make bench` scores fewer bytes (every
+# configuration the same ones; make bench's time target is 10 minutes)
+BENCH_PPL_MAX_TOKENS ?= 32768
+# configurations scored at once (each on PPL_THREADS threads; empty: the cores)
+PPL_JOBS ?=
 PPL_CONTEXT ?= 512
 PPL_THREADS ?= 1
 # streaming: pieces of the held-out text, their length, the bucket width
@@ -672,7 +679,7 @@ heldout $(HELDOUT):
 # held-out text, into $(PPL_CSV) and $(PPL_CSV:.csv=.md).
 bench-perplexity: $(CLI) $(HELDOUT)
 	@test -f $(MODEL) || { echo "$@: no $(MODEL) (make train-model)" >&2; exit 2; }
-	PPL_MAX_TOKENS=$(PPL_MAX_TOKENS) PPL_CONTEXT=$(PPL_CONTEXT) PPL_THREADS=$(PPL_THREADS) \
+	PPL_MAX_TOKENS=$(PPL_MAX_TOKENS) PPL_CONTEXT=$(PPL_CONTEXT) PPL_THREADS=$(PPL_THREADS) PPL_JOBS=$(PPL_JOBS) \
 	  bash bench/ppl_table.sh $(CLI) $(MODEL) $(HELDOUT) $(PPL_CSV) $(PPL_CSV:.csv=.md)
 	@cat $(PPL_CSV:.csv=.md)
 

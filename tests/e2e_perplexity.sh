@@ -138,6 +138,21 @@ rc=$?
     ok || bad "ppl_table.sh: exit $rc $(tail -c 300 "$tmp/ppl.err")"
 awk -F, 'NR > 1 && $2 == "static" { exit !($10 == "+0.0000") }' "$tmp/ppl.csv" && ok ||
     bad "ppl_table.sh: static differs from dense: $(grep static "$tmp/ppl.csv")"
+# the configurations run side by side: one at a time gives the same rows
+PPL_JOBS=1 PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/ppl_table.sh" "$KVLAB" "$M2" "$T" \
+    "$tmp/ppl1.csv" "$tmp/ppl1.md" 2>/dev/null &&
+    cmp -s <(grep -v '^#' "$tmp/ppl.csv") <(grep -v '^#' "$tmp/ppl1.csv") && ok ||
+    bad "ppl_table.sh: PPL_JOBS=1 and the default give different rows"
+# a configuration that fails stops the table (exit 1, its label named, no file)
+printf '#!/usr/bin/env bash\ncase " $* " in *" --window 128 "*) echo "planted failure" >&2; exit 1 ;; esac\nexec "%s" "$@"\n' \
+    "$KVLAB" >"$tmp/kvfail" && chmod +x "$tmp/kvfail"
+PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/ppl_table.sh" "$tmp/kvfail" "$M2" "$T" \
+    "$tmp/pplf.csv" "$tmp/pplf.md" 2>"$tmp/pplf.err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "'sliding window 128' failed: planted failure" "$tmp/pplf.err" &&
+    [ ! -e "$tmp/pplf.csv" ] && ok || bad "ppl_table.sh with a failing configuration: exit $rc $(tail -c 200 "$tmp/pplf.err")"
+PPL_JOBS=0 bash "$here/../bench/ppl_table.sh" "$KVLAB" "$M2" "$T" "$tmp/pplz.csv" "$tmp/pplz.md" 2>/dev/null
+[ $? -eq 2 ] && ok || bad "ppl_table.sh: PPL_JOBS=0 not refused"
 STREAM_LENGTH=64 STREAM_SEGMENTS=2 STREAM_BUCKET=16 bash "$here/../bench/streaming.sh" \
     "$KVLAB" "$M2" "$T" "$tmp/stream" 2>"$tmp/st.err"
 rc=$?
