@@ -154,11 +154,20 @@ if [ "$steps" = 1 ]; then
         }
         k = sh SUBSEP st SUBSEP t
         if (!(k in K_NS) || ns < K_NS[k]) K_NS[k] = ns
+        K_B[k] = num(v("bytes_step"))
+        if (num(meta["read_l3_gbps"]) > RL3) RL3 = num(meta["read_l3_gbps"])
         if (sh == DEF && st ~ /^quantized-int/ && (t == 512 || t == 8192)) {
             QA[st, t] = sprintf("%s | %s | %s", v("max_abs_err"), v("rel_err"), v("token_match"))
         }
     }
     function kvlab(sh, st, t,   k) { k = sh SUBSEP st SUBSEP t; return (k in K_NS) ? K_NS[k] / 1e3 : -1 }
+    # the floor of a step: its bytes (weights + KV, the sweep'"'"'s bytes_step)
+    # read at the L3 read bandwidth of the run, the fastest any program can
+    # read them; in us, -1 when unknown
+    function floor_us(sh, st, t,   k) { k = sh SUBSEP st SUBSEP t; return (k in K_B && K_B[k] > 0 && RL3 > 0) ? K_B[k] / RL3 / 1e3 : -1 }
+    # a missed ratio target: what it needed, against the floor
+    function need(peer_us, x, fl) { return fl > 0 ? sprintf(" (needs <= %.2f ms; floor %.2f ms)", peer_us / x / 1e3, fl / 1e3) : "" }
+    function needu(peer_us, x, fl) { return fl > 0 ? sprintf(" (needs <= %.0f us; floor %.0f us)", peer_us / x, fl) : "" }
     function tgt(ok, measured) { if (!measured) { nnm++; return "not measured" } ntgt++; if (ok) nmet++; return verdict(ok) }
     END {
         if (bad) exit 1
@@ -184,7 +193,7 @@ if [ "$steps" = 1 ]; then
 
         # ---- against llama.cpp (llama-bench)
         lver = ("llama.cpp" in P_VER) ? substr(P_VER["llama.cpp"], 1, 12) : "not measured"
-        printf "\n**Against llama.cpp** (`llama-bench -p 0 -n 1 -d T-1 -fa on -ctk/-ctv TYPE`, llama.cpp %s, the default model converted with its llama2c converter; kvlab `sweep`, same model; ms per decode step attending over T tokens, median; llama.cpp has no f32 cache with flash attention: its f32 cache is cast to f16):\n\n", lver
+        printf "\n**Against llama.cpp** (`llama-bench -p 0 -n 1 -d T-1 -fa on -ctk/-ctv TYPE`, llama.cpp %s, the default model converted with its llama2c converter; kvlab `sweep`, same model; ms per decode step attending over T tokens, median; llama.cpp has no f32 cache with flash attention: its f32 cache is cast to f16; floor: the step'"'"'s bytes, weights + KV, at the L3 read bandwidth of the run, %.1f GB/s, the fastest any program reads them; a missed target shows the time it needed):\n\n", lver, RL3
         print "| T | llama.cpp f16 | llama.cpp bf16 | llama.cpp q8_0 | llama.cpp q4_0 | kvlab dynamic | kvlab static | kvlab int8 | kvlab int4 | f32: fastest llama.cpp / slower kvlab (>= 1.3x) | int8: q8_0 / kvlab (>= 3x) | int4: q4_0 / kvlab (>= 3x) |"
         print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
         for (i = 1; i <= nllt; i++) {
@@ -197,15 +206,18 @@ if [ "$steps" = 1 ]; then
             q8 = kvlab(DEF, "quantized-int8", t); q4 = kvlab(DEF, "quantized-int4", t)
             w = (d > 0 && s > 0) ? (d > s ? d : s) : -1
             c1 = (best > 0 && w > 0) ? sprintf("%.2fx, %s", best / w, tgt(best / w >= LLAMA_X, 1)) : tgt(0, 0)
+            if (best > 0 && w > 0 && best / w < LLAMA_X) c1 = c1 need(best, LLAMA_X, floor_us(DEF, "static", t))
             c2 = (L[3] > 0 && q8 > 0) ? sprintf("%.2fx, %s", L[3] / q8, tgt(L[3] / q8 >= LLAMA_Q_X, 1)) : tgt(0, 0)
+            if (L[3] > 0 && q8 > 0 && L[3] / q8 < LLAMA_Q_X) c2 = c2 need(L[3], LLAMA_Q_X, floor_us(DEF, "quantized-int8", t))
             c3 = (L[4] > 0 && q4 > 0) ? sprintf("%.2fx, %s", L[4] / q4, tgt(L[4] / q4 >= LLAMA_Q_X, 1)) : tgt(0, 0)
+            if (L[4] > 0 && q4 > 0 && L[4] / q4 < LLAMA_Q_X) c3 = c3 need(L[4], LLAMA_Q_X, floor_us(DEF, "quantized-int4", t))
             printf "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t, ms(L[1]), ms(L[2]), ms(L[3]), ms(L[4]), \
                 ms(d), ms(s), ms(q8), ms(q4), c1, c2, c3
         }
 
         # ---- against PyTorch
         tver = ("pytorch" in P_VER) ? P_VER["pytorch"] : "not measured"
-        printf "\n**Against PyTorch %s eager** (bench/peers/torch_peer.py: the usual decode loop over the same weights, `torch.cat` = DynamicCache, preallocated = StaticCache, none = the whole sequence every step; same threads; us per decode step, median; kvlab `sweep` rows of the same model; targets at T >= %d, T = 128 reported):\n\n", tver, TORCH_T_MIN
+        printf "\n**Against PyTorch %s eager** (bench/peers/torch_peer.py: the usual decode loop over the same weights, `torch.cat` = DynamicCache, preallocated = StaticCache, none = the whole sequence every step; same threads; us per decode step, median; kvlab `sweep` rows of the same model; targets at T >= %d, T = 128 reported; a missed target shows the time it needed and the floor, the step'"'"'s bytes at the L3 read bandwidth):\n\n", tver, TORCH_T_MIN
         print "| model | T | torch.cat | torch preallocated | torch none | kvlab dynamic | kvlab static | kvlab none | torch.cat / slower kvlab (>= 5x) | preallocated / slower kvlab (>= 3x) |"
         print "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
         for (m = 1; m <= 2; m++) {
@@ -219,7 +231,9 @@ if [ "$steps" = 1 ]; then
                 w = (d > 0 && s > 0) ? (d > s ? d : s) : -1
                 if (t >= TORCH_T_MIN) {
                     c1 = (pc > 0 && w > 0) ? sprintf("%.1fx, %s", pc / w, tgt(pc / w >= CAT_X, 1)) : tgt(0, 0)
+                    if (pc > 0 && w > 0 && pc / w < CAT_X) c1 = c1 needu(pc, CAT_X, floor_us(sh, "static", t))
                     c2 = (pp > 0 && w > 0) ? sprintf("%.1fx, %s", pp / w, tgt(pp / w >= PRE_X, 1)) : tgt(0, 0)
+                    if (pp > 0 && w > 0 && pp / w < PRE_X) c2 = c2 needu(pp, PRE_X, floor_us(sh, "static", t))
                 } else {
                     c1 = (pc > 0 && w > 0) ? sprintf("%.1fx (reported)", pc / w) : "not measured"
                     c2 = (pp > 0 && w > 0) ? sprintf("%.1fx (reported)", pp / w) : "not measured"

@@ -320,6 +320,16 @@ check "--steps: one layer T 512: cat 6.2x met, prealloc 2.5x NOT met" \
     srow '| one attention layer' '| 512 | 1000 | 400 | not measured | 150 | 160 | not measured | 6.2x, met | 2.5x, **NOT met** |'
 check "--steps: default model T 512: cat 8.0x, prealloc 3.6x, met" \
     srow '| default model' '| 512 | 20000 | 9000 | not measured | 2000 | 2500 | not measured | 8.0x, met | 3.6x, met |'
+# with the run's L3 read bandwidth, a missed ratio shows what it needed and
+# the floor (bytes / L3 bw): static T 512 60 MB at 50 GB/s = 1.20 ms against
+# 2.0 / 1.3 = 1.54 ms needed; int4 50 MB = 1.00 ms against 2.0 / 3 = 0.67;
+# one layer 7 MB = 140 us against prealloc 400 / 3 = 133 us
+{ echo '# read_l3_gbps=50.000'; cat "$TMP/steps.csv"; } >"$TMP/steps_l3.csv"
+bash "$TABLE" --peers "$TMP/speers.csv" --steps "$TMP/steps_l3.csv" >"$TMP/steps_l3.md" 2>/dev/null
+check "--steps with the L3 bandwidth: f32 and int4 misses name need and floor" \
+    grep -qF '| 0.80x, **NOT met** (needs <= 1.54 ms; floor 1.20 ms) | 3.50x, met | 2.00x, **NOT met** (needs <= 0.67 ms; floor 1.00 ms) |' "$TMP/steps_l3.md"
+check "--steps with the L3 bandwidth: one layer prealloc miss names need and floor" \
+    grep -qF '| 6.2x, met | 2.5x, **NOT met** (needs <= 133 us; floor 140 us) |' "$TMP/steps_l3.md"
 check "--steps: the accuracy rows are shown" \
     grep -qF '| llama.cpp 0123456789ab | default | on:f32 | llama.cpp off:f32 logits (same inputs) | 200 | 199/200 | - | 0.0039 | 0.00083 |' "$TMP/steps.md"
 check "--steps: kvlab's own quantized accuracy beside them" grep -qF '| quantized-int4 | 512 | 0.2 | 0.015 | 0.9 |' "$TMP/steps.md"
