@@ -333,6 +333,7 @@ BEGIN {
     group = 32
     split("cold hot", MODES, " ")
     split("f32 f16 bf16 q8_0 q4_0", GT, " ")
+    split("f32 f16 bf16 int8 int4 int2 kivi-int2", CDT, " ")
 }
 FNR == 1 { pk_hd = 0 }
 FILENAME == peersf { if ($0 !~ /^[ \t]*#/ && $0 !~ /^[ \t]*$/) peer_row(); next }
@@ -369,6 +370,12 @@ $col["head_dim"] == "head_dim" { next }    # a repeated header (concatenated run
     if (!(key in row)) order[++nkeys] = key
     if (!(key in row) || US[n] < US[row[key]]) row[key] = n
     if (Q[n] == 1) { sk = D[n] "," H[n] "," HKV[n] "," T[n]; if (!(sk in seen)) { seen[sk] = 1; dec[++ndec] = sk } }
+    if (Q[n] == 1) {   # per shape the largest T; per shape and dtype the smallest hot T
+        sh3 = D[n] "," H[n] "," HKV[n]
+        if (T[n] > MAXT_OF[sh3]) MAXT_OF[sh3] = T[n]
+        k3 = sh3 "," DT[n]
+        if (MO[n] == "hot" && (!(k3 in MINT_OF) || T[n] < MINT_OF[k3])) MINT_OF[k3] = T[n]
+    }
 }
 # (kivi-: per-channel keys hold one pair per channel per group tokens, the
 # same bytes as one pair per group values)
@@ -498,6 +505,29 @@ END {
         target(c " | prefill share of sgemm", sprintf(">= %s (%.0f GFLOP/s)", pct(SGEMM_SHARE), SGEMM_SHARE * sg), \
                sprintf("%s (%.1f GFLOP/s)", pct(sg > 0 ? GF[j] / sg : -1), GF[j]), GF[j] >= SGEMM_SHARE * sg, sg > 0)
     }
+    # ---- why cold decode sits where it does: the DRAM time of its bytes, the
+    # time of its arithmetic (the hot call at the smallest T of the run, whose
+    # K/V sit in the L2/L3, scaled to T), and how much of one hides the other
+    ncause = 0
+    for (i = 1; i <= ndec; i++) {
+        split(dec[i], s, ","); if (s[4] + 0 != MAXT_OF[s[1] "," s[2] "," s[3]]) continue
+        for (j = 1; j <= 7; j++) {
+            dt = CDT[j]; u = us_of(dec[i], dt, "cold"); if (u <= 0 || rb <= 0) continue
+            if (!ncause++) {
+                print "\n**Why cold decode sits where it does** (at the largest T of each shape: DRAM time = the dtype'"'"'s K/V bytes / DRAM read bandwidth; compute time = the hot call at the smallest T of the run, its K/V in the L2/L3, scaled by T; full overlap would take the larger of the two, none their sum; overlap = (sum - cold) / the smaller, 100% = fully hidden, 0% = none):\n"
+                print "| head_dim, heads/kv_heads, T | dtype | cold | DRAM time | compute time (hot T) | sum | cold / DRAM time | overlap |"
+                print "|---|---|---:|---:|---:|---:|---:|---:|"
+            }
+            dr = kv_bytes(s[1], s[3], s[4], dt) / (rb * 1e3)
+            t0 = MINT_OF[s[1] "," s[2] "," s[3] "," dt]; hu = t0 > 0 ? us_of(s[1] "," s[2] "," s[3] "," t0, dt, "hot") : -1
+            cp = hu > 0 ? hu * s[4] / t0 : -1
+            ov = cp > 0 ? (dr + cp - u) / (cp < dr ? cp : dr) : -1
+            printf "| %s, %s | %s | %.0f us | %.0f us | %s | %s | %.2fx | %s |\n", shape(s[1], s[2], s[3]), s[4], dt, u, dr, \
+                (cp > 0 ? sprintf("%.0f us (%d)", cp, t0) : "-"), (cp > 0 ? sprintf("%.0f us", dr + cp) : "-"), u / dr, \
+                (cp > 0 ? sprintf("%.0f%%", 100 * (ov < 0 ? 0 : (ov > 1 ? 1 : ov))) : "-")
+        }
+    }
+
     printf "\n%d of %d targets met", nmet, ntgt
     if (nnm) printf "; %d not measured", nnm
     print "."

@@ -197,6 +197,16 @@ check "cold row: DRAM limit 1678, 93%, ggml best bf16 1.67x, q8_0 4.00x, q4_0 4.
     grep -qF '| 64, 8/8, 8192 | 1678 | 1800.0 | 93% | 3000 (bf16) | 1.67x | 700.0 | 2800 | 4.00x | 500.0 | 2100 | 4.20x |' "$TMP/hand.md"
 check "hot row: L3 limit 671, 112%, ggml f32 2.50x, int8 peer not measured" \
     grep -qF '| 64, 8/8, 8192 | 671 | 600.0 | 112% | 1500 (f32) | 2.50x | 300.0 | not measured | - | not measured | not measured | - |' "$TMP/hand.md"
+# why cold sits where it does: f32 DRAM time 1678 us, compute (hot, T 8192)
+# 600 us, sum 2278, cold 1800: (2278 - 1800) / 600 = 80% hidden; int8:
+# 2*8*8192*(64 + 16) B / 20 GB/s = 524 us, hot 300, cold 700: 41%; int4 has
+# no hot row: no compute time
+check "causes: f32 cold against DRAM time + compute time, 80% overlap" \
+    grep -qF '| 64, 8/8, 8192 | f32 | 1800 us | 1678 us | 600 us (8192) | 2278 us | 1.07x | 80% |' "$TMP/hand.md"
+check "causes: int8 41% overlap" \
+    grep -qF '| 64, 8/8, 8192 | int8 | 700 us | 524 us | 300 us (8192) | 824 us | 1.34x | 41% |' "$TMP/hand.md"
+check "causes: int4 without a hot row has no compute time" \
+    grep -qF '| 64, 8/8, 8192 | int4 | 500 us | 315 us | - | - | 1.59x | - |' "$TMP/hand.md"
 check "the layouts table shows both ggml layouts" \
     grep -qF '| 64, 8/8, 8192 | cold | 4000 | 1000 | 5000 | not measured | 3000 | not measured | 2800 | not measured | 2100 | not measured |' "$TMP/hand.md"
 check "cold f32 share 93%: met" row "64, 8/8, T 8192 | cold f32 share of DRAM read bw" "93% (18.6 GB/s) | met"
