@@ -99,7 +99,7 @@ while IFS='|' read -r label args; do
 done <<<"$CONFIGS"
 wait
 # pass 2: the rows in the table's order; a configuration that failed stops it
-base_bpb= base_cache=
+base_bpb='' base_cache=''
 for j in $(seq 1 "$i"); do
     if [ "$(cat "$work/$j.rc" 2>/dev/null)" != 0 ]; then
         echo "ppl_table: '${labels[j]}' failed: $(tail -n 1 "$work/$j.err" 2>/dev/null)" >&2
