@@ -15,7 +15,8 @@
  * group's table and fed to all the heads (as rows_q4.c); other group
  * sizes dequantize a block into an L1 tile. The fast paths take rows of a
  * multiple of 64 elements and groups of a multiple of 16 (AVX-512) or 8
- * (AVX2); the scalar path takes any shape.
+ * (AVX2); other rows are dequantized into a tile (q2_tile_any) for the
+ * f32 kernels, and the scalar path reads codes directly (any shape).
  */
 #include "kv_rows.h"
 
@@ -63,6 +64,32 @@ static void q2_pv_scalar(float *acc, size_t acc_stride, float *msum, float *w, c
             for (int32_t e = 0; e < d; e++)
                 a[e] += w[(size_t)j * ng + e / group] * (float)q2_code_at(row, e, d);
         }
+    }
+}
+
+/* dst (nb, d) <- rows as floats, any shape: a run of 64 elements at a time
+ * (its last run len = d - r0 long, byte i holding elements i, i + len/4,
+ * ...), then min + scale * code per group. Rows whose length is not a
+ * multiple of 64 take this tile and the f32 kernels: reading their codes
+ * element by element (q2_code_at, three divisions each, per head) ran
+ * head_dim 32 fifty times slower than head_dim 64. */
+static void q2_tile_any(float *dst, const struct kv_rows_side *s, int32_t d, const char *rows,
+                        const char *qp0, int32_t nb)
+{
+    for (int32_t j = 0; j < nb; j++) {
+        const uint8_t *c = (const uint8_t *)(rows + (size_t)j * s->stride);
+        const struct kv_qparams *qp = kv_rows_qp(qp0, s->qp_stride, j);
+        float *o = dst + (size_t)j * d;
+        for (int32_t r0 = 0; r0 < d; r0 += 64) {
+            const int32_t len = d - r0 < 64 ? d - r0 : 64, q = len / 4;
+            const uint8_t *b = c + r0 / 4;
+            for (int32_t k = 0; k < 4; k++)
+                for (int32_t i = 0; i < q; i++)
+                    o[r0 + k * q + i] = (float)((b[i] >> (2 * k)) & 3);
+        }
+        for (int32_t gi = 0; gi < s->ng; gi++)
+            for (int32_t e = gi * s->group; e < (gi + 1) * s->group; e++)
+                o[e] = qp[gi].min + qp[gi].scale * o[e];
     }
 }
 
@@ -479,7 +506,13 @@ void kv_rows_bind_q2(struct kv_dec_job *J, int is_v)
         return;
     }
 #endif
-    (void)d;
+    if (d % 64 != 0) {
+        if (is_v)
+            J->v_tile = q2_tile_any;
+        else
+            J->k_tile = q2_tile_any;
+        return;
+    }
     if (is_v)
         J->pv = q2_pv_scalar;
     else
