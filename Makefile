@@ -146,7 +146,8 @@ BENCH_QUICK_ARGS ?= --max-seq 2048 --none-max 1024
 PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp plots/frontier.gp plots/sharing.gp,$(sort $(wildcard plots/*.gp)))
 # the memory-accuracy frontier (make frontier, part of make bench): every
 # configuration of FRONTIER_LIST at FRONTIER_BUDGETS (% of an f32 dynamic
-# cache of T tokens) and FRONTIER_SEQ_LENS, into FRONTIER_CSV, plot frontier.png
+# cache of T tokens) and FRONTIER_SEQ_LENS, into FRONTIER_CSV, its tables
+# into FRONTIER_CSV with .md for .csv, plot frontier.png
 FRONTIER_CSV ?= out/frontier.csv
 FRONTIER_LIST ?= bench/frontier.list
 FRONTIER_BUDGETS ?= 12.5,25,50
@@ -208,7 +209,7 @@ bench: deps
 	@if [ -f $(MODEL) ] && [ -d /usr/share/games/fortunes ]; then \
 	  $(MAKE) --no-print-directory bench-perplexity PPL_MAX_TOKENS=$(BENCH_PPL_MAX_TOKENS); \
 	else echo "bench: no bits-per-byte table (needs $(MODEL) and the fortunes package)"; fi
-	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV), $(PEERS_ACC_CSV) and $(FRONTIER_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
+	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV), $(PEERS_ACC_CSV) and $(FRONTIER_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); frontier table in $(FRONTIER_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
 
 # Time the attention kernel alone (the machine's limits first, same threads), and
 # ggml's when the peers are built, into $(KERNEL_CSV) and $(PEERS_CSV), the
@@ -239,19 +240,21 @@ peers-assemble:
 	bash bench/kernel_table.sh --peers $(PEERS_CSV) $(KERNEL_CSV) >$(KERNEL_CSV:.csv=.md).tmp && \
 	  mv $(KERNEL_CSV:.csv=.md).tmp $(KERNEL_CSV:.csv=.md)
 
-# The memory-accuracy frontier alone: $(FRONTIER_CSV) and $(PLOTS_DIR)/frontier.png.
+# The memory-accuracy frontier alone: $(FRONTIER_CSV), its tables in
+# $(FRONTIER_CSV:.csv=.md) (bench/frontier_table.sh) and $(PLOTS_DIR)/frontier.png.
 .PHONY: frontier frontier-run
 frontier: deps
 	@$(MAKE) --no-print-directory $(CLI)
 	@$(MAKE) --no-print-directory frontier-run
 	@mkdir -p $(PLOTS_DIR)
 	gnuplot -e "csv='$(FRONTIER_CSV)'; outdir='$(PLOTS_DIR)'" plots/frontier.gp
-	@echo "frontier: results in $(FRONTIER_CSV), plot in $(PLOTS_DIR)/frontier.png"
+	@echo "frontier: results in $(FRONTIER_CSV), table in $(FRONTIER_CSV:.csv=.md), plot in $(PLOTS_DIR)/frontier.png"
 
 frontier-run: $(CLI)
 	@mkdir -p $(dir $(FRONTIER_CSV))
 	$(CLI) sweep --frontier $(FRONTIER_LIST) --budgets $(FRONTIER_BUDGETS) \
 	  --seq-lens $(FRONTIER_SEQ_LENS) --quiet --out $(FRONTIER_CSV) $(FRONTIER_ARGS)
+	bash bench/frontier_table.sh $(FRONTIER_CSV) $(FRONTIER_CSV:.csv=.md)
 
 # The storage targets of issue 18 (f16/bf16 decode >= 1.8x and int2/kivi-2
 # >= 4x faster than f32 from DRAM at T >= 8192, int2/kivi-2 <= 0.15x the f32
