@@ -142,32 +142,19 @@ static enum kv_status h2o_init(void *state, const struct kv_cache_config *cfg, c
     if (s->p.heavy < 1 || s->p.window < 1)
         return KV_ERR_INVALID;
     s->bh = (size_t)cfg->batch * (size_t)cfg->n_kv_heads;
-    size_t total, meta;
     enum kv_status st = h2o_parts_of(cfg, &s->p, &s->part);
     if (st != KV_OK)
         return st;
-    if (kv_mul_size(&total, s->part.total, (size_t)cfg->n_layers) != KV_OK ||
-        total > (size_t)PTRDIFF_MAX ||
-        kv_mul_size(&meta, (size_t)cfg->n_layers, sizeof *s->layers) != KV_OK)
-        return KV_ERR_OVERFLOW;
-    s->layers = kv_alloc(meta);
-    if (s->layers == NULL)
-        return KV_ERR_NOMEM;
-    s->buf = kv_alloc(total);
-    if (s->buf == NULL) {
-        kv_free(s->layers);
-        s->layers = NULL;
-        return KV_ERR_NOMEM;
-    }
-    return KV_OK;
+    void *meta = NULL;
+    st = kv_layered_alloc(&s->buf, &meta, s->part.total, sizeof *s->layers, cfg->n_layers);
+    s->layers = meta;
+    return st;
 }
 
 static void h2o_free(void *state)
 {
     struct h2o_state *s = state;
-    kv_free(s->buf);
-    kv_free(s->layers);
-    s->buf = NULL;
+    kv_layered_free(&s->buf, s->layers);
     s->layers = NULL;
 }
 

@@ -260,6 +260,40 @@ static inline struct kv_span kv_store_span_model(const float *k_new, const float
 /* A ring of slots (sliding, sinks, h2o's recent window)                    */
 
 /*
+ * The storage of a strategy kept layer by layer (sliding, sinks, h2o): *buf
+ * gets n_layers blocks of layer_bytes, *meta n_layers zeroed records of
+ * meta_size bytes. Both or neither: on an error nothing is held.
+ * kv_layered_free releases both and clears the pointers.
+ */
+static inline enum kv_status kv_layered_alloc(char **buf, void **meta, size_t layer_bytes,
+                                              size_t meta_size, int32_t n_layers)
+{
+    size_t total, mbytes;
+    if (kv_mul_size(&total, layer_bytes, (size_t)n_layers) != KV_OK ||
+        total > (size_t)PTRDIFF_MAX ||
+        kv_mul_size(&mbytes, (size_t)n_layers, meta_size) != KV_OK)
+        return KV_ERR_OVERFLOW;
+    void *m = kv_alloc(mbytes);
+    if (m == NULL)
+        return KV_ERR_NOMEM;
+    char *b = kv_alloc(total);
+    if (b == NULL) {
+        kv_free(m);
+        return KV_ERR_NOMEM;
+    }
+    *buf = b;
+    *meta = m;
+    return KV_OK;
+}
+
+static inline void kv_layered_free(char **buf, void *meta)
+{
+    kv_free(*buf);
+    kv_free(meta);
+    *buf = NULL;
+}
+
+/*
  * Stores k, v (batch, n_kv_heads, w, head_dim) of dtype dt used as a ring:
  * position p (p >= base) lives in slot (p - base) % w. kv_ring_put_as
  * writes positions [a, b) of an update (tokens a - pos0 ..) into their

@@ -174,33 +174,20 @@ static enum kv_status sinks_init(void *state, const struct kv_cache_config *cfg,
     s->p = *(const struct sinks_params *)params;
     if (s->p.window < 1 || s->p.sinks < 0 || s->p.sinks > s->p.window)
         return KV_ERR_INVALID;
-    size_t total, meta;
     enum kv_status st = sinks_layer_size(cfg, &s->p, &s->sink_half, &s->ring_half,
                                          &s->layer_bytes);
     if (st != KV_OK)
         return st;
-    if (kv_mul_size(&total, s->layer_bytes, (size_t)cfg->n_layers) != KV_OK ||
-        total > (size_t)PTRDIFF_MAX ||
-        kv_mul_size(&meta, (size_t)cfg->n_layers, sizeof *s->layers) != KV_OK)
-        return KV_ERR_OVERFLOW;
-    s->layers = kv_alloc(meta);
-    if (s->layers == NULL)
-        return KV_ERR_NOMEM;
-    s->buf = kv_alloc(total);
-    if (s->buf == NULL) {
-        kv_free(s->layers);
-        s->layers = NULL;
-        return KV_ERR_NOMEM;
-    }
-    return KV_OK;
+    void *meta = NULL;
+    st = kv_layered_alloc(&s->buf, &meta, s->layer_bytes, sizeof *s->layers, cfg->n_layers);
+    s->layers = meta;
+    return st;
 }
 
 static void sinks_free(void *state)
 {
     struct sinks_state *s = state;
-    kv_free(s->buf);
-    kv_free(s->layers);
-    s->buf = NULL;
+    kv_layered_free(&s->buf, s->layers);
     s->layers = NULL;
 }
 

@@ -92,34 +92,24 @@ static enum kv_status sliding_init(void *state, const struct kv_cache_config *cf
     s->dtype = sliding_dtype(params);
     if (s->window < 1 || kv_type_traits[s->dtype].has_qparams)
         return KV_ERR_INVALID;
-    size_t half, total, meta;
+    size_t half;
     enum kv_status st = kv_store_bytes(&half, cfg, (size_t)s->window,
                                        kv_store_row_bytes_as(cfg, s->dtype));
     if (st != KV_OK)
         return st;
-    if (kv_mul_size(&total, 2 * half, (size_t)cfg->n_layers) != KV_OK ||
-        total > (size_t)PTRDIFF_MAX ||
-        kv_mul_size(&meta, (size_t)cfg->n_layers, sizeof *s->layers) != KV_OK)
+    if (half > (size_t)PTRDIFF_MAX / 2)
         return KV_ERR_OVERFLOW;
     s->half = half;
-    s->layers = kv_alloc(meta);
-    if (s->layers == NULL)
-        return KV_ERR_NOMEM;
-    s->buf = kv_alloc(total);
-    if (s->buf == NULL) {
-        kv_free(s->layers);
-        s->layers = NULL;
-        return KV_ERR_NOMEM;
-    }
-    return KV_OK;
+    void *meta = NULL;
+    st = kv_layered_alloc(&s->buf, &meta, 2 * half, sizeof *s->layers, cfg->n_layers);
+    s->layers = meta;
+    return st;
 }
 
 static void sliding_free(void *state)
 {
     struct sliding_state *s = state;
-    kv_free(s->buf);
-    kv_free(s->layers);
-    s->buf = NULL;
+    kv_layered_free(&s->buf, s->layers);
     s->layers = NULL;
 }
 
