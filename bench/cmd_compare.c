@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_compare(int argc, char **argv);
 #include "compare.h"
 #include "csv_read.h"
 
@@ -236,3 +238,6 @@ out:
     kv_csv_destroy(base);
     return rc;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_compare_def = {.name = "compare", .summary = "compare two sweep CSVs and flag regressions", .legacy = kv_cmd_compare};

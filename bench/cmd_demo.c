@@ -37,7 +37,9 @@
 #include "checkpoint.h"
 #include "cli_io.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_demo(int argc, char **argv);
 #include "demo.h"
 #include "demo_ops.h"
 #include "termout.h"
@@ -1495,3 +1497,6 @@ int kv_cmd_demo(int argc, char **argv)
     session_free(&x);
     return rc;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_demo_def = {.name = "demo", .summary = "walk a tiny model step by step and show what the cache holds", .legacy = kv_cmd_demo};

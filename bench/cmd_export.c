@@ -17,7 +17,9 @@
 #include "checkpoint.h"
 #include "cli_io.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_export(int argc, char **argv);
 #include "tokenizer.h"
 
 static void usage(FILE *f)
@@ -152,3 +154,6 @@ int kv_cmd_export(int argc, char **argv)
     }
     return 0;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_export_def = {.name = "export-synthetic", .summary = "write the synthetic model as a llama2.c checkpoint", .legacy = kv_cmd_export};

@@ -19,7 +19,10 @@
 #include "checkpoint.h"
 #include "cli_io.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_generate(int argc, char **argv);
+int kv_cmd_strategies(int argc, char **argv);
 #include "stats.h"
 #include "tokenizer.h"
 
@@ -628,3 +631,9 @@ out:
     kv_model_destroy(m);
     return rc;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_strategies_def = {.name = "strategies", .summary = "list the registered cache strategies", .legacy = kv_cmd_strategies};
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_generate_def = {.name = "generate", .summary = "run one generation and print tokens and a timing summary", .legacy = kv_cmd_generate};

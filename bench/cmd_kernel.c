@@ -51,7 +51,9 @@
 #include "../kernels/kv_quant.h"
 #include "cli_io.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_kernel(int argc, char **argv);
 #include "kernel_timing.h"
 #include "roofline.h"
 #include "stats.h"
@@ -607,3 +609,6 @@ int kv_cmd_kernel(int argc, char **argv)
     kernel_pool_release();
     return 0;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_kernel_def = {.name = "kernel", .summary = "time the attention kernel alone", .legacy = kv_cmd_kernel};

@@ -19,7 +19,9 @@
 
 #include "cli_opts.h"
 #include "cli_io.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_merge(int argc, char **argv);
 #include "merge.h"
 
 static void usage(FILE *f)
@@ -188,3 +190,6 @@ done:
     kv_free(in);
     return rc;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_merge_def = {.name = "merge", .summary = "join the shard CSVs of a sweep (sweep --shard I/N) into one", .legacy = kv_cmd_merge};

@@ -23,7 +23,9 @@
 
 #include "checkpoint.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_perplexity(int argc, char **argv);
 #include "csv_write.h"
 #include "perplexity.h"
 #include "tokenizer.h"
@@ -471,3 +473,6 @@ out:
     kv_model_destroy(m);
     return rc;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_perplexity_def = {.name = "perplexity", .summary = "bits per byte of a text, streamed through a cache strategy", .legacy = kv_cmd_perplexity};

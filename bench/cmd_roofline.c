@@ -14,7 +14,9 @@
 
 #include "cli_io.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_roofline(int argc, char **argv);
 #include "roofline.h"
 #include "sysinfo.h"
 
@@ -84,3 +86,6 @@ int kv_cmd_roofline(int argc, char **argv)
     }
     return 0;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_roofline_def = {.name = "roofline", .summary = "measure memory bandwidth and the GEMM rate", .legacy = kv_cmd_roofline};

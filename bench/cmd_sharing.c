@@ -27,7 +27,9 @@
 
 #include "cli_io.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_sharing(int argc, char **argv);
 #include "csv_write.h"
 #include "stats.h"
 #include "sysinfo.h"
@@ -390,3 +392,6 @@ out:
     kv_model_destroy(m);
     return rc;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_sharing_def = {.name = "sharing", .summary = "memory and step time of B sequences sharing one prompt, write CSV", .legacy = kv_cmd_sharing};

@@ -33,7 +33,9 @@
 #include "../kernels/kv_ops.h"
 #include "checkpoint.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_stale(int argc, char **argv);
 #include "tokenizer.h"
 
 #define STALE_MAX_PROMPT 1024
@@ -401,3 +403,6 @@ out:
     kv_model_destroy(om);
     return rc;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_stale_def = {.name = "stale-cache", .summary = "decode with a cache the weights have moved past (why not in training)", .legacy = kv_cmd_stale};

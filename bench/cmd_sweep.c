@@ -28,7 +28,9 @@
 #include "checkpoint.h"
 #include "cli_io.h"
 #include "cli_opts.h"
+#include "cli_cmd.h"
 #include "commands.h"
+int kv_cmd_sweep(int argc, char **argv);
 #include "csv_read.h"
 #include "csv_schema.h"
 #include "csv_write.h"
@@ -1049,3 +1051,6 @@ int kv_cmd_sweep(int argc, char **argv)
                         (double)(kv_now_ns() - t0) / 1e9, kv_cli_q(o.out));
     return 0;
 }
+
+/* transitional: on the command table, parsing its own argv */
+const struct kv_cmd kv_cmd_sweep_def = {.name = "sweep", .summary = "measure every strategy over sequence lengths, write CSV", .legacy = kv_cmd_sweep};

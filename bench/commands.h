@@ -1,23 +1,24 @@
 /*
- * commands.h - the kvlab subcommands. Each takes the arguments after its
- * own name (argv[0] is the subcommand name) and returns the process exit
- * status: 0 success, 1 run-time failure, 2 bad input (one line on stderr).
- * Each lives in its own bench/cmd_<name>.c file.
+ * commands.h - the kvlab commands, each a table plus a run function
+ * (cli_cmd.h), defined in its own bench/cmd_<name>.c file. main.c lists
+ * them; nothing else does.
  */
 #ifndef KV_COMMANDS_H
 #define KV_COMMANDS_H
 
-int kv_cmd_strategies(int argc, char **argv); /* cmd_generate.c */
-int kv_cmd_generate(int argc, char **argv);   /* cmd_generate.c */
-int kv_cmd_sweep(int argc, char **argv);      /* cmd_sweep.c */
-int kv_cmd_sharing(int argc, char **argv);    /* cmd_sharing.c */
-int kv_cmd_demo(int argc, char **argv);       /* cmd_demo.c */
-int kv_cmd_compare(int argc, char **argv);    /* cmd_compare.c */
-int kv_cmd_merge(int argc, char **argv);      /* cmd_merge.c */
-int kv_cmd_kernel(int argc, char **argv);     /* cmd_kernel.c */
-int kv_cmd_roofline(int argc, char **argv);   /* cmd_roofline.c */
-int kv_cmd_export(int argc, char **argv);     /* cmd_export.c: export-synthetic */
-int kv_cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c */
-int kv_cmd_stale(int argc, char **argv);      /* cmd_stale.c: stale-cache */
+#include "cli_cmd.h"
+
+extern const struct kv_cmd kv_cmd_strategies_def; /* cmd_generate.c */
+extern const struct kv_cmd kv_cmd_generate_def;   /* cmd_generate.c */
+extern const struct kv_cmd kv_cmd_sweep_def;      /* cmd_sweep.c */
+extern const struct kv_cmd kv_cmd_sharing_def;    /* cmd_sharing.c */
+extern const struct kv_cmd kv_cmd_demo_def;       /* cmd_demo.c */
+extern const struct kv_cmd kv_cmd_compare_def;    /* cmd_compare.c */
+extern const struct kv_cmd kv_cmd_merge_def;      /* cmd_merge.c */
+extern const struct kv_cmd kv_cmd_kernel_def;     /* cmd_kernel.c */
+extern const struct kv_cmd kv_cmd_roofline_def;   /* cmd_roofline.c */
+extern const struct kv_cmd kv_cmd_export_def;     /* cmd_export.c: export-synthetic */
+extern const struct kv_cmd kv_cmd_perplexity_def; /* cmd_perplexity.c */
+extern const struct kv_cmd kv_cmd_stale_def;      /* cmd_stale.c: stale-cache */
 
 #endif /* KV_COMMANDS_H */

@@ -1,0 +1,997 @@
+/*
+ * cli_cmd.c - the one command-line parser (see cli_cmd.h).
+ *
+ * The design decision that matters: nothing here knows a command. A
+ * command hands over its table; the parser builds getopt_long's option
+ * array from it (plus the shared groups and the registry's parameter
+ * flags), and every check - number syntax and range, the option's modes,
+ * the strategy parameters' strategies, the files - is a walk over that
+ * table. A check added here covers every command at once.
+ */
+#include "cli_cmd.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_io.h"
+#include "file_check.h"
+
+/* ------------------------------------------------------------------------ */
+/* The shared groups                                                        */
+
+#define C(field) offsetof(struct kv_cli_common, field)
+static const char *const on_off[] = {"off", "on", NULL};
+
+/* bit: the KV_GRP_* a group option belongs to */
+struct grp_opt {
+    uint32_t group;
+    struct kv_opt o;
+};
+
+static const struct grp_opt grp_opts[] = {
+    {KV_GRP_MODEL, {.name = "--layers", .kind = KV_OPT_INT, .off = C(model.n_layers), .lo = 1,
+                    .hi = 1 << 20, .meta = "N", .help = "decoder layers of the synthetic model"}},
+    {KV_GRP_MODEL, {.name = "--dim", .kind = KV_OPT_INT, .off = C(model.dim), .lo = 2,
+                    .hi = 1 << 30, .meta = "N", .help = "model width (heads x head_dim)"}},
+    {KV_GRP_MODEL, {.name = "--heads", .kind = KV_OPT_INT, .off = C(model.n_heads), .lo = 1,
+                    .hi = 4096, .meta = "N", .help = "query heads"}},
+    {KV_GRP_MODEL, {.name = "--kv-heads", .kind = KV_OPT_INT, .off = C(model.n_kv_heads),
+                    .lo = 1, .hi = 4096, .meta = "N",
+                    .help = "key/value heads (divides --heads: grouped-query attention)"}},
+    {KV_GRP_MODEL, {.name = "--hidden", .kind = KV_OPT_INT, .off = C(model.hidden_dim), .lo = 1,
+                    .hi = 1 << 30, .meta = "N", .help = "MLP hidden width"}},
+    {KV_GRP_MODEL, {.name = "--vocab", .kind = KV_OPT_INT, .off = C(model.vocab_size), .lo = 1,
+                    .hi = 1 << 30, .meta = "N", .help = "vocabulary size"}},
+    {KV_GRP_MODEL, {.name = "--max-len", .kind = KV_OPT_INT, .off = C(model.max_len), .lo = 1,
+                    .hi = 1 << 30, .meta = "N", .help = "longest sequence the model takes"}},
+    {KV_GRP_MODEL, {.name = "--mlp", .kind = KV_OPT_ENUM, .off = C(model.mlp), .names = on_off,
+                    .meta = "on|off", .help = "the SwiGLU MLP of every layer"}},
+    {KV_GRP_CHECKPOINT, {.name = "--model", .kind = KV_OPT_INPUT, .off = C(model_path),
+                         .meta = "FILE", .help = "a llama2.c checkpoint instead of the synthetic "
+                                                 "model (its header sets the shape)"}},
+    {KV_GRP_TOKENIZER, {.name = "--tokenizer", .kind = KV_OPT_INPUT, .off = C(tokenizer_path),
+                        .meta = "FILE", .help = "a llama2.c tokenizer.bin"}},
+    {KV_GRP_STRATEGY, {.name = "--strategy", .kind = KV_OPT_STRATEGY, .off = C(strategy),
+                       .meta = "NAME", .help = "cache strategy or preset (kvlab strategies)"}},
+    {KV_GRP_BATCH, {.name = "--batch", .kind = KV_OPT_INT, .off = C(batch), .lo = 1,
+                    .hi = 1 << 16, .meta = "B", .help = "sequences per forward"}},
+    {KV_GRP_THREADS, {.name = "--threads", .kind = KV_OPT_INT, .off = C(threads), .lo = 1,
+                      .hi = 1024, .meta = "N", .help = "threads (default: the available cores)"}},
+    {KV_GRP_SEED, {.name = "--seed", .kind = KV_OPT_I64, .off = C(seed), .lo = 0,
+                   .hi = INT64_MAX, .meta = "S", .help = "seed of the weights and random inputs"}},
+};
+#undef C
+#define N_GRP (sizeof grp_opts / sizeof grp_opts[0])
+
+/* ------------------------------------------------------------------------ */
+/* The option set of one command                                            */
+
+/* Where an entry of the set comes from. */
+enum src { SRC_OWN, SRC_GRP, SRC_PARAM };
+
+struct entry {
+    enum src src;
+    const struct kv_opt *o;      /* SRC_OWN, SRC_GRP */
+    struct kv_cli_flag *flag;    /* SRC_PARAM */
+    const char *name;
+    int has_value;
+};
+
+#define MAX_ENTRIES 256
+struct set {
+    struct entry e[MAX_ENTRIES];
+    int32_t n;
+};
+
+static void set_add(struct set *s, struct entry e)
+{
+    assert(s->n < MAX_ENTRIES && "kvlab: too many options for one command");
+    s->e[s->n++] = e;
+}
+
+/* own options, then the groups', then the strategy parameter flags */
+static void build_set(const struct kv_cmd *cmd, struct kv_cli_common *c, struct set *s)
+{
+    s->n = 0;
+    for (int32_t i = 0; i < cmd->n_opts; i++)
+        if (cmd->opts[i].pos == 0)
+            set_add(s, (struct entry){SRC_OWN, &cmd->opts[i], NULL, cmd->opts[i].name,
+                                      cmd->opts[i].kind != KV_OPT_FLAG});
+    for (size_t i = 0; i < N_GRP; i++)
+        if (cmd->groups & grp_opts[i].group)
+            set_add(s, (struct entry){SRC_GRP, &grp_opts[i].o, NULL, grp_opts[i].o.name, 1});
+    if (cmd->groups & KV_GRP_PARAMS)
+        for (int32_t i = 0; i < c->n_flags; i++)
+            set_add(s, (struct entry){SRC_PARAM, NULL, &c->flags[i], c->flags[i].param->flag, 1});
+}
+
+static int32_t set_find(const struct set *s, const char *name)
+{
+    for (int32_t i = 0; i < s->n; i++)
+        if (strcmp(s->e[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Text                                                                     */
+
+int kv_cli_label_ok(const char *s)
+{
+    if (s == NULL || s[0] == '\0')
+        return 0;
+    size_t n = 0;
+    for (const char *p = s; *p != '\0'; p++, n++) {
+        unsigned char ch = (unsigned char)*p;
+        if (!(isalnum(ch) || strchr("._+-:*=@", ch) != NULL) || ch >= 0x80)
+            return 0;
+    }
+    return n < 64;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Values                                                                   */
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    if (s == NULL || *s == '\0' || !(isdigit((unsigned char)*s) || *s == '-' || *s == '+'))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || end == s)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* Decimal only: [sign] digits [. digits] [e [sign] digits]; no hex, no
+ * inf or nan, no spaces. */
+static int parse_f64(const char *s, double *out)
+{
+    const char *p = s;
+    if (p == NULL)
+        return -1;
+    if (*p == '+' || *p == '-')
+        p++;
+    size_t digits = 0;
+    while (isdigit((unsigned char)*p)) {
+        p++;
+        digits++;
+    }
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) {
+            p++;
+            digits++;
+        }
+    }
+    if (digits == 0)
+        return -1;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    if (*p != '\0')
+        return -1;
+    errno = 0;
+    double v = strtod(s, NULL);
+    if (errno != 0 || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The k-th comma-separated item of s into buf; its length or -1 (too long). */
+static int item(const char *s, size_t k, char *buf, size_t cap, const char **next)
+{
+    (void)k;
+    size_t len = strcspn(s, ",");
+    if (len >= cap)
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    *next = s[len] == ',' ? s + len + 1 : NULL;
+    return (int)len;
+}
+
+/* Describes what o expects, for messages and --help. */
+static void expects(const struct kv_opt *o, char *buf, size_t n)
+{
+    switch (o->kind) {
+    case KV_OPT_INT:
+    case KV_OPT_I64:
+        snprintf(buf, n, "an integer in [%" PRId64 ", %" PRId64 "]", o->lo, o->hi);
+        break;
+    case KV_OPT_FLOAT:
+        snprintf(buf, n, "a decimal number in [%g, %g]", o->flo, o->fhi);
+        break;
+    case KV_OPT_ENUM: {
+        size_t w = (size_t)snprintf(buf, n, "one of");
+        for (int i = 0; o->names[i] != NULL && w < n; i++)
+            w += (size_t)snprintf(buf + w, n - w, "%s %s", i ? "," : "", o->names[i]);
+        break;
+    }
+    case KV_OPT_INTS:
+        snprintf(buf, n, "a comma-separated list of at most %d integers in [%" PRId64 ", %" PRId64
+                 "]", o->hi_n > 0 ? o->hi_n : KV_OPT_INTS_MAX, o->lo, o->hi);
+        break;
+    case KV_OPT_LABELS:
+        snprintf(buf, n, "a comma-separated list of names (letters, digits, . _ + - : * = @)");
+        break;
+    case KV_OPT_STRATEGY:
+        snprintf(buf, n, "a strategy or preset name (see 'kvlab strategies')");
+        break;
+    case KV_OPT_STRATEGIES:
+        snprintf(buf, n, "a comma-separated list of strategy or preset names, each once "
+                         "(see 'kvlab strategies')");
+        break;
+    case KV_OPT_INPUT:
+    case KV_OPT_OUTPUT:
+        snprintf(buf, n, "a file name");
+        break;
+    default:
+        snprintf(buf, n, "a value");
+        break;
+    }
+}
+
+/* Parses v for o into field; prints one line and returns -1 on failure. */
+static int parse_value(const char *cmd, const struct kv_opt *o, const char *v, void *field)
+{
+    char why[200] = "";
+    int bad = 0;
+    switch (o->kind) {
+    case KV_OPT_FLAG:
+        *(int *)field = 1;
+        break;
+    case KV_OPT_INT:
+    case KV_OPT_I64: {
+        int64_t x;
+        bad = parse_i64(v, &x) != 0 || x < o->lo || x > o->hi;
+        if (!bad && o->kind == KV_OPT_INT)
+            *(int32_t *)field = (int32_t)x;
+        else if (!bad)
+            memcpy(field, &x, sizeof x);
+        break;
+    }
+    case KV_OPT_FLOAT: {
+        double x;
+        bad = parse_f64(v, &x) != 0 || !(x >= o->flo && x <= o->fhi);
+        if (!bad)
+            *(double *)field = x;
+        break;
+    }
+    case KV_OPT_ENUM:
+        bad = 1;
+        for (int i = 0; o->names[i] != NULL; i++)
+            if (strcmp(o->names[i], v) == 0) {
+                *(int *)field = i;
+                bad = 0;
+            }
+        break;
+    case KV_OPT_INTS: {
+        struct kv_opt_ints *l = field;
+        const int32_t max = o->hi_n > 0 ? o->hi_n : KV_OPT_INTS_MAX;
+        l->n = 0;
+        for (const char *p = v; p != NULL && !bad;) {
+            char buf[32];
+            int64_t x;
+            bad = item(p, 0, buf, sizeof buf, &p) <= 0 || parse_i64(buf, &x) != 0 ||
+                  x < o->lo || x > o->hi || l->n == max;
+            if (!bad)
+                l->v[l->n++] = (int32_t)x;
+        }
+        break;
+    }
+    case KV_OPT_LABELS:
+    case KV_OPT_STRATEGIES: {
+        char seen[KV_CMD_MAX_STRATEGIES][64];
+        int32_t ns = 0;
+        for (const char *p = v; p != NULL && !bad;) {
+            char buf[64];
+            bad = item(p, 0, buf, sizeof buf, &p) <= 0 || !kv_cli_label_ok(buf) ||
+                  ns == KV_CMD_MAX_STRATEGIES;
+            if (!bad && o->kind == KV_OPT_STRATEGIES) {
+                const struct kv_strategy_ops *ops;
+                if (kv_strategy_lookup(buf, &ops, NULL, 0) != KV_OK) {
+                    fprintf(stderr, "kvlab: %s: %s: unknown strategy '%s' (see 'kvlab "
+                                    "strategies')\n", cmd, o->name, kv_cli_q(buf));
+                    return -1;
+                }
+            }
+            for (int32_t k = 0; !bad && k < ns; k++)
+                if (strcmp(seen[k], buf) == 0) {
+                    fprintf(stderr, "kvlab: %s: %s names '%s' twice\n", cmd, o->name,
+                            kv_cli_q(buf));
+                    return -1;
+                }
+            if (!bad)
+                memcpy(seen[ns++], buf, sizeof buf);
+        }
+        if (!bad)
+            *(const char **)field = v;
+        break;
+    }
+    case KV_OPT_STRATEGY: {
+        const struct kv_strategy_ops *ops;
+        if (!kv_cli_label_ok(v) || kv_strategy_lookup(v, &ops, NULL, 0) != KV_OK) {
+            fprintf(stderr, "kvlab: %s: %s: unknown strategy '%s' (see 'kvlab strategies')\n",
+                    cmd, o->name, kv_cli_q(v));
+            return -1;
+        }
+        *(const char **)field = v;
+        break;
+    }
+    case KV_OPT_INPUT:
+    case KV_OPT_OUTPUT:
+        bad = v[0] == '\0';
+        if (!bad)
+            *(const char **)field = v;
+        break;
+    case KV_OPT_TEXT:
+        *(const char **)field = v;
+        break;
+    case KV_OPT_CUSTOM:
+        if (o->parse(v, field, why, sizeof why) != 0) {
+            fprintf(stderr, "kvlab: %s: %s expects %s, got '%s'\n", cmd, o->name, why,
+                    kv_cli_q(v));
+            return -1;
+        }
+        break;
+    default:
+        bad = 1;
+        break;
+    }
+    if (bad) {
+        expects(o, why, sizeof why);
+        fprintf(stderr, "kvlab: %s: %s expects %s, got '%s'\n", cmd, o->name, why, kv_cli_q(v));
+        return -1;
+    }
+    return 0;
+}
+
+/* A strategy parameter flag's value, as cli_opts has always read it. */
+static int parse_param(const char *cmd, struct kv_cli_flag *f, const char *v)
+{
+    if (f->param->type == KV_PARAM_TEXT) {
+        f->text = v; /* its strategy checks the text's own syntax */
+    } else {
+        int64_t x;
+        if (kv_param_parse_value(f->param, v, &x) != KV_OK) {
+            char range[128];
+            kv_param_range_str(f->param, range, sizeof range);
+            fprintf(stderr, "kvlab: %s: %s expects %s, got '%s'\n", cmd, f->param->flag, range,
+                    kv_cli_q(v));
+            return -1;
+        }
+        f->value = x;
+    }
+    f->given = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Help                                                                     */
+
+static void print_default(const struct kv_opt *o, const void *field, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    switch (o->kind) {
+    case KV_OPT_INT:
+        snprintf(buf, n, "%" PRId32, *(const int32_t *)field);
+        break;
+    case KV_OPT_I64: {
+        int64_t x;
+        memcpy(&x, field, sizeof x);
+        snprintf(buf, n, "%" PRId64, x);
+        break;
+    }
+    case KV_OPT_FLOAT:
+        snprintf(buf, n, "%g", *(const double *)field);
+        break;
+    case KV_OPT_ENUM:
+        snprintf(buf, n, "%s", o->names[*(const int *)field]);
+        break;
+    case KV_OPT_INTS: {
+        const struct kv_opt_ints *l = field;
+        size_t w = 0;
+        for (int32_t i = 0; i < l->n && w < n; i++)
+            w += (size_t)snprintf(buf + w, n - w, "%s%" PRId32, i ? "," : "", l->v[i]);
+        break;
+    }
+    case KV_OPT_TEXT:
+    case KV_OPT_LABELS:
+    case KV_OPT_STRATEGY:
+    case KV_OPT_STRATEGIES:
+    case KV_OPT_INPUT:
+    case KV_OPT_OUTPUT: {
+        const char *s = *(const char *const *)field;
+        if (s != NULL)
+            snprintf(buf, n, "%s", s);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void help_line(FILE *f, const struct kv_opt *o, const void *field,
+                      const struct kv_cmd *cmd)
+{
+    char left[48], def[160], range[160] = "";
+    snprintf(left, sizeof left, "%s%s%s", o->name, o->kind == KV_OPT_FLAG ? "" : " ",
+             o->kind == KV_OPT_FLAG ? "" : o->meta != NULL ? o->meta : "V");
+    print_default(o, field, def, sizeof def);
+    if (o->kind == KV_OPT_INT || o->kind == KV_OPT_I64 || o->kind == KV_OPT_FLOAT ||
+        o->kind == KV_OPT_ENUM)
+        expects(o, range, sizeof range);
+    fprintf(f, "  %-22s %s", left, o->help != NULL ? o->help : "");
+    if (range[0] != '\0' || def[0] != '\0') {
+        fprintf(f, " (");
+        if (range[0] != '\0')
+            fprintf(f, "%s", range);
+        if (def[0] != '\0')
+            fprintf(f, "%sdefault %s", range[0] ? "; " : "", def);
+        fprintf(f, ")");
+    }
+    if (o->modes != 0 && cmd != NULL && cmd->mode_names != NULL) {
+        fprintf(f, " [only");
+        int first = 1;
+        for (int k = 0; k < 32; k++)
+            if (o->modes >> k & 1u) {
+                fprintf(f, "%s %s", first ? "" : " or", cmd->mode_names[k]);
+                first = 0;
+            }
+        fprintf(f, "]");
+    }
+    fprintf(f, "%s\n", o->required ? " (required)" : "");
+}
+
+static void defaults(const struct kv_cmd *cmd, void *opts, struct kv_cli_common *c)
+{
+    memset(opts, 0, cmd->opts_size);
+    kv_cli_common_defaults(c);
+    if (cmd->defaults != NULL)
+        cmd->defaults(opts, c);
+}
+
+void kv_cmd_help(const struct kv_cmd *cmd, FILE *f)
+{
+    void *opts = calloc(1, cmd->opts_size > 0 ? cmd->opts_size : 1);
+    struct kv_cli_common *c = malloc(sizeof *c);
+    if (opts == NULL || c == NULL) {
+        free(opts);
+        free(c);
+        return;
+    }
+    defaults(cmd, opts, c);
+    fprintf(f, "usage: kvlab %s %s\n  %s\n", cmd->name, cmd->usage, cmd->summary);
+    if (cmd->about != NULL)
+        fprintf(f, "%s", cmd->about);
+    int any = 0;
+    for (int32_t i = 0; i < cmd->n_opts; i++) {
+        const struct kv_opt *o = &cmd->opts[i];
+        if (o->pos != 0)
+            continue;
+        if (!any++)
+            fprintf(f, "options:\n");
+        help_line(f, o, (const char *)opts + o->off, cmd);
+    }
+    static const struct {
+        uint32_t g;
+        const char *title;
+    } titles[] = {{KV_GRP_MODEL, "model (the synthetic model's shape; default: docs/design.md's)"},
+                  {KV_GRP_CHECKPOINT | KV_GRP_TOKENIZER, "files"},
+                  {KV_GRP_STRATEGY | KV_GRP_BATCH | KV_GRP_THREADS | KV_GRP_SEED, "run"}};
+    for (size_t t = 0; t < sizeof titles / sizeof titles[0]; t++) {
+        if (!(cmd->groups & titles[t].g))
+            continue;
+        fprintf(f, "%s:\n", titles[t].title);
+        for (size_t i = 0; i < N_GRP; i++)
+            if (grp_opts[i].group & titles[t].g & cmd->groups)
+                help_line(f, &grp_opts[i].o, (const char *)c + grp_opts[i].o.off, NULL);
+    }
+    if (cmd->groups & KV_GRP_PARAMS) {
+        fprintf(f, "strategy parameters (each applies to the strategies named):\n");
+        kv_cli_print_param_help(f);
+    }
+    fprintf(f, "  %-22s %s\n", "--help", "this help");
+    free(c);
+    free(opts);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checks after parsing                                                     */
+
+/* 1 when the strategy (or preset) called name takes flag and, for a
+ * preset, does not fix that parameter itself. */
+static int flag_applies(const char *name, const char *flag, const char **fixed_by)
+{
+    const struct kv_strategy_ops *ops;
+    if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK)
+        return 0;
+    for (int32_t k = 0; k < ops->n_params; k++) {
+        const struct kv_param *p = &ops->params[k];
+        if (strcmp(p->flag, flag) != 0)
+            continue;
+        for (int32_t q = 0; q < ops->n_presets; q++) {
+            if (strcmp(ops->presets[q].name, name) != 0)
+                continue;
+            /* "bits=4;group=32": does it set p->name? */
+            const size_t nl = strlen(p->name);
+            for (const char *s = ops->presets[q].params; s != NULL && *s != '\0';) {
+                if (strncmp(s, p->name, nl) == 0 && s[nl] == '=') {
+                    *fixed_by = ops->presets[q].name;
+                    return 0;
+                }
+                s = strchr(s, ';');
+                s = s != NULL ? s + 1 : NULL;
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Which strategies have a parameter flag, for the message. */
+static void flag_owners(const char *flag, char *buf, size_t n)
+{
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int32_t s = 0; s < kv_strategy_count() && w < n; s++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(s);
+        for (int32_t k = 0; k < ops->n_params; k++)
+            if (strcmp(ops->params[k].flag, flag) == 0) {
+                w += (size_t)snprintf(buf + w, n - w, "%s%s", w ? ", " : "", ops->name);
+                break;
+            }
+    }
+}
+
+static int check_params(const struct kv_cmd_ctx *x, const struct set *s)
+{
+    const struct kv_cmd *cmd = x->cmd;
+    const char *names[KV_CMD_MAX_STRATEGIES];
+    int32_t n = 0;
+    if (cmd->strategies != NULL)
+        n = cmd->strategies(x, names, KV_CMD_MAX_STRATEGIES);
+    else if (x->c.strategy != NULL)
+        names[n++] = x->c.strategy;
+    for (int32_t i = 0; i < s->n; i++) {
+        const struct entry *e = &s->e[i];
+        if (e->src != SRC_PARAM || !x->given[i])
+            continue;
+        const char *fixed = NULL;
+        int ok = 0;
+        for (int32_t k = 0; k < n && !ok; k++)
+            ok = flag_applies(names[k], e->name, &fixed);
+        if (ok)
+            continue;
+        char owners[256];
+        flag_owners(e->name, owners, sizeof owners);
+        if (n == 0)
+            fprintf(stderr, "kvlab: %s: %s has no effect without a strategy that takes it "
+                            "(%s)\n", cmd->name, e->name, owners);
+        else if (fixed != NULL && n == 1)
+            fprintf(stderr, "kvlab: %s: %s has no effect on preset '%s', which sets it itself\n",
+                    cmd->name, e->name, fixed);
+        else
+            fprintf(stderr, "kvlab: %s: %s has no effect on %s%s; it is a parameter of %s\n",
+                    cmd->name, e->name, n == 1 ? "" : "any of ",
+                    n == 1 ? kv_cli_q(names[0]) : "the strategies this run uses", owners);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_modes(const struct kv_cmd_ctx *x, const struct set *s)
+{
+    const struct kv_cmd *cmd = x->cmd;
+    for (int32_t i = 0; i < s->n; i++) {
+        const struct entry *e = &s->e[i];
+        if (!x->given[i] || e->src != SRC_OWN || e->o->modes == 0 ||
+            (e->o->modes & x->modes) != 0)
+            continue;
+        fprintf(stderr, "kvlab: %s: %s has no effect here; it applies only", cmd->name,
+                e->name);
+        int first = 1;
+        for (int k = 0; k < 32; k++)
+            if (e->o->modes >> k & 1u) {
+                fprintf(stderr, "%s %s", first ? "" : " or",
+                        cmd->mode_names != NULL ? cmd->mode_names[k] : "in another mode");
+                first = 0;
+            }
+        fprintf(stderr, "\n");
+        return -1;
+    }
+    /* the synthetic model's shape means nothing next to a checkpoint */
+    if (x->c.model_path != NULL)
+        for (int32_t i = 0; i < s->n; i++)
+            if (x->given[i] && s->e[i].src == SRC_GRP && strcmp(s->e[i].name, "--model") != 0)
+                for (size_t g = 0; g < N_GRP; g++)
+                    if (grp_opts[g].group == KV_GRP_MODEL && &grp_opts[g].o == s->e[i].o) {
+                        fprintf(stderr, "kvlab: %s: %s has no effect with --model (the "
+                                        "checkpoint's header sets the model's shape)\n",
+                                cmd->name, s->e[i].name);
+                        return -1;
+                    }
+    return 0;
+}
+
+/* Every file option judged: inputs opened without blocking and regular,
+ * outputs writable and none the same file as another output or an input. */
+#define MAX_FILES 64
+static int check_files(const struct kv_cmd_ctx *x, const struct set *s)
+{
+    const struct kv_cmd *cmd = x->cmd;
+    struct kv_cli_file ins[MAX_FILES], outs[MAX_FILES];
+    int mk[MAX_FILES];
+    int n_in = 0, n_out = 0;
+    /* options (own and groups) */
+    for (int32_t i = 0; i < s->n; i++) {
+        const struct entry *e = &s->e[i];
+        if (e->src == SRC_PARAM || (e->o->kind != KV_OPT_INPUT && e->o->kind != KV_OPT_OUTPUT))
+            continue;
+        if (e->src == SRC_OWN && e->o->modes != 0 && (e->o->modes & x->modes) == 0)
+            continue; /* a default output of another mode */
+        const char *base = e->src == SRC_OWN ? (const char *)x->opts : (const char *)&x->c;
+        const char *path = *(const char *const *)(base + e->o->off);
+        if (path == NULL || n_in == MAX_FILES || n_out == MAX_FILES)
+            continue;
+        if (e->o->kind == KV_OPT_INPUT) {
+            if (!(e->o->stdin_ok && strcmp(path, "-") == 0))
+                ins[n_in++] = (struct kv_cli_file){e->name, path};
+        } else {
+            mk[n_out] = e->o->mkdir;
+            outs[n_out++] = (struct kv_cli_file){e->name, path};
+        }
+    }
+    /* positional arguments */
+    for (int32_t i = 0; i < cmd->n_opts; i++) {
+        const struct kv_opt *o = &cmd->opts[i];
+        if (o->pos == 0 || (o->kind != KV_OPT_INPUT && o->kind != KV_OPT_OUTPUT))
+            continue;
+        const char *one = NULL;
+        int32_t cnt = 1;
+        if (o->pos == KV_OPT_REST)
+            cnt = x->rest.n;
+        else
+            one = *(const char *const *)((const char *)x->opts + o->off);
+        for (int32_t k = 0; k < cnt && n_in < MAX_FILES && n_out < MAX_FILES; k++) {
+            const char *path = o->pos == KV_OPT_REST ? x->rest.v[k] : one;
+            if (path == NULL)
+                continue;
+            if (o->kind == KV_OPT_INPUT) {
+                if (!(o->stdin_ok && strcmp(path, "-") == 0))
+                    ins[n_in++] = (struct kv_cli_file){o->name, path};
+            } else {
+                mk[n_out] = o->mkdir;
+                outs[n_out++] = (struct kv_cli_file){o->name, path};
+            }
+        }
+    }
+    for (int i = 0; i < n_in; i++) {
+        int fd;
+        if (kv_file_open_input(ins[i].path, &fd) != KV_OK) {
+            fprintf(stderr, "kvlab: %s: %s '%s': %s\n", cmd->name, ins[i].opt,
+                    kv_cli_q(ins[i].path), kv_file_why());
+            return 2;
+        }
+        close(fd);
+    }
+    for (int i = 0; i < n_out; i++) {
+        /* each output against every input and the outputs before it */
+        int rc = kv_cli_check_outputs(cmd->name, &outs[i], 1, ins, n_in,
+                                      mk[i] ? KV_FILE_PARENT_MKDIR : KV_FILE_PARENT_EXISTS, 2);
+        if (rc != 0)
+            return 2;
+        for (int j = 0; j < i; j++)
+            if (kv_file_same(outs[i].path, outs[j].path)) {
+                fprintf(stderr, "kvlab: %s: %s '%s' is the same file as %s\n", cmd->name,
+                        outs[i].opt, kv_cli_q(outs[i].path), outs[j].opt);
+                return 2;
+            }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The parser                                                               */
+
+int kv_cmd_given(const struct kv_cmd_ctx *x, const char *name)
+{
+    struct set *s = malloc(sizeof *s);
+    assert(s != NULL);
+    build_set(x->cmd, (struct kv_cli_common *)&x->c, s);
+    int32_t i = set_find(s, name);
+    free(s);
+    assert(i >= 0 && "kv_cmd_given: not an option of this command");
+    return i >= 0 && x->given[i];
+}
+
+/* The typed option name of the token getopt_long just consumed equals
+ * the option's full name (no abbreviations: --str is not --strategy). */
+static int typed_exactly(char **argv, int optind_now, const char *optarg_now, int has_value,
+                         const char *name)
+{
+    int at = optind_now - 1;
+    if (has_value && optarg_now != NULL && optarg_now == argv[optind_now - 1])
+        at = optind_now - 2;
+    if (at < 1)
+        return 0;
+    const char *t = argv[at];
+    size_t len = strcspn(t, "=");
+    return strlen(name) == len && strncmp(t, name, len) == 0;
+}
+
+static int parse(struct kv_cmd_ctx *x, struct set *s, int argc, char **argv, int *help)
+{
+    const struct kv_cmd *cmd = x->cmd;
+    struct option *lo = calloc((size_t)s->n + 2, sizeof *lo);
+    if (lo == NULL) {
+        fprintf(stderr, "kvlab: %s: %s\n", cmd->name, kv_status_str(KV_ERR_NOMEM));
+        return 1;
+    }
+    for (int32_t i = 0; i < s->n; i++)
+        lo[i] = (struct option){s->e[i].name + 2, s->e[i].has_value ? required_argument
+                                                                     : no_argument,
+                                NULL, 256 + i};
+    lo[s->n] = (struct option){"help", no_argument, NULL, 'h'};
+    /* positionals in order */
+    const struct kv_opt *pos[16];
+    int32_t n_pos = 0;
+    const struct kv_opt *rest = NULL;
+    for (int32_t i = 0; i < cmd->n_opts; i++) {
+        const struct kv_opt *o = &cmd->opts[i];
+        if (o->pos == KV_OPT_REST)
+            rest = o;
+        else if (o->pos > 0 && o->pos <= 16 && o->pos > n_pos)
+            n_pos = o->pos;
+    }
+    for (int32_t k = 0; k < n_pos; k++) {
+        pos[k] = NULL;
+        for (int32_t i = 0; i < cmd->n_opts; i++)
+            if (cmd->opts[i].pos == k + 1)
+                pos[k] = &cmd->opts[i];
+        assert(pos[k] != NULL && "positional arguments are numbered from 1 without gaps");
+    }
+    int32_t got_pos = 0;
+    x->rest.n = 0;
+    x->rest.v = calloc((size_t)argc + 1, sizeof *x->rest.v);
+    int rc = 0;
+    if (x->rest.v == NULL) {
+        free(lo);
+        fprintf(stderr, "kvlab: %s: %s\n", cmd->name, kv_status_str(KV_ERR_NOMEM));
+        return 1;
+    }
+    optind = 0; /* glibc: a full re-initialisation (a test may parse twice) */
+    opterr = 0;
+    int after_dashdash = 0;
+    for (;;) {
+        const char *arg1 = NULL;
+        int r;
+        if (!after_dashdash) {
+            int li = -1;
+            r = getopt_long(argc, argv, "-:h", lo, &li);
+            if (r == -1) {
+                after_dashdash = 1;
+                if (optind >= argc)
+                    break;
+                continue;
+            }
+        } else {
+            if (optind >= argc)
+                break;
+            r = 1;
+            optarg = argv[optind++];
+        }
+        if (r == 1) {
+            arg1 = optarg;
+        } else if (r == 'h') {
+            *help = 1;
+            break;
+        } else if (r == '?' || r == ':') {
+            const char *t = argv[optind - 1];
+            if (r == ':')
+                fprintf(stderr, "kvlab: %s: %s expects a value\n", cmd->name, kv_cli_q(t));
+            else
+                fprintf(stderr, "kvlab: %s: unknown option '%s' (see 'kvlab %s --help')\n",
+                        cmd->name, kv_cli_q(t), cmd->name);
+            rc = 2;
+            break;
+        } else {
+            const int32_t i = r - 256;
+            struct entry *e = &s->e[i];
+            if (!typed_exactly(argv, optind, optarg, e->has_value, e->name)) {
+                fprintf(stderr, "kvlab: %s: unknown option '%s' (see 'kvlab %s --help'; "
+                                "options are not abbreviated)\n",
+                        cmd->name, kv_cli_q(argv[optind - (e->has_value && optarg == argv[optind - 1] ? 2 : 1)]),
+                        cmd->name);
+                rc = 2;
+                break;
+            }
+            if (x->given[i]) {
+                fprintf(stderr, "kvlab: %s: %s is given twice\n", cmd->name, e->name);
+                rc = 2;
+                break;
+            }
+            x->given[i] = 1;
+            int bad;
+            if (e->src == SRC_PARAM)
+                bad = parse_param(cmd->name, e->flag, optarg);
+            else
+                bad = parse_value(cmd->name, e->o, e->has_value ? optarg : NULL,
+                                  (e->src == SRC_OWN ? (char *)x->opts : (char *)&x->c) +
+                                      e->o->off);
+            if (bad) {
+                rc = 2;
+                break;
+            }
+            continue;
+        }
+        /* a positional argument */
+        if (got_pos < n_pos) {
+            const struct kv_opt *o = pos[got_pos++];
+            if (parse_value(cmd->name, o, arg1, (char *)x->opts + o->off) != 0) {
+                rc = 2;
+                break;
+            }
+        } else if (rest != NULL) {
+            if (rest->kind != KV_OPT_INPUT && rest->kind != KV_OPT_OUTPUT &&
+                rest->kind != KV_OPT_TEXT) {
+                const char *dummy;
+                if (parse_value(cmd->name, rest, arg1, &dummy) != 0) {
+                    rc = 2;
+                    break;
+                }
+            } else if (arg1[0] == '\0') {
+                fprintf(stderr, "kvlab: %s: %s expects a file name, got ''\n", cmd->name,
+                        rest->name);
+                rc = 2;
+                break;
+            }
+            x->rest.v[x->rest.n++] = (char *)arg1;
+        } else {
+            fprintf(stderr, "kvlab: %s: unexpected argument '%s' (see 'kvlab %s --help')\n",
+                    cmd->name, kv_cli_q(arg1), cmd->name);
+            rc = 2;
+            break;
+        }
+    }
+    free(lo);
+    if (rc != 0 || *help)
+        return rc;
+    if (got_pos < n_pos) {
+        for (int32_t k = got_pos; k < n_pos; k++)
+            if (pos[k]->required) {
+                fprintf(stderr, "kvlab: %s: missing %s (usage: kvlab %s %s)\n", cmd->name,
+                        pos[k]->name, cmd->name, cmd->usage);
+                return 2;
+            }
+    }
+    if (rest != NULL && rest->required && x->rest.n == 0) {
+        fprintf(stderr, "kvlab: %s: missing %s (usage: kvlab %s %s)\n", cmd->name, rest->name,
+                cmd->name, cmd->usage);
+        return 2;
+    }
+    for (int32_t i = 0; i < s->n; i++)
+        if (s->e[i].src == SRC_OWN && s->e[i].o->required && !x->given[i]) {
+            fprintf(stderr, "kvlab: %s: needs %s %s (see 'kvlab %s --help')\n", cmd->name,
+                    s->e[i].name, s->e[i].o->meta != NULL ? s->e[i].o->meta : "", cmd->name);
+            return 2;
+        }
+    return 0;
+}
+
+int kv_cmd_main(const struct kv_cmd *cmd, int argc, char **argv)
+{
+    if (cmd->legacy != NULL)
+        return cmd->legacy(argc, argv);
+    struct kv_cmd_ctx *x = calloc(1, sizeof *x);
+    struct set *s = malloc(sizeof *s);
+    void *opts = calloc(1, cmd->opts_size > 0 ? cmd->opts_size : 1);
+    int rc = 1;
+    if (x == NULL || s == NULL || opts == NULL) {
+        fprintf(stderr, "kvlab: %s: %s\n", cmd->name, kv_status_str(KV_ERR_NOMEM));
+        goto out;
+    }
+    x->cmd = cmd;
+    x->opts = opts;
+    defaults(cmd, opts, &x->c);
+    build_set(cmd, &x->c, s);
+    int help = 0;
+    rc = parse(x, s, argc, argv, &help);
+    if (rc != 0)
+        goto out;
+    if (help) {
+        kv_cmd_help(cmd, stdout);
+        rc = 0;
+        goto out;
+    }
+    x->c.cache.max_len = x->c.model.max_len;
+    for (int32_t i = 0; i < s->n; i++) /* for kv_cli_reject_unused and the old readers */
+        if (x->given[i] && s->e[i].src == SRC_PARAM)
+            x->c.flags_given |= 1u << (s->e[i].flag - x->c.flags);
+    x->modes = cmd->modes != NULL ? cmd->modes(x) : 1u;
+    rc = 2;
+    if (check_modes(x, s) != 0)
+        goto out;
+    if ((cmd->groups & KV_GRP_PARAMS) && check_params(x, s) != 0)
+        goto out;
+    if ((cmd->groups & KV_GRP_MODEL) && x->c.model_path == NULL && kv_cli_check_common(&x->c) != 0)
+        goto out;
+    if (cmd->check != NULL && (rc = cmd->check(x)) != 0)
+        goto out;
+    if ((rc = check_files(x, s)) != 0)
+        goto out;
+    rc = cmd->run(x);
+out:
+    if (x != NULL)
+        free(x->rest.v);
+    free(opts);
+    free(s);
+    free(x);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tables for tools                                                         */
+
+static const char *const kind_names[KV_OPT_KIND_COUNT] = {
+    "flag", "int", "int", "float", "enum", "ints", "text", "labels", "strategy", "strategies",
+    "input", "output", "custom"};
+
+void kv_cmd_dump(const struct kv_cmd *const *cmds, int32_t n, FILE *f)
+{
+    for (int32_t c = 0; c < n; c++) {
+        const struct kv_cmd *cmd = cmds[c];
+        fprintf(f, "cmd\t%s\t%s\n", cmd->name, cmd->example != NULL ? cmd->example : "");
+        for (int32_t i = 0; i < cmd->n_opts; i++) {
+            const struct kv_opt *o = &cmd->opts[i];
+            fprintf(f, "opt\t%s\t%s\t%s\t%" PRId32 "\n", cmd->name, o->name, kind_names[o->kind],
+                    o->pos);
+        }
+        for (size_t i = 0; i < N_GRP; i++)
+            if (cmd->groups & grp_opts[i].group)
+                fprintf(f, "opt\t%s\t%s\t%s\t0\n", cmd->name, grp_opts[i].o.name,
+                        kind_names[grp_opts[i].o.kind]);
+    }
+}
+
+int kv_cmd_reserve(const struct kv_cmd *const *cmds, int32_t n)
+{
+    for (int32_t s = 0; s < kv_strategy_count(); s++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(s);
+        for (int32_t k = 0; k < ops->n_params; k++) {
+            const char *flag = ops->params[k].flag;
+            for (size_t g = 0; g < N_GRP; g++)
+                if (strcmp(grp_opts[g].o.name, flag) == 0)
+                    goto clash;
+            for (int32_t c = 0; c < n; c++)
+                for (int32_t i = 0; i < cmds[c]->n_opts; i++)
+                    if (cmds[c]->opts[i].pos == 0 && strcmp(cmds[c]->opts[i].name, flag) == 0)
+                        goto clash;
+            if (strcmp(flag, "--help") == 0)
+                goto clash;
+            continue;
+        clash:
+            fprintf(stderr, "kvlab: strategy '%s': its parameter flag %s is also a command "
+                            "option; rename it\n", ops->name, flag);
+            return -1;
+        }
+    }
+    return 0;
+}
