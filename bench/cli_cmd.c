@@ -63,7 +63,7 @@ static const struct grp_opt grp_opts[] = {
     {KV_GRP_BATCH, {.name = "--batch", .kind = KV_OPT_INT, .off = C(batch), .lo = 1,
                     .hi = 1 << 16, .meta = "B", .help = "sequences per forward"}},
     {KV_GRP_THREADS, {.name = "--threads", .kind = KV_OPT_INT, .off = C(threads), .lo = 1,
-                      .hi = 1024, .meta = "N", .help = "threads (default: the available cores)"}},
+                      .hi = 1024, .meta = "N", .help = "threads"}},
     {KV_GRP_SEED, {.name = "--seed", .kind = KV_OPT_I64, .off = C(seed), .lo = 0,
                    .hi = INT64_MAX, .meta = "S", .help = "seed of the weights and random inputs"}},
 };
