@@ -438,26 +438,50 @@ static void help_line(FILE *f, const struct kv_opt *o, const void *field,
     if (o->kind == KV_OPT_INT || o->kind == KV_OPT_I64 || o->kind == KV_OPT_FLOAT ||
         o->kind == KV_OPT_ENUM)
         expects(o, range, sizeof range);
-    fprintf(f, "  %-22s %s", left, o->help != NULL ? o->help : "");
-    if (range[0] != '\0' || def[0] != '\0') {
-        fprintf(f, " (");
-        if (range[0] != '\0')
-            fprintf(f, "%s", range);
-        if (def[0] != '\0')
-            fprintf(f, "%sdefault %s", range[0] ? "; " : "", def);
-        fprintf(f, ")");
+    /* a default outside the range means "not given" (--beams 0): not shown */
+    if ((o->kind == KV_OPT_INT || o->kind == KV_OPT_I64) && def[0] != '\0') {
+        int64_t v = o->kind == KV_OPT_INT ? *(const int32_t *)field : 0;
+        if (o->kind == KV_OPT_I64)
+            memcpy(&v, field, sizeof v);
+        if (v < o->lo || v > o->hi)
+            def[0] = '\0';
     }
-    if (o->modes != 0 && cmd != NULL && cmd->mode_names != NULL) {
-        fprintf(f, " [only");
+    char text[1024];
+    size_t w = (size_t)snprintf(text, sizeof text, "%s", o->help != NULL ? o->help : "");
+    if ((range[0] != '\0' || def[0] != '\0') && w < sizeof text)
+        w += (size_t)snprintf(text + w, sizeof text - w, " (%s%s%s%s)", range,
+                              range[0] && def[0] ? "; " : "", def[0] ? "default " : "", def);
+    if (o->modes != 0 && cmd != NULL && cmd->mode_names != NULL && w < sizeof text) {
+        w += (size_t)snprintf(text + w, sizeof text - w, "; only");
         int first = 1;
-        for (int k = 0; k < 32; k++)
+        for (int k = 0; k < 32 && w < sizeof text; k++)
             if (o->modes >> k & 1u) {
-                fprintf(f, "%s %s", first ? "" : " or", cmd->mode_names[k]);
+                w += (size_t)snprintf(text + w, sizeof text - w, "%s %s", first ? "" : " or",
+                                      cmd->mode_names[k]);
                 first = 0;
             }
-        fprintf(f, "]");
     }
-    fprintf(f, "%s\n", o->required ? " (required)" : "");
+    if (o->required && w < sizeof text)
+        snprintf(text + w, sizeof text - w, " (required)");
+    /* wrapped at 100 columns under the description's column */
+    fprintf(f, "  %-22s", left);
+    int col = 25;
+    if (strlen(left) > 22) {
+        fprintf(f, "\n%24s", "");
+    }
+    for (const char *p = text; *p != '\0';) {
+        while (*p == ' ')
+            p++;
+        size_t len = strcspn(p, " ");
+        if (col > 25 && col + 1 + (int)len > 100) {
+            fprintf(f, "\n%24s", "");
+            col = 25;
+        }
+        fprintf(f, " %.*s", (int)len, p);
+        col += 1 + (int)len;
+        p += len;
+    }
+    fprintf(f, "\n");
 }
 
 static void defaults(const struct kv_cmd *cmd, void *opts, struct kv_cli_common *c)
@@ -926,6 +950,9 @@ int kv_cmd_main(const struct kv_cmd *cmd, int argc, char **argv)
         if (x->given[i] && s->e[i].src == SRC_PARAM)
             x->c.flags_given |= 1u << (s->e[i].flag - x->c.flags);
     x->modes = cmd->modes != NULL ? cmd->modes(x) : 1u;
+    /* files first: a FIFO or a directory is refused whatever else is wrong */
+    if ((rc = check_files(x, s)) != 0)
+        goto out;
     rc = 2;
     if (check_modes(x, s) != 0)
         goto out;
@@ -935,8 +962,9 @@ int kv_cmd_main(const struct kv_cmd *cmd, int argc, char **argv)
         goto out;
     if (cmd->check != NULL && (rc = cmd->check(x)) != 0)
         goto out;
-    if ((rc = check_files(x, s)) != 0)
-        goto out;
+    /* the e2e matrix's witness that a refusal came before any work */
+    if (getenv("KVLAB_TRACE_RUN") != NULL)
+        fprintf(stderr, "kvlab: trace: %s starts its run\n", cmd->name);
     rc = cmd->run(x);
 out:
     if (x != NULL)

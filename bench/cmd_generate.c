@@ -12,6 +12,7 @@
  * run-time failures (out of memory, a cache that refuses a token) exit 1.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +22,6 @@
 #include "cli_opts.h"
 #include "cli_cmd.h"
 #include "commands.h"
-int kv_cmd_generate(int argc, char **argv);
-int kv_cmd_strategies(int argc, char **argv);
 #include "stats.h"
 #include "tokenizer.h"
 
@@ -44,24 +43,18 @@ static const struct {
 /* One line per strategy: name, description, then its parameters' flags
  * with their defaults and its presets in brackets; --verbose adds the
  * capability flags and a line per parameter (help, range, memory). */
-int kv_cmd_strategies(int argc, char **argv)
+struct strategies_opts {
+    int verbose;
+};
+
+static const struct kv_opt strategies_opts[] = {
+    {.name = "--verbose", .kind = KV_OPT_FLAG, .off = offsetof(struct strategies_opts, verbose),
+     .help = "add the capability flags and one line per parameter (help, range, memory)"},
+};
+
+static int strategies_run(struct kv_cmd_ctx *x)
 {
-    int verbose = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: kvlab strategies [--verbose]\n  lists the registered cache "
-                   "strategies, one per line with a description, their parameters\n"
-                   "  (CLI flag and default) and presets; --verbose adds capabilities and "
-                   "one line per parameter\n");
-            return 0;
-        }
-        if (strcmp(argv[i], "--verbose") == 0) {
-            verbose = 1;
-            continue;
-        }
-        fprintf(stderr, "kvlab: strategies: unexpected argument '%s'\n", kv_cli_q(argv[i]));
-        return 2;
-    }
+    const int verbose = ((const struct strategies_opts *)x->opts)->verbose;
     for (int32_t i = 0; i < kv_strategy_count(); i++) {
         const struct kv_strategy_ops *ops = kv_strategy_at(i);
         printf("%-16s %s", ops->name, ops->description);
@@ -110,39 +103,6 @@ int kv_cmd_strategies(int argc, char **argv)
 
 /* ------------------------------------------------------------------------ */
 /* kvlab generate                                                           */
-
-static void generate_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kvlab generate --strategy NAME [options]\n"
-            "  --prompt-len P     prompt tokens per sequence (random, seeded; default 32)\n"
-            "  --prompt TEXT      use TEXT, tokenized, as every sequence's prompt instead\n"
-            "                     (byte-level for a 256-token vocabulary, else needs\n"
-            "                     --tokenizer); a `text:` line then shows each output\n"
-            "  --new-tokens N     greedy tokens to generate (default 32)\n"
-            "  --batch B --seed S --threads T\n"
-            "  model:  --layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
-            "          --mlp on|off   (default: DESIGN.md's synthetic model)\n"
-            "  cache:  the strategy's parameters (kvlab strategies; listed below)\n"
-            "  --model FILE.bin   a llama2.c checkpoint instead of the synthetic model\n"
-            "                     (its header sets the model options)\n"
-            "  --tokenizer FILE   a llama2.c tokenizer.bin for --prompt and `text:` lines\n"
-            "  --prompt-tokens L  the prompt as comma-separated token ids (no tokenizer needed)\n"
-            "  --shared-prompt    every sequence of the batch starts from the same prompt,\n"
-            "                     prefilled once and shared (the cache's reorder; a paged\n"
-            "                     cache shares its blocks, copy-on-write)\n"
-            "generation modes (one at a time; each needs the cache operations it uses):\n"
-            "  --beams K          beam search over K beams (length-normalised log-probs;\n"
-            "                     reorder); prints every beam, best first\n"
-            "  --samples N        N sampled continuations of one shared prompt (reorder)\n"
-            "  --temperature T    sampling temperature, 0 = greedy (default 1)\n"
-            "                     (--seed S seeds the samples too)\n"
-            "  --draft-layers L   self-speculative greedy decoding: the first L layers draft,\n"
-            "                     the full model verifies, the cache is cropped (crop)\n"
-            "  --draft-tokens k   drafts per verification, 1..64 (default 4)\n"
-            "Strategy parameters (each strategy takes those of its own table):\n");
-    kv_cli_print_param_help(f);
-}
 
 /* Per-step measurements, filled by the on_step callback. */
 struct gen_log {
@@ -201,145 +161,128 @@ static size_t estimate_bytes(const struct kv_model_config *m, int32_t batch,
     return total + act + cache;
 }
 
-int kv_cmd_generate(int argc, char **argv)
+/* The generation modes: bit k is generate_modes[k]. */
+enum { GEN_GREEDY = 1u << 0, GEN_BEAMS = 1u << 1, GEN_SAMPLES = 1u << 2, GEN_SPEC = 1u << 3 };
+static const char *const generate_modes[] = {
+    "in greedy decoding (without --beams, --samples or --draft-layers)", "with --beams",
+    "with --samples", "with --draft-layers"};
+
+struct generate_opts {
+    int32_t prompt_len, new_tokens;
+    const char *text;  /* --prompt TEXT */
+    const char *ptoks; /* --prompt-tokens ID,ID,... */
+    int shared;
+    int32_t beams, samples, draft_layers, draft_tokens;
+    double temperature;
+};
+
+#define G(field) offsetof(struct generate_opts, field)
+static const struct kv_opt generate_opts[] = {
+    {.name = "--prompt-len", .kind = KV_OPT_INT, .off = G(prompt_len), .lo = 1, .hi = 1 << 30,
+     .meta = "P", .help = "prompt tokens per sequence (random, seeded)"},
+    {.name = "--prompt", .kind = KV_OPT_TEXT, .off = G(text), .meta = "TEXT",
+     .help = "TEXT, tokenized, as every sequence's prompt (byte-level for a 256-token "
+             "vocabulary, else needs --tokenizer); a `text:` line then shows each output"},
+    {.name = "--prompt-tokens", .kind = KV_OPT_TEXT, .off = G(ptoks), .meta = "IDS",
+     .help = "the prompt as comma-separated token ids (no tokenizer needed)"},
+    {.name = "--new-tokens", .kind = KV_OPT_INT, .off = G(new_tokens), .lo = 1, .hi = 1 << 30,
+     .meta = "N", .help = "tokens to generate"},
+    {.name = "--shared-prompt", .kind = KV_OPT_FLAG, .off = G(shared), .modes = GEN_GREEDY,
+     .help = "every sequence starts from one prompt, prefilled once and shared (the cache's "
+             "reorder; a paged cache shares its blocks, copy-on-write)"},
+    {.name = "--beams", .kind = KV_OPT_INT, .off = G(beams), .lo = 1, .hi = 1 << 16,
+     .meta = "K", .help = "beam search over K beams (length-normalised log-probs; reorder)"},
+    {.name = "--samples", .kind = KV_OPT_INT, .off = G(samples), .lo = 1, .hi = 1 << 16,
+     .meta = "N", .help = "N sampled continuations of one shared prompt (reorder; --seed seeds "
+                          "them)"},
+    {.name = "--temperature", .kind = KV_OPT_FLOAT, .off = G(temperature), .flo = 0.0,
+     .fhi = 1000.0, .modes = GEN_SAMPLES, .meta = "T", .help = "sampling temperature, 0 = greedy"},
+    {.name = "--draft-layers", .kind = KV_OPT_INT, .off = G(draft_layers), .lo = 1,
+     .hi = 1 << 20, .meta = "L", .help = "self-speculative greedy decoding: the first L layers "
+                                        "draft, the full model verifies, the cache is cropped"},
+    {.name = "--draft-tokens", .kind = KV_OPT_INT, .off = G(draft_tokens), .lo = 1, .hi = 64,
+     .modes = GEN_SPEC, .meta = "k", .help = "drafts per verification"},
+};
+#undef G
+
+static void generate_defaults(void *opts, struct kv_cli_common *c)
 {
-    struct kv_cli_common c;
-    kv_cli_common_defaults(&c);
-    int32_t prompt_len = 32, new_tokens = 32;
-    const char *text = NULL;  /* --prompt TEXT */
-    const char *ptoks = NULL; /* --prompt-tokens ID,ID,... */
-    int prompt_len_given = 0;
-    int shared = 0;
-    int32_t beams = 0, samples = 0, draft_layers = 0, draft_tokens = 4;
-    int draft_tokens_given = 0, temperature_given = 0;
-    double temperature = 1.0;
-    for (int i = 1; i < argc;) {
-        int r = kv_cli_parse_common(&c, argc, argv, &i);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            generate_usage(stdout);
-            return 0;
-        }
-        /* --prompt-len / --new-tokens, as "--opt value" or "--opt=value" */
-        const char *eq = strchr(argv[i], '=');
-        size_t nlen = eq != NULL ? (size_t)(eq - argv[i]) : strlen(argv[i]);
-        int32_t *field = NULL;
-        const char *name = NULL;
-        if (nlen == 8 && strncmp(argv[i], "--prompt", 8) == 0) {
-            if (eq == NULL && i + 1 >= argc) {
-                fprintf(stderr, "kvlab: --prompt expects a value\n");
-                return 2;
-            }
-            text = eq != NULL ? eq + 1 : argv[i + 1];
-            i += eq != NULL ? 1 : 2;
-            continue;
-        }
-        if (strcmp(argv[i], "--shared-prompt") == 0) {
-            shared = 1;
-            i++;
-            continue;
-        }
-        if (nlen == 13 && strncmp(argv[i], "--temperature", 13) == 0) {
-            if (eq == NULL && i + 1 >= argc) {
-                fprintf(stderr, "kvlab: --temperature expects a value\n");
-                return 2;
-            }
-            const char *v = eq != NULL ? eq + 1 : argv[i + 1];
-            char *end = NULL;
-            temperature = strtod(v, &end);
-            if (end == v || *end != '\0' || !(temperature >= 0.0 && temperature <= 1000.0)) {
-                fprintf(stderr, "kvlab: --temperature expects a number in [0, 1000], got '%s'\n",
-                        kv_cli_q(v));
-                return 2;
-            }
-            temperature_given = 1;
-            i += eq != NULL ? 1 : 2;
-            continue;
-        }
-        if (nlen == 15 && strncmp(argv[i], "--prompt-tokens", 15) == 0) {
-            if (eq == NULL && i + 1 >= argc) {
-                fprintf(stderr, "kvlab: --prompt-tokens expects a value\n");
-                return 2;
-            }
-            ptoks = eq != NULL ? eq + 1 : argv[i + 1];
-            i += eq != NULL ? 1 : 2;
-            continue;
-        }
-        if (nlen == 12 && strncmp(argv[i], "--prompt-len", 12) == 0) {
-            field = &prompt_len;
-            name = "--prompt-len";
-            prompt_len_given = 1;
-        } else if (nlen == 12 && strncmp(argv[i], "--new-tokens", 12) == 0) {
-            field = &new_tokens;
-            name = "--new-tokens";
-        } else if (nlen == 7 && strncmp(argv[i], "--beams", 7) == 0) {
-            field = &beams;
-            name = "--beams";
-        } else if (nlen == 9 && strncmp(argv[i], "--samples", 9) == 0) {
-            field = &samples;
-            name = "--samples";
-        } else if (nlen == 14 && strncmp(argv[i], "--draft-layers", 14) == 0) {
-            field = &draft_layers;
-            name = "--draft-layers";
-        } else if (nlen == 14 && strncmp(argv[i], "--draft-tokens", 14) == 0) {
-            field = &draft_tokens;
-            name = "--draft-tokens";
-            draft_tokens_given = 1;
-        }
-        if (field == NULL) {
-            fprintf(stderr, "kvlab: generate: unknown option '%s' (see 'kvlab generate "
-                            "--help')\n", kv_cli_q(argv[i]));
-            return 2;
-        }
-        if (eq == NULL && i + 1 >= argc) {
-            fprintf(stderr, "kvlab: %s expects a value\n", name);
-            return 2;
-        }
-        if (kv_cli_i32(name, eq != NULL ? eq + 1 : argv[i + 1], 1,
-                       field == &beams || field == &samples ? 1 << 16
-                       : field == &draft_tokens           ? 64
-                                                          : 1 << 30,
-                       field) != 0)
-            return 2;
-        i += eq != NULL ? 1 : 2;
-    }
-    if (c.strategy == NULL) {
-        fprintf(stderr, "kvlab: generate needs --strategy NAME (see 'kvlab strategies')\n");
+    (void)c;
+    struct generate_opts *o = opts;
+    o->prompt_len = 32;
+    o->new_tokens = 32;
+    o->draft_tokens = 4;
+    o->temperature = 1.0;
+}
+
+static uint32_t generate_mode(const struct kv_cmd_ctx *x)
+{
+    const struct generate_opts *o = x->opts;
+    return o->beams > 0 ? GEN_BEAMS : o->samples > 0 ? GEN_SAMPLES
+         : o->draft_layers > 0 ? GEN_SPEC : GEN_GREEDY;
+}
+
+static int generate_check(struct kv_cmd_ctx *x)
+{
+    const struct generate_opts *o = x->opts;
+    if (x->c.strategy == NULL) {
+        fprintf(stderr, "kvlab: generate: needs --strategy NAME (see 'kvlab strategies')\n");
         return 2;
     }
-    if (kv_cli_check_common(&c) != 0)
-        return 2;
-    if (text != NULL && ptoks != NULL) {
-        fprintf(stderr, "kvlab: give either --prompt or --prompt-tokens, not both\n");
+    if ((o->beams > 0) + (o->samples > 0) + (o->draft_layers > 0) > 1) {
+        fprintf(stderr, "kvlab: generate: give one of --beams, --samples, --draft-layers\n");
         return 2;
     }
-    if (prompt_len_given && (text != NULL || ptoks != NULL)) {
-        fprintf(stderr, "kvlab: --prompt-len contradicts --prompt/--prompt-tokens, "
+    if (o->text != NULL && o->ptoks != NULL) {
+        fprintf(stderr, "kvlab: generate: give either --prompt or --prompt-tokens, not both\n");
+        return 2;
+    }
+    if (kv_cmd_given(x, "--prompt-len") && (o->text != NULL || o->ptoks != NULL)) {
+        fprintf(stderr, "kvlab: generate: --prompt-len contradicts --prompt/--prompt-tokens, "
                         "which set the length themselves\n");
         return 2;
     }
+    if ((o->beams > 0 || o->samples > 0) && kv_cmd_given(x, "--batch")) {
+        fprintf(stderr, "kvlab: generate: --batch has no effect with %s (the %s are the "
+                        "batch)\n", o->beams > 0 ? "--beams" : "--samples",
+                o->beams > 0 ? "beams" : "samples");
+        return 2;
+    }
+    return 0;
+}
+
+/* The options that size a strategy's cache, with their values ("--block-size
+ * 16 --max-blocks 4"), for a message about a full cache. */
+static void sizing_options(const struct kv_strategy_ops *ops, const void *params, char *buf,
+                           size_t n)
+{
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int32_t k = 0; k < ops->n_params && w < n; k++) {
+        const struct kv_param *p = &ops->params[k];
+        if (!p->scales_memory || p->type == KV_PARAM_TEXT)
+            continue;
+        char v[64];
+        kv_param_value_str(p, kv_params_get(ops, params, k), v, sizeof v);
+        w += (size_t)snprintf(buf + w, n - w, "%s%s %s", w ? " " : "", p->flag, v);
+    }
+}
+
+static int generate_run(struct kv_cmd_ctx *x)
+{
+    struct kv_cli_common c = x->c;
+    const struct generate_opts *o = x->opts;
+    int32_t prompt_len = o->prompt_len, new_tokens = o->new_tokens;
+    const char *text = o->text, *ptoks = o->ptoks;
+    int shared = o->shared;
+    const int32_t beams = o->beams, samples = o->samples, draft_layers = o->draft_layers;
+    const int32_t draft_tokens = o->draft_tokens;
+    const double temperature = o->temperature;
     struct kv_cli_strategy strat;
     if (kv_cli_strategy(&c, c.strategy, &strat) != 0)
         return 2;
     const struct kv_strategy_ops *ops = strat.ops;
-    if ((beams > 0) + (samples > 0) + (draft_layers > 0) > 1) {
-        fprintf(stderr, "kvlab: generate: give one of --beams, --samples, --draft-layers\n");
-        return 2;
-    }
-    if ((temperature_given && samples == 0) || (draft_tokens_given && draft_layers == 0)) {
-        fprintf(stderr, "kvlab: generate: %s has no effect without %s\n",
-                temperature_given && samples == 0 ? "--temperature" : "--draft-tokens",
-                temperature_given && samples == 0 ? "--samples" : "--draft-layers");
-        return 2;
-    }
     if (beams > 0 || samples > 0) {
-        static const char *const batch_opt[] = {"--batch", NULL};
-        if (kv_cli_reject_unused(beams > 0 ? "generate --beams" : "generate --samples", &c,
-                                 batch_opt) != 0)
-            return 2; /* the beams or samples are the batch */
         c.batch = beams > 0 ? beams : samples;
         shared = 1;   /* both start from one prefilled prompt */
     }
@@ -460,8 +403,8 @@ int kv_cmd_generate(int argc, char **argv)
                 (int64_t)prompt_len + new_tokens, mc->max_len);
         goto out;
     }
-    if (draft_layers >= mc->n_layers) {
-        fprintf(stderr, "kvlab: --draft-layers (%" PRId32 ") must be smaller than the model's "
+    if (draft_layers > mc->n_layers) {
+        fprintf(stderr, "kvlab: generate: --draft-layers (%" PRId32 ") exceeds the model's "
                         "layers (%" PRId32 ")\n", draft_layers, mc->n_layers);
         goto out;
     }
@@ -554,6 +497,14 @@ int kv_cmd_generate(int argc, char **argv)
     } else {
         s = kv_generate(m, cache, &gp, out_tokens, log_step, &g);
     }
+    if (s == KV_ERR_FULL) {
+        char sizing[160];
+        sizing_options(ops, strat.params, sizing, sizeof sizing);
+        fprintf(stderr, "kvlab: generate: the %s cache is full after %" PRId64 " tokens%s%s; "
+                        "give it more room\n", ops->name, (int64_t)prompt_len + new_tokens,
+                sizing[0] ? " with " : "", sizing);
+        goto out;
+    }
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(s));
         goto out;
@@ -632,8 +583,36 @@ out:
     return rc;
 }
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_strategies_def = {.name = "strategies", .summary = "list the registered cache strategies", .legacy = kv_cmd_strategies};
+const struct kv_cmd kv_cmd_strategies_def = {
+    .name = "strategies",
+    .summary = "list the registered cache strategies",
+    .usage = "[--verbose]",
+    .about = "  one line per strategy: name, description, its parameters (CLI flag and default)\n"
+             "  and presets in brackets\n",
+    .opts = strategies_opts,
+    .n_opts = sizeof strategies_opts / sizeof strategies_opts[0],
+    .opts_size = sizeof(struct strategies_opts),
+    .run = strategies_run,
+    .example = "--verbose",
+};
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_generate_def = {.name = "generate", .summary = "run one generation and print tokens and a timing summary", .legacy = kv_cmd_generate};
+const struct kv_cmd kv_cmd_generate_def = {
+    .name = "generate",
+    .summary = "run one generation and print tokens and a timing summary",
+    .usage = "--strategy NAME [options]",
+    .about = "  greedy decoding by default; --beams, --samples and --draft-layers are the other\n"
+             "  modes, one at a time, each refused when the strategy lacks the cache operation\n"
+             "  it needs (kvlab strategies --verbose lists them)\n",
+    .opts = generate_opts,
+    .n_opts = sizeof generate_opts / sizeof generate_opts[0],
+    .groups = KV_GRP_MODEL | KV_GRP_CHECKPOINT | KV_GRP_TOKENIZER | KV_GRP_STRATEGY |
+              KV_GRP_PARAMS | KV_GRP_BATCH | KV_GRP_THREADS | KV_GRP_SEED,
+    .opts_size = sizeof(struct generate_opts),
+    .defaults = generate_defaults,
+    .modes = generate_mode,
+    .mode_names = generate_modes,
+    .check = generate_check,
+    .run = generate_run,
+    .example = "--strategy dynamic --layers 1 --dim 16 --heads 2 --kv-heads 2 --hidden 24 "
+               "--max-len 64 --prompt-len 4 --new-tokens 2 --threads 1",
+};
