@@ -613,9 +613,10 @@ static int check_params(const struct kv_cmd_ctx *x, const struct set *s)
             fprintf(stderr, "kvlab: %s: %s has no effect on preset '%s', which sets it itself\n",
                     cmd->name, e->name, fixed);
         else
-            fprintf(stderr, "kvlab: %s: %s has no effect on %s%s; it is a parameter of %s\n",
-                    cmd->name, e->name, n == 1 ? "" : "any of ",
-                    n == 1 ? kv_cli_q(names[0]) : "the strategies this run uses", owners);
+            fprintf(stderr, "kvlab: %s: %s has no effect on %s%s%s; it is a parameter of %s\n",
+                    cmd->name, e->name, n == 1 ? "'" : "any of ",
+                    n == 1 ? kv_cli_q(names[0]) : "the strategies this run uses",
+                    n == 1 ? "'" : "", owners);
         return -1;
     }
     return 0;
