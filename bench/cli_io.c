@@ -52,6 +52,38 @@ char *kv_cli_quote(char *dst, size_t cap, const char *s, size_t max)
     return dst;
 }
 
+const char *kv_cli_sentence(const char *s)
+{
+    /* a sentence from below the CLI (a strategy's why) may quote a value
+     * the user gave: its control bytes are escaped, its quotes kept */
+    static char bufs[2][600];
+    static unsigned next;
+    char *b = bufs[next++ % 2];
+    static const char hex[] = "0123456789abcdef";
+    size_t w = 0;
+    for (const unsigned char *p = (const unsigned char *)(s != NULL ? s : ""); *p != '\0'; p++) {
+        if (w + 8 > sizeof bufs[0]) {
+            memcpy(b + w, "...", 3);
+            w += 3;
+            break;
+        }
+        if (*p < 0x20 || *p == 0x7f || *p == '\\') {
+            b[w++] = '\\';
+            if (*p == '\\') {
+                b[w++] = '\\';
+            } else {
+                b[w++] = 'x';
+                b[w++] = hex[*p >> 4];
+                b[w++] = hex[*p & 15];
+            }
+        } else {
+            b[w++] = (char)*p;
+        }
+    }
+    b[w] = '\0';
+    return b;
+}
+
 const char *kv_cli_q(const char *s)
 {
     static char bufs[4][512];

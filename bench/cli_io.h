@@ -98,4 +98,9 @@ char *kv_cli_quote(char *dst, size_t cap, const char *s, size_t max);
  * Not thread-safe: the CLI prints from one thread. NULL gives "". */
 const char *kv_cli_q(const char *s);
 
+/* A sentence made below the CLI (a strategy's why, a loader's reason) that
+ * may carry a user's value: control bytes and backslashes escaped, quotes
+ * kept, into one of two rotating static buffers (at most ~590 bytes). */
+const char *kv_cli_sentence(const char *s);
+
 #endif /* KV_CLI_IO_H */

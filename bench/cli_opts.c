@@ -277,7 +277,7 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
     const struct kv_strategy_ops *ops = NULL;
     if (name == NULL || kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK) {
         fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
-                name != NULL ? name : "");
+                kv_cli_q(name));
         return -1;
     }
     if (ops->params_size > sizeof out->params) {
@@ -299,7 +299,7 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
                     kv_param_range_str(p, range, sizeof range);
                     fprintf(stderr, "kvlab: %s expects %s (no spaces, ';', '=' or quotes), "
                                     "got '%s'\n", p->flag, range,
-                            c->flags[i].text != NULL ? c->flags[i].text : "");
+                            kv_cli_q(c->flags[i].text));
                     return -1;
                 }
                 continue;
@@ -336,7 +336,7 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
     char why[256] = "";
     if (kv_params_check(ops, cc, params, why, sizeof why) != KV_OK) {
         fprintf(stderr, "kvlab: %s: %s: %s\n", cmd, ops->name,
-                why[0] ? why : "invalid strategy parameters");
+                why[0] ? kv_cli_sentence(why) : "invalid strategy parameters");
         return 2;
     }
     /* what sizes it beyond its tokens: the parameters its table says scale
@@ -349,7 +349,7 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
             continue;
         char v[160];
         if (p->type == KV_PARAM_TEXT) {
-            snprintf(v, sizeof v, "%s", kv_params_get_text(ops, params, k));
+            snprintf(v, sizeof v, "%s", kv_cli_sentence(kv_params_get_text(ops, params, k)));
         } else {
             const int32_t x = kv_params_get(ops, params, k);
             if (p->names != NULL && x == p->def)
@@ -380,6 +380,28 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
     if (bytes != NULL)
         *bytes = b;
     return 0;
+}
+
+void kv_cli_cache_full(const char *cmd, const struct kv_strategy_ops *ops, const void *params)
+{
+    char sizing[200] = "";
+    size_t w = 0;
+    for (int32_t k = 0; k < ops->n_params && w < sizeof sizing; k++) {
+        const struct kv_param *p = &ops->params[k];
+        if (!p->scales_memory)
+            continue;
+        char v[160];
+        if (p->type != KV_PARAM_TEXT && p->names != NULL && kv_params_get(ops, params, k) == p->def)
+            continue; /* a named choice at its default (--dtype f32) sizes nothing */
+        if (p->type == KV_PARAM_TEXT)
+            snprintf(v, sizeof v, "%s", kv_cli_sentence(kv_params_get_text(ops, params, k)));
+        else
+            kv_param_value_str(p, kv_params_get(ops, params, k), v, sizeof v);
+        w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %s", w ? "" : " with",
+                              p->flag, v);
+    }
+    fprintf(stderr, "kvlab: %s: the %s cache is full%s; give it more room%s\n", cmd, ops->name,
+            sizing, w ? " through those options" : "");
 }
 
 void kv_cli_flag_default(struct kv_cli_common *c, const char *flag, int64_t value)

@@ -90,6 +90,11 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
                           const struct kv_cache_config *cc, int32_t tokens, int memory,
                           size_t *bytes);
 
+/* The one line for a cache that refused a token (KV_ERR_FULL): names the
+ * options that size it, with their values ("with --block-size 16
+ * --max-blocks 4"), so the user knows what to raise. */
+void kv_cli_cache_full(const char *cmd, const struct kv_strategy_ops *ops, const void *params);
+
 /* 1 for a strategy whose capacity is its cache's max_len, allocated up
  * front (static): the demo's --slots sizes exactly those. */
 int kv_cli_slots_apply(const struct kv_strategy_ops *ops);

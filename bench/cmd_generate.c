@@ -251,23 +251,6 @@ static int generate_check(struct kv_cmd_ctx *x)
     return 0;
 }
 
-/* The options that size a strategy's cache, with their values ("--block-size
- * 16 --max-blocks 4"), for a message about a full cache. */
-static void sizing_options(const struct kv_strategy_ops *ops, const void *params, char *buf,
-                           size_t n)
-{
-    size_t w = 0;
-    buf[0] = '\0';
-    for (int32_t k = 0; k < ops->n_params && w < n; k++) {
-        const struct kv_param *p = &ops->params[k];
-        if (!p->scales_memory || p->type == KV_PARAM_TEXT)
-            continue;
-        char v[64];
-        kv_param_value_str(p, kv_params_get(ops, params, k), v, sizeof v);
-        w += (size_t)snprintf(buf + w, n - w, "%s%s %s", w ? " " : "", p->flag, v);
-    }
-}
-
 static int generate_run(struct kv_cmd_ctx *x)
 {
     struct kv_cli_common c = x->c;
@@ -498,11 +481,7 @@ static int generate_run(struct kv_cmd_ctx *x)
         s = kv_generate(m, cache, &gp, out_tokens, log_step, &g);
     }
     if (s == KV_ERR_FULL) {
-        char sizing[160];
-        sizing_options(ops, strat.params, sizing, sizeof sizing);
-        fprintf(stderr, "kvlab: generate: the %s cache is full after %" PRId64 " tokens%s%s; "
-                        "give it more room\n", ops->name, (int64_t)prompt_len + new_tokens,
-                sizing[0] ? " with " : "", sizing);
+        kv_cli_cache_full("generate", ops, strat.params);
         goto out;
     }
     if (s != KV_OK) {
