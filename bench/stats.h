@@ -38,4 +38,15 @@ int64_t kv_stats_percentile_i64(int64_t *x, int64_t n, double p);
 /* The 0-based index nearest rank reads: ceil(p * n) - 1, clamped to [0, n-1]. */
 int64_t kv_stats_rank_index(int64_t n, double p);
 
+/*
+ * A confidence interval of the median of x[0..n) (x left as it is): the
+ * percentile bootstrap, `resamples` resamples with replacement from a
+ * generator seeded with `seed` (the same data and seed give the same
+ * interval), the (1-level)/2 and (1+level)/2 nearest-rank quantiles of the
+ * resampled medians (level 0.95: a 95% interval). 0, or -1 for n < 1,
+ * resamples < 1, a level outside (0, 1) or no memory.
+ */
+int kv_stats_median_ci_i64(const int64_t *x, int64_t n, int32_t resamples, uint64_t seed,
+                           double level, int64_t *lo, int64_t *hi);
+
 #endif /* KV_STATS_H */

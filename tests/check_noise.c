@@ -1,0 +1,169 @@
+/*
+ * check_noise.c - the interference classifier (bench/noise.c) on synthetic
+ * observations, and the bootstrap interval of the median (bench/stats.c).
+ *
+ * The observations are what a window would record in the cases that
+ * matter: a quiet machine (short and long windows, /proc/stat's tick doubt
+ * included), a competitor taking a core, a starved process, hypervisor
+ * steal, a storm of involuntary switches, and steps whose spread alone
+ * gives interference away.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../bench/noise.h"
+#include "../bench/stats.h"
+
+#define MS 1000000LL
+
+/* A quiet 2-core machine: 1 thread, 200 ms window, 0.02 cores of daemons. */
+static struct kv_noise_obs quiet(void)
+{
+    return (struct kv_noise_obs){.wall_ns = 200 * MS, .own_cpu_ns = 198 * MS,
+                                 .busy_ns = 202 * MS, .steal_ns = 0, .total_ns = 400 * MS,
+                                 .nivcsw = 1, .tick_ns = 10 * MS, .threads = 1, .ncpu = 2};
+}
+
+static int noisy(const struct kv_noise_obs *o, char *why)
+{
+    struct kv_noise_limits l;
+    kv_noise_limits_default(&l);
+    return kv_noise_classify(o, &l, why, 256);
+}
+
+START_TEST(test_quiet_is_clean)
+{
+    char why[256];
+    struct kv_noise_obs o = quiet();
+    ck_assert_msg(!noisy(&o, why), "quiet flagged: %s", why);
+    ck_assert_str_eq(why, "");
+    /* a 20 ms window whose busy time is a few ticks off: the tick doubt covers it */
+    o.wall_ns = 20 * MS;
+    o.own_cpu_ns = 19 * MS;
+    o.busy_ns = 40 * MS; /* two ticks more than own */
+    o.total_ns = 40 * MS;
+    ck_assert_msg(!noisy(&o, why), "tick quantisation flagged: %s", why);
+}
+END_TEST
+
+START_TEST(test_competitor_core)
+{
+    char why[256];
+    struct kv_noise_obs o = quiet();
+    o.busy_ns = o.own_cpu_ns + 190 * MS; /* another program ran a core all along */
+    ck_assert(noisy(&o, why));
+    ck_assert_msg(strstr(why, "other programs used") != NULL, "%s", why);
+}
+END_TEST
+
+START_TEST(test_starved)
+{
+    char why[256];
+    struct kv_noise_obs o = quiet();
+    o.threads = 2;
+    o.own_cpu_ns = 160 * MS; /* two threads got 0.4 of their time */
+    o.busy_ns = -1;          /* /proc/stat unreadable: utilisation alone says it */
+    ck_assert(noisy(&o, why));
+    ck_assert_msg(strstr(why, "cpu_util 0.40") != NULL, "%s", why);
+}
+END_TEST
+
+START_TEST(test_steal_and_switches)
+{
+    char why[256];
+    struct kv_noise_obs o = quiet();
+    o.steal_ns = 40 * MS; /* 10% of the machine's time */
+    ck_assert(noisy(&o, why));
+    ck_assert_msg(strstr(why, "steal") != NULL, "%s", why);
+    o = quiet();
+    o.nivcsw = 60; /* 300/s */
+    ck_assert(noisy(&o, why));
+    ck_assert_msg(strstr(why, "involuntary") != NULL, "%s", why);
+    o.nivcsw = 2; /* a couple: a kernel thread, not a competitor */
+    ck_assert(!noisy(&o, why));
+}
+END_TEST
+
+START_TEST(test_spread)
+{
+    char why[256];
+    int64_t steps[10] = {10, 10, 11, 10, 10, 11, 10, 10, 10, 40};
+    struct kv_noise_obs o = quiet();
+    o.step_ns = steps;
+    o.n = 10;
+    ck_assert(noisy(&o, why)); /* p95 is the 40 */
+    ck_assert_msg(strstr(why, "p95/median 4.00") != NULL, "%s", why);
+    steps[9] = 12;
+    ck_assert(!noisy(&o, why));
+    ck_assert_int_eq(steps[9], 12); /* the caller's steps are not reordered */
+    o.n = 4;                        /* too few steps for a spread */
+    steps[3] = 100;
+    ck_assert(!noisy(&o, why));
+}
+END_TEST
+
+START_TEST(test_reasons_accumulate)
+{
+    char why[256];
+    struct kv_noise_obs o = quiet();
+    o.threads = 2;
+    o.own_cpu_ns = 160 * MS;
+    o.busy_ns = 400 * MS; /* the rest of the machine was busy too */
+    ck_assert(noisy(&o, why));
+    ck_assert_msg(strstr(why, "other programs") != NULL && strstr(why, "; cpu_util") != NULL,
+                  "%s", why);
+}
+END_TEST
+
+/* ---- bootstrap interval ------------------------------------------------------ */
+
+START_TEST(test_ci_brackets_the_median)
+{
+    int64_t x[101];
+    uint64_t s = 7;
+    for (int i = 0; i < 101; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = 1000 + (int64_t)(s >> 54); /* 1000 .. 2023 */
+    }
+    int64_t copy[101];
+    memcpy(copy, x, sizeof x);
+    int64_t lo, hi, lo2, hi2;
+    ck_assert_int_eq(kv_stats_median_ci_i64(x, 101, 500, 1, 0.95, &lo, &hi), 0);
+    ck_assert_mem_eq(x, copy, sizeof x); /* x left as it was */
+    const int64_t med = kv_stats_median_i64(copy, 101);
+    ck_assert_msg(lo <= med && med <= hi && lo < hi, "%ld <= %ld <= %ld", (long)lo, (long)med,
+                  (long)hi);
+    /* a uniform spread of 1024 over 101 values: the interval is far narrower */
+    ck_assert_int_lt(hi - lo, 400);
+    /* reproducible */
+    ck_assert_int_eq(kv_stats_median_ci_i64(x, 101, 500, 1, 0.95, &lo2, &hi2), 0);
+    ck_assert(lo == lo2 && hi == hi2);
+    /* a constant series has a zero-width interval */
+    for (int i = 0; i < 101; i++)
+        x[i] = 5;
+    ck_assert_int_eq(kv_stats_median_ci_i64(x, 101, 200, 1, 0.95, &lo, &hi), 0);
+    ck_assert(lo == 5 && hi == 5);
+    ck_assert_int_eq(kv_stats_median_ci_i64(x, 0, 200, 1, 0.95, &lo, &hi), -1);
+    ck_assert_int_eq(kv_stats_median_ci_i64(x, 5, 200, 1, 1.0, &lo, &hi), -1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("noise");
+    TCase *tc = tcase_create("classifier");
+    tcase_add_test(tc, test_quiet_is_clean);
+    tcase_add_test(tc, test_competitor_core);
+    tcase_add_test(tc, test_starved);
+    tcase_add_test(tc, test_steal_and_switches);
+    tcase_add_test(tc, test_spread);
+    tcase_add_test(tc, test_reasons_accumulate);
+    tcase_add_test(tc, test_ci_brackets_the_median);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
