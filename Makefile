@@ -54,14 +54,15 @@ KV_CPPFLAGS = $(CPPFLAGS) $(KV_REQ_CPPFLAGS)
 KV_CFLAGS_ALL = $(CFLAGS) $(KV_REQ_CFLAGS)
 KV_LDFLAGS = $(LDFLAGS) $(KV_REQ_LDFLAGS)
 
-# libkvlab.a: the kernels, the strategies and the model (decoder,
-# checkpoints, tokenizer, and the file checks they open and write files
-# with), which a program of yours links (make install);
+# libkvlab.a: the kernels, the strategies and the model (decoder, its
+# generation modes, checkpoints, tokenizer, and the file checks they open and
+# write files with): everything the installed headers declare, which a
+# program of yours links (make install; tests/e2e_linkall.sh checks it);
 # libkvlab-cli.a: the commands, sweep, CSV, compare, merge, demo, roofline,
 # which only the kvlab binary and the tests use.
 KV_LIB_SRCS := $(wildcard kernels/*.c) $(wildcard strategies/*.c) \
-               bench/model.c bench/checkpoint.c bench/tokenizer.c bench/file_check.c \
-               bench/file_commit.c
+               bench/model.c bench/gen_modes.c bench/checkpoint.c bench/tokenizer.c \
+               bench/file_check.c bench/file_commit.c
 CLI_LIB_SRCS := $(filter-out bench/main.c $(KV_LIB_SRCS),$(wildcard bench/*.c))
 LIB_SRCS := $(KV_LIB_SRCS) $(CLI_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -214,12 +215,14 @@ bench: deps
 # Time the attention kernel alone (the machine's limits first, same threads), and
 # ggml's when the peers are built, into $(KERNEL_CSV) and $(PEERS_CSV), the
 # markdown table into $(KERNEL_CSV:.csv=.md), plot kernel.png.
+kernel-bench: export KV_PLOT_CSV = $(KERNEL_CSV)
+kernel-bench: export KV_PLOT_DIR = $(PLOTS_DIR)
 kernel-bench: deps
 	@$(MAKE) --no-print-directory $(CLI) $(if $(PEERS_BUILT),peers-bin)
 	@$(MAKE) --no-print-directory kernel-bench-run
 	@$(MAKE) --no-print-directory peers-assemble PEERS_ROWS="$(PEERS_PART).kernel"
 	@mkdir -p $(PLOTS_DIR)
-	gnuplot -e "csv='$(KERNEL_CSV)'; outdir='$(PLOTS_DIR)'" plots/kernel.gp
+	gnuplot -c plots/kernel.gp "$$KV_PLOT_CSV" "$$KV_PLOT_DIR"
 	@echo "kernel-bench: results in $(KERNEL_CSV) and $(PEERS_CSV), table in $(KERNEL_CSV:.csv=.md), plot in $(PLOTS_DIR)/kernel.png"
 
 # (the measuring part: bench/kernel_bench.sh, per pass and shape kvlab cold,
@@ -243,11 +246,13 @@ peers-assemble:
 # The memory-accuracy frontier alone: $(FRONTIER_CSV), its tables in
 # $(FRONTIER_CSV:.csv=.md) (bench/frontier_table.sh) and $(PLOTS_DIR)/frontier.png.
 .PHONY: frontier frontier-run
+frontier: export KV_PLOT_CSV = $(FRONTIER_CSV)
+frontier: export KV_PLOT_DIR = $(PLOTS_DIR)
 frontier: deps
 	@$(MAKE) --no-print-directory $(CLI)
 	@$(MAKE) --no-print-directory frontier-run
 	@mkdir -p $(PLOTS_DIR)
-	gnuplot -e "csv='$(FRONTIER_CSV)'; outdir='$(PLOTS_DIR)'" plots/frontier.gp
+	gnuplot -c plots/frontier.gp "$$KV_PLOT_CSV" "$$KV_PLOT_DIR"
 	@echo "frontier: results in $(FRONTIER_CSV), table in $(FRONTIER_CSV:.csv=.md), plot in $(PLOTS_DIR)/frontier.png"
 
 frontier-run: $(CLI)
@@ -304,11 +309,13 @@ SHARING_NEW ?= 128
 # extra options, e.g. SHARING_ARGS='--threads 2'
 SHARING_ARGS ?=
 .PHONY: sharing gen-targets
+sharing: export KV_PLOT_CSV = $(SHARING_CSV)
+sharing: export KV_PLOT_DIR = $(PLOTS_DIR)
 sharing: $(CLI)
 	@mkdir -p $(dir $(SHARING_CSV)) $(PLOTS_DIR)
 	$(CLI) sharing --strategies $(SHARING_STRATEGIES) --batches $(SHARING_BATCHES) \
 	  --prompt-lens $(SHARING_PROMPTS) --new-tokens $(SHARING_NEW) --out $(SHARING_CSV) $(SHARING_ARGS)
-	gnuplot -e "csv='$(SHARING_CSV)'; outdir='$(PLOTS_DIR)'" plots/sharing.gp
+	gnuplot -c plots/sharing.gp "$$KV_PLOT_CSV" "$$KV_PLOT_DIR"
 	@echo "sharing: results in $(SHARING_CSV), plot in $(PLOTS_DIR)/sharing.png"
 
 # The generation-mode targets (issue 12): beam search with GEN_BEAMS beams
@@ -336,18 +343,27 @@ bench-quick: deps
 	@echo "bench-quick: results in $(BENCH_QUICK_CSV), plots in out/plots-quick/"
 
 # Re-draw every plot from an existing $(BENCH_CSV) without measuring anything.
+# The paths reach the recipe through the environment and gnuplot as plain
+# arguments (gnuplot -c SCRIPT CSV OUTDIR): no path is spliced into a shell
+# command or a gnuplot command line. gnuplot selects the series itself
+# (plots/common.gp); a frontier CSV without lossy rows draws no frontier
+# (one note line, exit 0).
+plots: export KV_PLOT_CSV = $(BENCH_CSV)
+plots: export KV_PLOT_DIR = $(PLOTS_DIR)
+plots: export KV_PLOT_KERNEL = $(KERNEL_CSV)
+plots: export KV_PLOT_FRONTIER = $(FRONTIER_CSV)
 plots:
-	@test -f $(BENCH_CSV) || { echo "plots: $(BENCH_CSV) not found (run 'make bench' first)" >&2; exit 1; }
-	@mkdir -p $(PLOTS_DIR)
+	@test -f "$$KV_PLOT_CSV" || { echo "plots: $$KV_PLOT_CSV not found (run 'make bench' first)" >&2; exit 1; }
+	@mkdir -p -- "$$KV_PLOT_DIR"
 	@for s in $(PLOT_SCRIPTS); do \
-	  gnuplot -e "csv='$(BENCH_CSV)'; outdir='$(PLOTS_DIR)'" $$s || exit 1; done
-	@echo "plots: $(words $(PLOT_SCRIPTS)) figures from $(BENCH_CSV) in $(PLOTS_DIR)/"
-	@if [ -f $(KERNEL_CSV) ]; then \
-	  gnuplot -e "csv='$(KERNEL_CSV)'; outdir='$(PLOTS_DIR)'" plots/kernel.gp || exit 1; \
-	  echo "plots: kernel.png/svg from $(KERNEL_CSV) in $(PLOTS_DIR)/"; fi
-	@if [ -f $(FRONTIER_CSV) ]; then \
-	  gnuplot -e "csv='$(FRONTIER_CSV)'; outdir='$(PLOTS_DIR)'" plots/frontier.gp || exit 1; \
-	  echo "plots: frontier.png/svg from $(FRONTIER_CSV) in $(PLOTS_DIR)/"; fi
+	  gnuplot -c "$$s" "$$KV_PLOT_CSV" "$$KV_PLOT_DIR" || exit 1; done
+	@echo "plots: $(words $(PLOT_SCRIPTS)) figures from $$KV_PLOT_CSV in $$KV_PLOT_DIR/"
+	@if [ -f "$$KV_PLOT_KERNEL" ]; then \
+	  gnuplot -c plots/kernel.gp "$$KV_PLOT_KERNEL" "$$KV_PLOT_DIR" || exit 1; \
+	  echo "plots: kernel.png/svg from $$KV_PLOT_KERNEL in $$KV_PLOT_DIR/"; fi
+	@if [ -f "$$KV_PLOT_FRONTIER" ]; then \
+	  gnuplot -c plots/frontier.gp "$$KV_PLOT_FRONTIER" "$$KV_PLOT_DIR" || exit 1; \
+	  echo "plots: frontier from $$KV_PLOT_FRONTIER in $$KV_PLOT_DIR/"; fi
 
 # Regenerate notebooks_data/bench.csv (the classroom reference data) with the default sweep.
 notebooks-data: deps
@@ -668,9 +684,10 @@ train-model:
 	@$(MAKE) --no-print-directory model-plot
 
 # Re-draw the loss curve $(TRAIN_OUT)/fortunes-model-loss.png from its CSV.
+model-plot: export KV_TRAIN_OUT = $(TRAIN_OUT)
 model-plot:
-	gnuplot -e "csv='$(TRAIN_OUT)/fortunes-model-loss.csv'; out='$(TRAIN_OUT)/fortunes-model-loss.tmp'" \
-	  plots/model/loss.gp && mv $(TRAIN_OUT)/fortunes-model-loss.tmp.png $(TRAIN_OUT)/fortunes-model-loss.png
+	gnuplot -c plots/model/loss.gp "$$KV_TRAIN_OUT/fortunes-model-loss.csv" "$$KV_TRAIN_OUT/fortunes-model-loss.tmp" && \
+	  mv -- "$$KV_TRAIN_OUT/fortunes-model-loss.tmp.png" "$$KV_TRAIN_OUT/fortunes-model-loss.png"
 
 # The held-out text (the fortunes the model never saw), made from the installed package.
 heldout $(HELDOUT):
@@ -690,16 +707,18 @@ bench-perplexity: $(CLI) $(HELDOUT)
 # configuration (out/streaming.csv, $(PLOTS_DIR)/streaming.png), and the
 # attention on the first token per layer and head (out/attn_sinks.*,
 # $(PLOTS_DIR)/attn_sinks.png; needs PyTorch).
+streaming: export KV_PLOT_DIR = $(PLOTS_DIR)
+streaming: export KV_MODEL = $(MODEL)
 streaming: $(CLI) $(HELDOUT)
 	@test -f $(MODEL) || { echo "$@: no $(MODEL) (make train-model)" >&2; exit 2; }
 	STREAM_SEGMENTS=$(STREAM_SEGMENTS) STREAM_LENGTH=$(STREAM_LENGTH) STREAM_BUCKET=$(STREAM_BUCKET) \
 	  STREAM_THREADS=$(STREAM_THREADS) bash bench/streaming.sh $(CLI) $(MODEL) $(HELDOUT) out
-	gnuplot -e "dat='out/streaming.dat'; outdir='$(PLOTS_DIR)'" plots/model/streaming.gp
+	gnuplot -c plots/model/streaming.gp out/streaming.dat "$$KV_PLOT_DIR"
 	@$(need_torch)
 	$(TRAIN_PYTHON) bench/attn_sinks.py $(MODEL) $(HELDOUT) out --segments $(STREAM_SEGMENTS) \
 	  --length $(STREAM_LENGTH)
-	gnuplot -e "dat='out/attn_sinks.dat'; outdir='$(PLOTS_DIR)'; heads=$$(od -An -t d4 -j 12 -N 4 $(MODEL) | tr -d ' '); bucket=64" \
-	  plots/model/sinks.gp
+	gnuplot -c plots/model/sinks.gp out/attn_sinks.dat "$$KV_PLOT_DIR" \
+	  "$$(od -An -t d4 -j 12 -N 4 -- "$$KV_MODEL" | tr -d ' ')" 64
 	@echo "streaming: out/streaming.csv, out/attn_sinks.md; plots $(PLOTS_DIR)/streaming.png and $(PLOTS_DIR)/attn_sinks.png"
 
 # The seed's warning, shown: the model one optimizer step of the training
@@ -726,8 +745,10 @@ clean:
 # the source layout: their relative includes stay valid) and kvlab.pc under
 # $(DESTDIR)$(PREFIX); tests/e2e_install.sh links a program against it.
 KV_VERSION ?= 0.2
+# (strategies/kv_store.h, the strategies' own storage helpers, is not one:
+# its inline functions take the strategies' state on trust)
 KV_PUBLIC_HDRS := kvlab.h kernels/kv_common.h kernels/kv_attention.h kernels/kv_quant.h \
-                  kernels/kv_ops.h strategies/strategy.h strategies/kv_store.h \
+                  kernels/kv_ops.h strategies/strategy.h \
                   bench/kv_model.h bench/checkpoint.h bench/tokenizer.h
 # OpenBLAS through its own .pc when there is one, else its flags as found here
 KV_PC_REQUIRES := $(if $(shell pkg-config --exists openblas 2>/dev/null && echo y),openblas)

@@ -114,6 +114,8 @@ static enum kv_status layout(const struct kv_model_config *c, size_t counts[CK_A
 
 enum kv_status kv_checkpoint_file_bytes(const struct kv_model_config *c, size_t *out)
 {
+    if (c == NULL || out == NULL)
+        return KV_ERR_INVALID;
     size_t counts[CK_ARRAY_COUNT];
     enum kv_status s = layout(c, counts);
     if (s != KV_OK)
@@ -328,6 +330,8 @@ size_t kv_first_nonfinite(const float *x, size_t n)
      * one: a loaded checkpoint is read once at memory speed. */
     const size_t block = 4096;
     const uint32_t exp_bits = 0x7f800000u;
+    if (x == NULL)
+        return 0; /* no float to look at: the first one is "not finite" */
     for (size_t i0 = 0; i0 < n; i0 += block) {
         size_t end = n - i0 < block ? n : i0 + block;
         uint32_t any = 0;

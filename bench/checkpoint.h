@@ -37,7 +37,7 @@
  * Exact size in bytes of a legacy checkpoint for this configuration
  * (header, weights, the two unused RoPE tables, wcls when unshared).
  * KV_ERR_OVERFLOW when it does not fit in size_t, KV_ERR_INVALID for a
- * non-positive dimension or heads not dividing dim.
+ * NULL c or out, a non-positive dimension or heads not dividing dim.
  */
 enum kv_status kv_checkpoint_file_bytes(const struct kv_model_config *c, size_t *out);
 
@@ -67,8 +67,9 @@ enum kv_status kv_checkpoint_load(const char *path, struct kv_model **out);
 
 /*
  * The index of the first NaN or infinity in x[0..n), or n when every value
- * is finite. The finiteness check of every float kvlab loads: the
- * checkpoint's weights (kv_checkpoint_load) and the tokenizer's scores.
+ * is finite (0 for a NULL x: nothing there is a finite value). The
+ * finiteness check of every float kvlab loads: the checkpoint's weights
+ * (kv_checkpoint_load) and the tokenizer's scores.
  */
 size_t kv_first_nonfinite(const float *x, size_t n);
 

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_io.h"
@@ -123,18 +124,7 @@ static int32_t set_find(const struct set *s, const char *name)
 /* ------------------------------------------------------------------------ */
 /* Text                                                                     */
 
-int kv_cli_label_ok(const char *s)
-{
-    if (s == NULL || s[0] == '\0')
-        return 0;
-    size_t n = 0;
-    for (const char *p = s; *p != '\0'; p++, n++) {
-        unsigned char ch = (unsigned char)*p;
-        if (!(isalnum(ch) || strchr("._+-:*=@", ch) != NULL) || ch >= 0x80)
-            return 0;
-    }
-    return n < 64;
-}
+int kv_cli_label_ok(const char *s) { return kv_label_ok(s); }
 
 /* ------------------------------------------------------------------------ */
 /* Values                                                                   */
@@ -658,14 +648,44 @@ static int check_modes(const struct kv_cmd_ctx *x, const struct set *s)
 
 /* Every file option judged: inputs opened without blocking and regular,
  * outputs writable and none the same file as another output or an input. */
-#define MAX_FILES 64
-static int check_files(const struct kv_cmd_ctx *x, const struct set *s)
+struct files {
+    struct kv_cli_file *ins, *outs;
+    int *mk;
+    int n_in, n_out;
+};
+
+static void files_free(struct files *f)
+{
+    free(f->ins);
+    free(f->outs);
+    free(f->mk);
+}
+
+static void files_add(struct files *f, const struct kv_opt *o, const char *name, const char *path)
+{
+    if (path == NULL)
+        return;
+    if (o->kind == KV_OPT_INPUT) {
+        if (!(o->stdin_ok && strcmp(path, "-") == 0))
+            f->ins[f->n_in++] = (struct kv_cli_file){name, path};
+    } else {
+        f->mk[f->n_out] = o->mkdir;
+        f->outs[f->n_out++] = (struct kv_cli_file){name, path};
+    }
+}
+
+/* Every file the command line names, and the default outputs of the
+ * active modes. -1 when out of memory. */
+static int files_collect(const struct kv_cmd_ctx *x, const struct set *s, struct files *f)
 {
     const struct kv_cmd *cmd = x->cmd;
-    struct kv_cli_file ins[MAX_FILES], outs[MAX_FILES];
-    int mk[MAX_FILES];
-    int n_in = 0, n_out = 0;
-    /* options (own and groups) */
+    const size_t cap = (size_t)s->n + (size_t)cmd->n_opts + (size_t)x->rest.n + 1;
+    memset(f, 0, sizeof *f);
+    f->ins = calloc(cap, sizeof *f->ins);
+    f->outs = calloc(cap, sizeof *f->outs);
+    f->mk = calloc(cap, sizeof *f->mk);
+    if (f->ins == NULL || f->outs == NULL || f->mk == NULL)
+        return -1;
     for (int32_t i = 0; i < s->n; i++) {
         const struct entry *e = &s->e[i];
         if (e->src == SRC_PARAM || (e->o->kind != KV_OPT_INPUT && e->o->kind != KV_OPT_OUTPUT))
@@ -673,64 +693,84 @@ static int check_files(const struct kv_cmd_ctx *x, const struct set *s)
         if (e->src == SRC_OWN && e->o->modes != 0 && (e->o->modes & x->modes) == 0)
             continue; /* a default output of another mode */
         const char *base = e->src == SRC_OWN ? (const char *)x->opts : (const char *)&x->c;
-        const char *path = *(const char *const *)(base + e->o->off);
-        if (path == NULL || n_in == MAX_FILES || n_out == MAX_FILES)
-            continue;
-        if (e->o->kind == KV_OPT_INPUT) {
-            if (!(e->o->stdin_ok && strcmp(path, "-") == 0))
-                ins[n_in++] = (struct kv_cli_file){e->name, path};
-        } else {
-            mk[n_out] = e->o->mkdir;
-            outs[n_out++] = (struct kv_cli_file){e->name, path};
-        }
+        files_add(f, e->o, e->name, *(const char *const *)(base + e->o->off));
     }
-    /* positional arguments */
     for (int32_t i = 0; i < cmd->n_opts; i++) {
         const struct kv_opt *o = &cmd->opts[i];
         if (o->pos == 0 || (o->kind != KV_OPT_INPUT && o->kind != KV_OPT_OUTPUT))
             continue;
-        const char *one = NULL;
-        int32_t cnt = 1;
         if (o->pos == KV_OPT_REST)
-            cnt = x->rest.n;
+            for (int32_t k = 0; k < x->rest.n; k++)
+                files_add(f, o, o->name, x->rest.v[k]);
         else
-            one = *(const char *const *)((const char *)x->opts + o->off);
-        for (int32_t k = 0; k < cnt && n_in < MAX_FILES && n_out < MAX_FILES; k++) {
-            const char *path = o->pos == KV_OPT_REST ? x->rest.v[k] : one;
-            if (path == NULL)
-                continue;
-            if (o->kind == KV_OPT_INPUT) {
-                if (!(o->stdin_ok && strcmp(path, "-") == 0))
-                    ins[n_in++] = (struct kv_cli_file){o->name, path};
-            } else {
-                mk[n_out] = o->mkdir;
-                outs[n_out++] = (struct kv_cli_file){o->name, path};
-            }
-        }
-    }
-    for (int i = 0; i < n_in; i++) {
-        int fd;
-        if (kv_file_open_input(ins[i].path, &fd) != KV_OK) {
-            fprintf(stderr, "kvlab: %s: %s '%s': %s\n", cmd->name, ins[i].opt,
-                    kv_cli_q(ins[i].path), kv_file_why());
-            return 2;
-        }
-        close(fd);
-    }
-    for (int i = 0; i < n_out; i++) {
-        /* each output against every input and the outputs before it */
-        int rc = kv_cli_check_outputs(cmd->name, &outs[i], 1, ins, n_in,
-                                      mk[i] ? KV_FILE_PARENT_MKDIR : KV_FILE_PARENT_EXISTS, 2);
-        if (rc != 0)
-            return 2;
-        for (int j = 0; j < i; j++)
-            if (kv_file_same(outs[i].path, outs[j].path)) {
-                fprintf(stderr, "kvlab: %s: %s '%s' is the same file as %s\n", cmd->name,
-                        outs[i].opt, kv_cli_q(outs[i].path), outs[j].opt);
-                return 2;
-            }
+            files_add(f, o, o->name, *(const char *const *)((const char *)x->opts + o->off));
     }
     return 0;
+}
+
+static int check_files(const struct kv_cmd_ctx *x, const struct set *s)
+{
+    const struct kv_cmd *cmd = x->cmd;
+    struct files f;
+    int rc = 0;
+    if (files_collect(x, s, &f) != 0) {
+        files_free(&f);
+        fprintf(stderr, "kvlab: %s: %s\n", cmd->name, kv_status_str(KV_ERR_NOMEM));
+        return 1;
+    }
+    for (int i = 0; i < f.n_in && rc == 0; i++) {
+        int fd;
+        if (kv_file_open_input(f.ins[i].path, &fd) != KV_OK) {
+            fprintf(stderr, "kvlab: %s: %s '%s': %s\n", cmd->name, f.ins[i].opt,
+                    kv_cli_q(f.ins[i].path), kv_file_why());
+            rc = 2;
+        } else {
+            close(fd);
+        }
+    }
+    for (int i = 0; i < f.n_out && rc == 0; i++) {
+        /* each output against every input and the outputs before it */
+        if (kv_cli_check_outputs(cmd->name, &f.outs[i], 1, f.ins, f.n_in,
+                                 f.mk[i] ? KV_FILE_PARENT_MKDIR : KV_FILE_PARENT_EXISTS, 2) != 0)
+            rc = 2;
+        for (int j = 0; j < i && rc == 0; j++)
+            if (kv_file_same(f.outs[i].path, f.outs[j].path)) {
+                fprintf(stderr, "kvlab: %s: %s '%s' is the same file as %s\n", cmd->name,
+                        f.outs[i].opt, kv_cli_q(f.outs[i].path), f.outs[j].opt);
+                rc = 2;
+            }
+    }
+    files_free(&f);
+    return rc;
+}
+
+/* The one missing folder level of each .mkdir output, made once every
+ * check has passed (so a refused run creates nothing). */
+static int make_dirs(const struct kv_cmd_ctx *x, const struct set *s)
+{
+    struct files f;
+    int rc = 0;
+    if (files_collect(x, s, &f) != 0) {
+        files_free(&f);
+        return 1;
+    }
+    for (int i = 0; i < f.n_out && rc == 0; i++) {
+        if (!f.mk[i])
+            continue;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", f.outs[i].path);
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL || slash == dir)
+            continue;
+        *slash = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "kvlab: %s: %s '%s': cannot make its folder: %s\n", x->cmd->name,
+                    f.outs[i].opt, kv_cli_q(f.outs[i].path), strerror(errno));
+            rc = 1;
+        }
+    }
+    files_free(&f);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -935,6 +975,9 @@ int kv_cmd_main(const struct kv_cmd *cmd, int argc, char **argv)
     }
     x->cmd = cmd;
     x->opts = opts;
+    x->argc = argc;
+    x->argv = argv;
+    kv_cli_set_command(cmd->name);
     defaults(cmd, opts, &x->c);
     build_set(cmd, &x->c, s);
     int help = 0;
@@ -962,6 +1005,8 @@ int kv_cmd_main(const struct kv_cmd *cmd, int argc, char **argv)
     if ((cmd->groups & KV_GRP_MODEL) && x->c.model_path == NULL && kv_cli_check_common(&x->c) != 0)
         goto out;
     if (cmd->check != NULL && (rc = cmd->check(x)) != 0)
+        goto out;
+    if ((rc = make_dirs(x, s)) != 0)
         goto out;
     /* the e2e matrix's witness that a refusal came before any work */
     if (getenv("KVLAB_TRACE_RUN") != NULL)
@@ -1002,25 +1047,52 @@ void kv_cmd_dump(const struct kv_cmd *const *cmds, int32_t n, FILE *f)
 
 int kv_cmd_reserve(const struct kv_cmd *const *cmds, int32_t n)
 {
-    for (int32_t s = 0; s < kv_strategy_count(); s++) {
-        const struct kv_strategy_ops *ops = kv_strategy_at(s);
-        for (int32_t k = 0; k < ops->n_params; k++) {
-            const char *flag = ops->params[k].flag;
-            for (size_t g = 0; g < N_GRP; g++)
-                if (strcmp(grp_opts[g].o.name, flag) == 0)
-                    goto clash;
-            for (int32_t c = 0; c < n; c++)
-                for (int32_t i = 0; i < cmds[c]->n_opts; i++)
-                    if (cmds[c]->opts[i].pos == 0 && strcmp(cmds[c]->opts[i].name, flag) == 0)
-                        goto clash;
-            if (strcmp(flag, "--help") == 0)
-                goto clash;
+    /* the names a strategy parameter must not take: every option of a
+     * command that also reads strategy parameters (a command without them,
+     * like kernel, may have its own --dtype), and every group option */
+    const char **names = malloc(((size_t)N_GRP + 1) * sizeof *names);
+    int32_t k = 0, cap = (int32_t)N_GRP + 1;
+    if (names == NULL)
+        return -1;
+    for (size_t g = 0; g < N_GRP; g++)
+        names[k++] = grp_opts[g].o.name;
+    names[k++] = "--help";
+    for (int32_t c = 0; c < n; c++) {
+        if (!(cmds[c]->groups & KV_GRP_PARAMS))
             continue;
-        clash:
-            fprintf(stderr, "kvlab: strategy '%s': its parameter flag %s is also a command "
-                            "option; rename it\n", ops->name, flag);
-            return -1;
+        for (int32_t i = 0; i < cmds[c]->n_opts; i++) {
+            if (cmds[c]->opts[i].pos != 0)
+                continue;
+            if (k == cap) {
+                const char **more = realloc(names, (size_t)(cap *= 2) * sizeof *names);
+                if (more == NULL) {
+                    free(names);
+                    return -1;
+                }
+                names = more;
+            }
+            names[k++] = cmds[c]->opts[i].name;
         }
     }
+    /* the registry refuses the reservation when a registered strategy
+     * already has one of the names, and later registrations that would */
+    kv_strategy_reserve_flags(NULL, 0); /* a second call (a test) starts over */
+    enum kv_status s = kv_strategy_reserve_flags(names, k);
+    if (s != KV_OK) {
+        for (int32_t i = 0; i < k; i++)
+            if (kv_strategy_flag_reserved(names[i]) == 0) {
+                for (int32_t q = 0; q < kv_strategy_count(); q++) {
+                    const struct kv_strategy_ops *ops = kv_strategy_at(q);
+                    for (int32_t p = 0; p < ops->n_params; p++)
+                        if (strcmp(ops->params[p].flag, names[i]) == 0)
+                            fprintf(stderr, "kvlab: strategy '%s': its parameter flag %s is "
+                                            "also a command option; rename it\n",
+                                    ops->name, names[i]);
+                }
+            }
+        free(names);
+        return -1;
+    }
+    free(names);
     return 0;
 }

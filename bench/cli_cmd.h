@@ -138,6 +138,8 @@ struct kv_cmd_ctx {
     uint32_t modes;               /* what cmd->modes returned */
     unsigned char given[256];     /* by option index (kv_cmd_given) */
     struct kv_opt_rest rest;      /* KV_OPT_REST positional arguments */
+    int argc;                     /* the command line as given (argv[0] the command), */
+    char **argv;                  /* for provenance (a CSV's # command= line) only */
 };
 
 /* 1 when the command line gave option `name` (an own option, a group's or
@@ -169,8 +171,8 @@ int kv_cmd_reserve(const struct kv_cmd *const *cmds, int32_t n);
 /* ------------------------------------------------------------------------ */
 /* Text                                                                     */
 
-/* 1 when s is a label: 1-63 bytes of letters, digits and . _ + - : * = @
- * (what a CSV cell, a plot legend and a message can carry unquoted). */
+/* 1 when s is a label (kv_label_ok, strategies/strategy.h: the one rule
+ * for what a CSV cell, a plot legend and a message carry unquoted). */
 int kv_cli_label_ok(const char *s);
 
 #endif /* KV_CLI_CMD_H */

@@ -52,6 +52,22 @@ char *kv_cli_quote(char *dst, size_t cap, const char *s, size_t max)
     return dst;
 }
 
+static const char *current_cmd;
+
+void kv_cli_set_command(const char *name) { current_cmd = name; }
+
+void kv_cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (current_cmd != NULL)
+        fprintf(stderr, "kvlab: %s: ", current_cmd);
+    else
+        fprintf(stderr, "kvlab: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
 const char *kv_cli_sentence(const char *s)
 {
     /* a sentence from below the CLI (a strategy's why) may quote a value

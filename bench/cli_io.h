@@ -98,6 +98,13 @@ char *kv_cli_quote(char *dst, size_t cap, const char *s, size_t max);
  * Not thread-safe: the CLI prints from one thread. NULL gives "". */
 const char *kv_cli_q(const char *s);
 
+/* The command whose run is under way (kv_cmd_main sets it): every
+ * kv_cli_error line starts "kvlab: CMD: ", so a helper shared by the
+ * commands names the command without being told it. */
+void kv_cli_set_command(const char *name);
+/* Prints "kvlab: CMD: " and then fmt (which ends in "\n") to stderr. */
+void kv_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* A sentence made below the CLI (a strategy's why, a loader's reason) that
  * may carry a user's value: control bytes and backslashes escaped, quotes
  * kept, into one of two rotating static buffers (at most ~590 bytes). */

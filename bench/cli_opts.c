@@ -44,7 +44,7 @@ int kv_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *
 {
     int64_t v;
     if (parse_i64(s, &v) != 0 || v < lo || v > hi) {
-        fprintf(stderr, "kvlab: %s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
+        kv_cli_error("%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
                 opt, lo, hi, kv_cli_q(s));
         return -1;
     }
@@ -84,7 +84,7 @@ int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,
             return -1;
         }
         if (n == max_n) {
-            fprintf(stderr, "kvlab: %s takes at most %d values, got '%s'\n", opt, max_n,
+            kv_cli_error("%s takes at most %d values, got '%s'\n", opt, max_n,
                     kv_cli_q(s));
             return -1;
         }
@@ -203,7 +203,7 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
         val = argv[*i + 1];
         used = 2;
     } else {
-        fprintf(stderr, "kvlab: %s expects a value\n", name);
+        kv_cli_error("%s expects a value\n", name);
         return -1;
     }
 
@@ -226,7 +226,7 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
         if (kv_param_parse_value(pf->param, val, &v) != KV_OK) {
             char range[128];
             kv_param_range_str(pf->param, range, sizeof range);
-            fprintf(stderr, "kvlab: %s expects %s, got '%s'\n", name, range, kv_cli_q(val));
+            kv_cli_error("%s expects %s, got '%s'\n", name, range, kv_cli_q(val));
             return -1;
         }
         pf->value = v;
@@ -242,7 +242,7 @@ int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i)
         } else if (strcmp(val, "off") == 0) {
             c->model.mlp = 0;
         } else {
-            fprintf(stderr, "kvlab: --mlp expects 'on' or 'off', got '%s'\n", kv_cli_q(val));
+            kv_cli_error("--mlp expects 'on' or 'off', got '%s'\n", kv_cli_q(val));
             return -1;
         }
     } else if (strcmp(name, "--strategy") == 0) {
@@ -276,12 +276,12 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
         name = c->strategy;
     const struct kv_strategy_ops *ops = NULL;
     if (name == NULL || kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK) {
-        fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
+        kv_cli_error("unknown strategy '%s' (see 'kvlab strategies')\n",
                 kv_cli_q(name));
         return -1;
     }
     if (ops->params_size > sizeof out->params) {
-        fprintf(stderr, "kvlab: strategy '%s' has %zu bytes of parameters, more than the "
+        kv_cli_error("strategy '%s' has %zu bytes of parameters, more than the "
                         "CLI's %zu\n", ops->name, ops->params_size, sizeof out->params);
         return -1;
     }
@@ -297,7 +297,7 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
                     kv_params_set_text(ops, out->params, p->name, c->flags[i].text) != KV_OK) {
                     char range[128];
                     kv_param_range_str(p, range, sizeof range);
-                    fprintf(stderr, "kvlab: %s expects %s (no spaces, ';', '=' or quotes), "
+                    kv_cli_error("%s expects %s (no spaces, ';', '=' or quotes), "
                                     "got '%s'\n", p->flag, range,
                             kv_cli_q(c->flags[i].text));
                     return -1;
@@ -309,7 +309,7 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
                 kv_param_range_str(p, range, sizeof range);
                 char got[64];
                 kv_param_value_str(p, c->flags[i].value, got, sizeof got);
-                fprintf(stderr, "kvlab: %s expects %s for %s, got %s\n", p->flag, range,
+                kv_cli_error("%s expects %s for %s, got %s\n", p->flag, range,
                         ops->name, got);
                 return -1;
             }
@@ -446,24 +446,24 @@ int kv_cli_check_common(const struct kv_cli_common *c)
     if (c->strategy != NULL) {
         const struct kv_strategy_ops *ops;
         if (kv_strategy_lookup(c->strategy, &ops, NULL, 0) != KV_OK) {
-            fprintf(stderr, "kvlab: unknown strategy '%s' (see 'kvlab strategies')\n",
+            kv_cli_error("unknown strategy '%s' (see 'kvlab strategies')\n",
                     kv_cli_q(c->strategy));
             return -1;
         }
     }
     if (m->dim % m->n_heads != 0) {
-        fprintf(stderr, "kvlab: --dim (%" PRId32 ") must be a multiple of --heads (%" PRId32
+        kv_cli_error("--dim (%" PRId32 ") must be a multiple of --heads (%" PRId32
                         ")\n", m->dim, m->n_heads);
         return -1;
     }
     int32_t hs = m->dim / m->n_heads;
     if (hs % 2 != 0) {
-        fprintf(stderr, "kvlab: head_dim = --dim / --heads = %" PRId32
+        kv_cli_error("head_dim = --dim / --heads = %" PRId32
                         " must be even (RoPE rotates pairs)\n", hs);
         return -1;
     }
     if (m->n_heads % m->n_kv_heads != 0) {
-        fprintf(stderr, "kvlab: --kv-heads (%" PRId32 ") must divide --heads (%" PRId32 ")\n",
+        kv_cli_error("--kv-heads (%" PRId32 ") must divide --heads (%" PRId32 ")\n",
                 m->n_kv_heads, m->n_heads);
         return -1;
     }
@@ -474,19 +474,19 @@ int kv_cli_check_common(const struct kv_cli_common *c)
      * registered strategy. */
     enum kv_status s = kv_model_config_check(m);
     if (s == KV_ERR_OVERFLOW) {
-        fprintf(stderr, "kvlab: the model's weight bytes overflow "
+        kv_cli_error("the model's weight bytes overflow "
                         "(--layers x --dim x --hidden, --vocab x --dim)\n");
         return -1;
     }
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: invalid model configuration: %s\n", kv_status_str(s));
+        kv_cli_error("invalid model configuration: %s\n", kv_status_str(s));
         return -1;
     }
     size_t bytes;
     const size_t f[] = {(size_t)m->n_layers, (size_t)c->batch, (size_t)m->n_kv_heads,
                         (size_t)hs, (size_t)m->max_len, 2 * sizeof(float)};
     if (kv_mul_sizes(&bytes, 6, f) != KV_OK) {
-        fprintf(stderr, "kvlab: the cache's byte count overflows "
+        kv_cli_error("the cache's byte count overflows "
                         "(--layers x --batch x --kv-heads x head_dim x --max-len)\n");
         return -1;
     }

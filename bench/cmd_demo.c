@@ -19,27 +19,30 @@
  * no-cache FLOPs of the very same step and the reference logits for "where
  * do outputs diverge". This file parses options and renders; demo.c runs.
  *
- * Output fits the width of a classroom terminal (the terminal's, else
- * COLUMNS, else 100; termout.h): prose lines are built whole and wrapped at
+ * Output fits the width of a classroom terminal (--width, else the
+ * terminal's, else COLUMNS, else 100; at least KV_DEMO_MIN_WIDTH = 80, the
+ * narrowest every walk honours; a COLUMNS it cannot use is noted on stderr): prose lines are built whole and wrapped at
  * spaces with a hanging indent under their label; rows of keys (mask and
  * attention shades) keep the first ROW_HEAD and the newest keys and show the
  * rest as one '~'; the brief table drops its least needed columns, and the
  * side-by-side compare table becomes one line per strategy and step when it
  * does not fit. Colour escapes take no columns.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cli_cmd.h"
 #include "cli_io.h"
 #include "cli_opts.h"
-#include "cli_cmd.h"
 #include "commands.h"
-int kv_cmd_demo(int argc, char **argv);
 #include "demo.h"
 #include "demo_ops.h"
 #include "termout.h"
@@ -57,6 +60,16 @@ int kv_cmd_demo(int argc, char **argv);
  * refused up front. The tiny default model does ~8 GFLOP/s on one core
  * here, so this is seconds, not hours: --steps 1500 at the default sizes. */
 #define DEMO_MAX_FLOPS 1e11
+/* The narrowest width every line of every walk fits, --width's lower end:
+ * the compare table stacked one line per strategy and step is 80 columns
+ * with the longest registered names (14 bytes: dynamic-concat), the brief
+ * table 65 with --time, a mask row's "(N more rows ...)" up to 74. Below
+ * it the tables would overflow, so it is not accepted (a terminal that
+ * narrow gets this width). */
+#define KV_DEMO_MIN_WIDTH 80
+#define KV_DEMO_STR2(x) #x
+#define KV_DEMO_STR(x) KV_DEMO_STR2(x)
+#define KV_DEMO_MIN_WIDTH_STR KV_DEMO_STR(KV_DEMO_MIN_WIDTH)
 
 /* ------------------------------------------------------------------------ */
 /* Output style                                                             */
@@ -185,6 +198,7 @@ static float max_abs_diff(const float *a, const float *b, size_t n)
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 
+/* What a walk runs with: the parsed options, resolved (demo_resolve). */
 struct demo_opts {
     struct kv_cli_common c;
     int32_t steps;
@@ -201,114 +215,214 @@ struct demo_opts {
     int32_t beams, draft_layers, draft_tokens;
 };
 
-static void usage(FILE *f)
+/* The table's fields (what the command line says). */
+struct demo_args {
+    int32_t steps, every, slots, width, beams, draft_layers, draft_tokens;
+    const char *prompt, *prompt_tokens, *compare;
+    int brief, show_time, shared;
+    int color; /* index into demo_colors */
+};
+
+/* The walks (modes): bit k is demo_modes[k]. */
+enum {
+    DEMO_WALK = 1u << 0,   /* the step walk of one strategy (full or --brief) */
+    DEMO_CMP = 1u << 1,    /* --compare */
+    DEMO_SHARED = 1u << 2, /* --shared-prompt */
+    DEMO_BEAMS = 1u << 3,  /* --beams */
+    DEMO_DRAFT = 1u << 4,  /* --draft-layers */
+};
+static const char *const demo_modes[] = {"in the step-by-step walk of one strategy",
+                                         "with --compare", "with --shared-prompt",
+                                         "with --beams", "with --draft-layers"};
+static const char *const demo_colors[] = {"auto", "always", "never", NULL};
+
+#define D(field) offsetof(struct demo_args, field)
+static const struct kv_opt demo_table[] = {
+    {.name = "--steps", .kind = KV_OPT_INT, .off = D(steps), .lo = 0, .hi = 1 << 20, .meta = "N",
+     .help = "decode steps after the prefill (a run estimated past 1e11 FLOPs with its no-cache "
+             "reference is refused)"},
+    {.name = "--compare", .kind = KV_OPT_STRATEGIES, .off = D(compare), .meta = "A,B",
+     .help = "run two strategies side by side, show where they diverge"},
+    {.name = "--prompt", .kind = KV_OPT_TEXT, .off = D(prompt), .meta = "TEXT",
+     .help = "prompt (default \"KV cache\"; bytes, or the tokenizer's BPE)"},
+    {.name = "--prompt-tokens", .kind = KV_OPT_TEXT, .off = D(prompt_tokens), .meta = "IDS",
+     .help = "comma-separated token ids instead of a prompt text"},
+    {.name = "--slots", .kind = KV_OPT_INT, .off = D(slots), .lo = 1, .hi = 1 << 30,
+     .modes = DEMO_WALK | DEMO_CMP, .meta = "N",
+     .help = "the static cache's preallocated slots (default: --max-len; refused when no "
+             "strategy shown is static)"},
+    {.name = "--brief", .kind = KV_OPT_FLAG, .off = D(brief), .modes = DEMO_WALK,
+     .help = "one line per step"},
+    {.name = "--every", .kind = KV_OPT_INT, .off = D(every), .lo = 1, .hi = 1 << 20,
+     .modes = DEMO_WALK | DEMO_CMP, .meta = "K",
+     .help = "print every K-th step and the first and last (default: every step)"},
+    {.name = "--time", .kind = KV_OPT_FLAG, .off = D(show_time), .modes = DEMO_WALK,
+     .help = "with --brief, also print each step's wall time (not reproducible)"},
+    {.name = "--color", .kind = KV_OPT_ENUM, .off = D(color), .names = demo_colors,
+     .modes = DEMO_WALK | DEMO_CMP, .meta = "WHEN",
+     .help = "colour of the mask, the attention shades and evicted slots (auto: on a "
+             "terminal, unless NO_COLOR is set)"},
+    {.name = "--width", .kind = KV_OPT_INT, .off = D(width), .lo = KV_DEMO_MIN_WIDTH,
+     .hi = KV_TERM_MAX_WIDTH, .meta = "N",
+     .help = "columns every line fits (default: the terminal's width, else COLUMNS, else 100); "
+             "long rows of keys are elided with '~'"},
+    {.name = "--shared-prompt", .kind = KV_OPT_FLAG, .off = D(shared),
+     .help = "the --batch sequences share the prompt: prefilled once, the cache's picture "
+             "(a paged pool, block tables, reference counts) after every step, copy-on-write "
+             "as it happens"},
+    {.name = "--beams", .kind = KV_OPT_INT, .off = D(beams), .lo = 1, .hi = 8, .meta = "K",
+     .help = "beam search: survivors, parents, the reorders"},
+    {.name = "--draft-layers", .kind = KV_OPT_INT, .off = D(draft_layers), .lo = 1,
+     .hi = 1 << 20, .meta = "L",
+     .help = "speculative decoding with a draft of the first L layers: drafts, verdicts and "
+             "the rollback (crop) of every round"},
+    {.name = "--draft-tokens", .kind = KV_OPT_INT, .off = D(draft_tokens), .lo = 1, .hi = 64,
+     .modes = DEMO_DRAFT, .meta = "k", .help = "drafts per round (default 3)"},
+};
+#undef D
+
+static void demo_defaults(void *opts, struct kv_cli_common *c)
 {
-    fprintf(f,
-        "usage: kvlab demo [--strategy NAME] [--steps N] [--window W] [--bits B]\n"
-        "                  [--compare A,B] [--prompt TEXT | --prompt-tokens ID,...]\n"
-        "                  [--model FILE.bin [--tokenizer TOK.bin]] [model options]\n"
-        "\n"
-        "Walks a tiny model (2 layers, 2 heads, head_dim 8, vocab 256) through greedy\n"
-        "generation one step at a time and prints, per step: what is fed, the\n"
-        "attention shape (new, past+new), the mask rows (1 visible, 0 masked), what\n"
-        "each layer's cache holds, the newest query's attention weights as a shade\n"
-        "row ('.:-=+*#%%@', relative to the row's largest weight; '_' masked), and\n"
-        "the step's FLOPs next to "
-        "the FLOPs of the same step without a cache.\n"
-        "\n"
-        "  --strategy NAME   cache strategy (default dynamic; see 'kvlab strategies')\n"
-        "  --steps N         decode steps after the prefill (default 6; a run estimated\n"
-        "                    past 1e11 FLOPs with its no-cache reference is refused)\n"
-        "  --compare A,B     run two strategies side by side, show where they diverge\n"
-        "  --prompt TEXT     prompt (default \"KV cache\"; bytes, or the tokenizer's BPE)\n"
-        "  --prompt-tokens L comma-separated token ids instead of a prompt text\n"
-        "  --slots N         the static cache's preallocated slots (default --max-len;\n"
-        "                    refused when no strategy shown is static)\n"
-        "  --batch B         B sequences (<= 4); sequence b drops the first 2b prompt\n"
-        "                    tokens and is left-padded, to show padding masks\n"
-        "  --brief           one line per step; --every K prints every K-th step\n"
-        "  --time            also print each step's wall time (not reproducible)\n"
-        "  --color auto|always|never   colour of the mask, the attention shades and\n"
-        "                    evicted slots (auto: on a terminal, unless NO_COLOR is set)\n"
-        "  --width N         columns to fit (default: the terminal's width, else\n"
-        "                    COLUMNS, else 100); long rows of keys are elided with '~'\n"
-        "  --shared-prompt   the --batch sequences share the prompt: prefilled once,\n"
-        "                    the cache's picture (a paged pool, block tables, reference\n"
-        "                    counts) after every step, copy-on-write as it happens\n"
-        "  --beams K         beam search (K <= 8): survivors, parents, the reorders\n"
-        "  --draft-layers L  speculative decoding with a draft of the first L layers:\n"
-        "                    drafts, verdicts and the rollback (crop) of every round;\n"
-        "                    --draft-tokens k drafts per round (default 3)\n"
-        "Model options (--layers --dim --heads --kv-heads --hidden --vocab --max-len\n"
-        "--mlp --seed) and cache options (--window --bits --group --residual) as\n"
-        "for 'kvlab generate'. Demo defaults: --dim 16 --hidden 32 --layers 2\n"
-        "--heads 2 --max-len 128 --window 6 --group 8 --residual 2; one thread.\n"
-        "Strategy parameters (each strategy takes those of its own table; the\n"
-        "defaults shown are the tables', the demo's own are above):\n");
-    kv_cli_print_param_help(f);
+    struct demo_args *a = opts;
+    c->model = (struct kv_model_config){.dim = 16, .hidden_dim = 32, .n_layers = 2,
+                                        .n_heads = 2, .n_kv_heads = 2, .vocab_size = 256,
+                                        .max_len = 128, .mlp = 1, .shared_classifier = 0};
+    c->cache.max_len = 128;
+    /* the tiny model's own defaults for the parameters that size a cache
+     * (applied like given flags unless the command line gives them) */
+    kv_cli_flag_default(c, "--window", 6);
+    kv_cli_flag_default(c, "--group", 8);
+    kv_cli_flag_default(c, "--residual", 2);
+    c->threads = 1; /* the walk runs on one thread (its timings are not the point) */
+    a->steps = 6;
+    a->color = 0; /* auto */
 }
 
-/* Returns 1 consumed, 0 not ours, -1 error (printed). */
-static int parse_own(struct demo_opts *o, int argc, char **argv, int *i)
+static uint32_t demo_mode(const struct kv_cmd_ctx *x)
 {
-    const char *a = argv[*i];
-    const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
-    if (strcmp(a, "--brief") == 0) {
-        o->brief = 1;
-        *i += 1;
-        return 1;
-    }
-    if (strcmp(a, "--time") == 0) {
-        o->show_time = 1;
-        *i += 1;
-        return 1;
-    }
-    if (strcmp(a, "--shared-prompt") == 0) {
-        o->shared = 1;
-        *i += 1;
-        return 1;
-    }
-    static const char *const with_val[] = {"--steps", "--prompt", "--prompt-tokens",
-                                           "--compare", "--every", "--color", "--slots",
-                                           "--width", "--beams", "--draft-layers",
-                                           "--draft-tokens"};
-    int k = -1;
-    for (int j = 0; j < (int)(sizeof with_val / sizeof with_val[0]); j++)
-        if (strcmp(a, with_val[j]) == 0)
-            k = j;
-    if (k < 0)
+    const struct demo_args *a = x->opts;
+    return a->beams > 0 ? DEMO_BEAMS : a->draft_layers > 0 ? DEMO_DRAFT
+         : a->shared ? DEMO_SHARED : a->compare != NULL ? DEMO_CMP : DEMO_WALK;
+}
+
+/* The default strategy: the exact growing cache (keeps history, lossless,
+ * evicts nothing, grows as it goes). */
+static const char *demo_default_strategy(void)
+{
+    const struct kv_strategy_ops *d =
+        kv_strategy_with(KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+    return d != NULL ? d->name : "";
+}
+
+/* "A,B" of --compare into a and b (checked: two names of at most 63 bytes). */
+static void split_compare(const char *v, char *a, char *b, size_t cap)
+{
+    size_t la = strcspn(v, ",");
+    snprintf(a, cap, "%.*s", (int)la, v);
+    snprintf(b, cap, "%s", v[la] == ',' ? v + la + 1 : "");
+}
+
+static int32_t demo_strategies(const struct kv_cmd_ctx *x, const char **names, int32_t max)
+{
+    static char a[64], b[64];
+    const struct demo_args *o = x->opts;
+    if (max < 2)
         return 0;
-    if (val == NULL) {
-        fprintf(stderr, "kvlab: %s expects a value\n", a);
-        return -1;
+    if (o->compare != NULL) {
+        split_compare(o->compare, a, b, sizeof a);
+        names[0] = a;
+        names[1] = b;
+        return strchr(b, ',') == NULL && b[0] != '\0' ? 2 : 1;
     }
-    *i += 2;
-    switch (k) {
-    case 0: return kv_cli_i32(a, val, 0, 1 << 20, &o->steps) == 0 ? 1 : -1;
-    case 1: o->prompt = val; return 1;
-    case 2: o->prompt_tokens = val; return 1;
-    case 3: o->compare = val; return 1;
-    case 4: return kv_cli_i32(a, val, 1, 1 << 20, &o->every) == 0 ? 1 : -1;
-    case 5:
-        if (strcmp(val, "auto") == 0)
-            o->color = -1;
-        else if (strcmp(val, "always") == 0)
-            o->color = 1;
-        else if (strcmp(val, "never") == 0)
-            o->color = 0;
-        else {
-            fprintf(stderr, "kvlab: --color expects auto, always or never, got '%s'\n",
-                    kv_cli_q(val));
-            return -1;
+    names[0] = x->c.strategy != NULL ? x->c.strategy : demo_default_strategy();
+    return 1;
+}
+
+static int demo_check(struct kv_cmd_ctx *x)
+{
+    const struct demo_args *o = x->opts;
+    if (o->compare != NULL) {
+        const char *comma = strchr(o->compare, ',');
+        if (comma == NULL || strchr(comma + 1, ',') != NULL) {
+            fprintf(stderr, "kvlab: demo: --compare expects two strategy names, A,B, got '%s'\n",
+                    kv_cli_q(o->compare));
+            return 2;
         }
-        return 1;
-    case 6: return kv_cli_i32(a, val, 1, 1 << 30, &o->slots) == 0 ? 1 : -1;
-    case 8: return kv_cli_i32(a, val, 1, 8, &o->beams) == 0 ? 1 : -1;
-    case 9: return kv_cli_i32(a, val, 1, 1 << 20, &o->draft_layers) == 0 ? 1 : -1;
-    case 10: return kv_cli_i32(a, val, 1, 64, &o->draft_tokens) == 0 ? 1 : -1;
-    default:
-        return kv_cli_i32(a, val, KV_TERM_MIN_WIDTH, KV_TERM_MAX_WIDTH, &o->width) == 0 ? 1 : -1;
+        if (x->c.strategy != NULL) {
+            fprintf(stderr, "kvlab: demo: give either --strategy or --compare, not both\n");
+            return 2;
+        }
     }
+    if ((o->compare != NULL) + o->shared + (o->beams > 0) + (o->draft_layers > 0) > 1) {
+        fprintf(stderr, "kvlab: demo: give one of --compare, --shared-prompt, --beams, "
+                        "--draft-layers (each is a walk of its own)\n");
+        return 2;
+    }
+    if (o->show_time && !o->brief) {
+        fprintf(stderr, "kvlab: demo: --time has no effect without --brief (it is a column "
+                        "of the brief table)\n");
+        return 2;
+    }
+    if (x->c.batch > DEMO_MAX_BATCH) {
+        fprintf(stderr, "kvlab: demo: --batch expects an integer in [1, %d], got %" PRId32 "\n",
+                DEMO_MAX_BATCH, x->c.batch);
+        return 2;
+    }
+    if (o->beams > 0 && kv_cmd_given(x, "--batch")) {
+        fprintf(stderr, "kvlab: demo: --batch has no effect with --beams (the beams are the "
+                        "batch)\n");
+        return 2;
+    }
+    if (o->prompt != NULL && o->prompt_tokens != NULL) {
+        fprintf(stderr, "kvlab: demo: give either --prompt or --prompt-tokens, not both\n");
+        return 2;
+    }
+    /* --slots sizes a preallocated (static) cache; a walk without one would
+     * ignore it, and an option that does nothing is bad input */
+    if (o->slots > 0) {
+        const char *names[2];
+        int32_t n = demo_strategies(x, names, 2), any = 0;
+        for (int32_t k = 0; k < n; k++) {
+            const struct kv_strategy_ops *ops;
+            any |= kv_strategy_lookup(names[k], &ops, NULL, 0) == KV_OK &&
+                   kv_cli_slots_apply(ops);
+        }
+        if (!any) {
+            fprintf(stderr, "kvlab: demo: --slots sets the slots of a preallocated (static) "
+                            "cache; %s%s%s has none\n", kv_cli_q(names[0]),
+                    n > 1 ? " and " : "", n > 1 ? kv_cli_q(names[1]) : "");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* The columns to fit: --width; else the terminal's (at least
+ * KV_DEMO_MIN_WIDTH); else COLUMNS when it holds a width; else 100. A
+ * COLUMNS the demo cannot use is not ignored silently: a number below the
+ * narrowest width gets that width, anything else (not a number, above
+ * KV_TERM_MAX_WIDTH) the default, each with one note on stderr. */
+static int demo_width(int32_t given, char *note, size_t cap)
+{
+    note[0] = '\0';
+    if (given > 0)
+        return given;
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col < KV_DEMO_MIN_WIDTH ? KV_DEMO_MIN_WIDTH : ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    if (c == NULL || c[0] == '\0')
+        return KV_TERM_DEFAULT_WIDTH;
+    char *end;
+    errno = 0;
+    long v = c[0] >= '0' && c[0] <= '9' ? strtol(c, &end, 10) : -1;
+    int number = v >= 0 && errno == 0 && *end == '\0';
+    if (number && v >= KV_DEMO_MIN_WIDTH && v <= KV_TERM_MAX_WIDTH)
+        return (int)v;
+    int w = number && v < KV_DEMO_MIN_WIDTH ? KV_DEMO_MIN_WIDTH : KV_TERM_DEFAULT_WIDTH;
+    snprintf(note, cap, "kvlab: demo: COLUMNS='%s' is not a width in [%d, %d]; using %d "
+             "columns\n", kv_cli_q(c), KV_DEMO_MIN_WIDTH, KV_TERM_MAX_WIDTH, w);
+    return w;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -318,6 +432,7 @@ struct session {
     struct demo_opts *o;
     struct style S;
     int width;              /* columns every line must fit */
+    char width_note[256];   /* why COLUMNS was not used, printed once the walk starts */
     struct kv_line L;       /* the line being built */
     struct kv_model *model;
     struct kv_tokenizer *tok;
@@ -663,8 +778,10 @@ static void print_step(struct session *x, const struct kv_demo_run *R,
     struct kv_line *L = &x->L;
     char buf[64];
     const int32_t T = x->P + step;
-    printf("\n%s-- step %" PRId32 " %s", S->bold, step, step == 0 ? "(prefill) " : "");
-    for (int i = 0; i < 50; i++) /* fits the narrowest width, 40 + a step number */
+    /* the rule: 50 dashes after the label, fewer when the width is narrower */
+    int head = printf("\n%s-- step %" PRId32 " %s", S->bold, step, step == 0 ? "(prefill) " : "");
+    head -= 1 + (int)strlen(S->bold); /* the newline and the escape take no column */
+    for (int i = 0; i < 50 && head + i < x->width; i++)
         putchar('-');
     printf("%s\n", S->reset);
     /* What is fed. */
@@ -1188,13 +1305,13 @@ static int32_t prompt_ids(struct session *x, int32_t *ids, int32_t cap)
     struct demo_opts *o = x->o;
     const int32_t V = x->model->cfg.vocab_size;
     if (o->prompt_tokens != NULL) {
-        int n = kv_cli_int_list("--prompt-tokens", o->prompt_tokens, 0, V - 1, ids, cap);
+        int n = kv_cli_int_list("demo: --prompt-tokens", o->prompt_tokens, 0, V - 1, ids, cap);
         return n;
     }
     const char *text = o->prompt != NULL ? o->prompt : "KV cache";
     size_t len = strlen(text);
     if (len == 0 || len + 3 > (size_t)cap) {
-        fprintf(stderr, "kvlab: --prompt must have 1 to %d bytes\n", cap - 3);
+        fprintf(stderr, "kvlab: demo: --prompt must have 1 to %d bytes\n", cap - 3);
         return -1;
     }
     if (x->tok != NULL) {
@@ -1202,7 +1319,7 @@ static int32_t prompt_ids(struct session *x, int32_t *ids, int32_t cap)
         enum kv_status s = kv_tokenizer_encode(x->tok, text, len,
                                                kv_tokenizer_default_flags(x->tok), ids, cap, &n);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab: cannot encode the prompt with '%s': %s\n",
+            fprintf(stderr, "kvlab: demo: cannot encode the prompt with '%s': %s\n",
                     kv_cli_q(o->c.tokenizer_path), kv_status_str(s));
             return -1;
         }
@@ -1214,30 +1331,19 @@ static int32_t prompt_ids(struct session *x, int32_t *ids, int32_t cap)
 }
 
 /* The walks of the cache operations (demo_ops.c), after their own checks:
- * one mode, the operation it needs by capability, nothing that only the
- * step walk uses. Returns the exit status. */
+ * the counts against the model, the operation the walk needs by capability.
+ * Returns the exit status. */
 static int ops_walk(struct session *x, const struct kv_cli_strategy *st, const int32_t *ids,
                     int32_t n)
 {
     const struct demo_opts *o = x->o;
     const char *mode = o->beams > 0 ? "--beams" : o->draft_layers > 0 ? "--draft-layers"
                                                                       : "--shared-prompt";
-    if ((o->beams > 0) + (o->draft_layers > 0) + o->shared > 1 || o->compare != NULL ||
-        o->brief || o->every > 0 || o->show_time || o->slots > 0 ||
-        (o->draft_tokens > 0 && o->draft_layers == 0)) {
-        fprintf(stderr, "kvlab: demo: %s walks one strategy on its own: not with another of "
-                        "--shared-prompt/--beams/--draft-layers, --compare, --brief, --every, "
-                        "--time, --slots%s\n", mode,
-                o->draft_layers == 0 ? " or --draft-tokens" : "");
-        return 2;
-    }
+    /* (one walk at a time, and none of the step walk's options: demo_check
+     * and the options' modes refused those) */
     if (o->beams > x->model->cfg.vocab_size) {
         fprintf(stderr, "kvlab: demo: --beams (%" PRId32 ") exceeds the vocabulary (%" PRId32
                         ")\n", o->beams, x->model->cfg.vocab_size);
-        return 2;
-    }
-    if (o->beams > 0 && x->B > 1) {
-        fprintf(stderr, "kvlab: demo: --beams K is the batch: not with --batch\n");
         return 2;
     }
     if (o->draft_layers > 0 && (x->B > 1 || o->draft_layers >= x->model->cfg.n_layers)) {
@@ -1267,77 +1373,24 @@ static int ops_walk(struct session *x, const struct kv_cli_strategy *st, const i
                  o->c.model_path ? o->c.model_path : "synthetic", c->n_layers, c->n_heads,
                  c->n_kv_heads, c->dim / c->n_heads, c->vocab_size);
     emit(x, 7);
+    if (x->width_note[0] != '\0')
+        kv_cli_progress("%s", x->width_note);
     return kv_demo_ops(&r); /* main checks that stdout took it (kv_cli_finish) */
 }
 
-int kv_cmd_demo(int argc, char **argv)
+static int demo_run(struct kv_cmd_ctx *cx)
 {
-    struct demo_opts o;
-    memset(&o, 0, sizeof o);
-    kv_cli_common_defaults(&o.c);
-    o.c.model = (struct kv_model_config){.dim = 16, .hidden_dim = 32, .n_layers = 2,
-                                         .n_heads = 2, .n_kv_heads = 2, .vocab_size = 256,
-                                         .max_len = 128, .mlp = 1, .shared_classifier = 0};
-    o.c.cache.max_len = 128;
-    /* the tiny model's own defaults for the parameters that size a cache */
-    kv_cli_flag_default(&o.c, "--window", 6);
-    kv_cli_flag_default(&o.c, "--group", 8);
-    kv_cli_flag_default(&o.c, "--residual", 2);
-    o.c.threads = 1;
-    o.steps = 6;
-    o.color = -1;
-    for (int i = 1; i < argc;) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        int r = kv_cli_parse_common(&o.c, argc, argv, &i);
-        if (r == 0)
-            r = parse_own(&o, argc, argv, &i);
-        if (r < 0)
-            return 2;
-        if (r == 0) {
-            fprintf(stderr, "kvlab: demo: unknown option '%s' (try --help)\n",
-                    kv_cli_q(argv[i]));
-            return 2;
-        }
-    }
-    char name_a[32] = "", name_b[32] = "";
-    if (o.compare != NULL) {
-        const char *comma = strchr(o.compare, ',');
-        size_t la = comma ? (size_t)(comma - o.compare) : 0;
-        if (comma == NULL || la == 0 || la >= sizeof name_a || strlen(comma + 1) == 0 ||
-            strlen(comma + 1) >= sizeof name_b || strchr(comma + 1, ',') != NULL) {
-            fprintf(stderr, "kvlab: --compare expects two strategy names, A,B, got '%s'\n",
-                    kv_cli_q(o.compare));
-            return 2;
-        }
-        memcpy(name_a, o.compare, la);
-        memcpy(name_b, comma + 1, strlen(comma + 1) + 1); /* fits: checked above */
-        for (int k = 0; k < 2; k++) {
-            const char *nm = k ? name_b : name_a;
-            const struct kv_strategy_ops *ops;
-            if (kv_strategy_lookup(nm, &ops, NULL, 0) != KV_OK) {
-                fprintf(stderr, "kvlab: unknown strategy '%s' in --compare "
-                                "(see 'kvlab strategies')\n", kv_cli_q(nm));
-                return 2;
-            }
-        }
-        if (o.c.strategy != NULL) {
-            fprintf(stderr, "kvlab: give either --strategy or --compare, not both\n");
-            return 2;
-        }
-    }
-    if (o.c.batch > DEMO_MAX_BATCH) {
-        fprintf(stderr, "kvlab: demo: --batch expects an integer in [1, %d], got %" PRId32 "\n",
-                DEMO_MAX_BATCH, o.c.batch);
-        return 2;
-    }
-    if (o.prompt != NULL && o.prompt_tokens != NULL) {
-        fprintf(stderr, "kvlab: give either --prompt or --prompt-tokens, not both\n");
-        return 2;
-    }
-
+    const struct demo_args *a = cx->opts;
+    struct demo_opts o = {.c = cx->c, .steps = a->steps, .prompt = a->prompt,
+                          .prompt_tokens = a->prompt_tokens, .compare = a->compare,
+                          .brief = a->brief, .every = a->every, .show_time = a->show_time,
+                          .color = a->color == 1 ? 1 : a->color == 2 ? 0 : -1,
+                          .slots = a->slots, .width = a->width, .shared = a->shared,
+                          .beams = a->beams, .draft_layers = a->draft_layers,
+                          .draft_tokens = a->draft_tokens};
+    char name_a[64] = "", name_b[64] = "";
+    if (o.compare != NULL)
+        split_compare(o.compare, name_a, name_b, sizeof name_a);
     struct session x;
     memset(&x, 0, sizeof x);
     x.o = &o;
@@ -1346,12 +1399,8 @@ int kv_cmd_demo(int argc, char **argv)
                                  : (isatty(STDOUT_FILENO) &&
                                     (no_color == NULL || no_color[0] == '\0'));
     x.S = style_make(use_color);
-    x.width = o.width > 0 ? o.width : kv_term_width(STDOUT_FILENO);
-    /* default: the exact growing cache (keeps history, lossless, evicts
-     * nothing, grows as it goes) */
-    const struct kv_strategy_ops *dflt =
-        kv_strategy_with(KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
-    const char *strategy = o.c.strategy != NULL ? o.c.strategy : dflt != NULL ? dflt->name : "";
+    x.width = demo_width(o.width, x.width_note, sizeof x.width_note);
+    const char *strategy = o.c.strategy != NULL ? o.c.strategy : demo_default_strategy();
     if (o.c.model_path != NULL) {
         int lrc = kv_cli_load_model("demo", o.c.model_path, &x.model);
         if (lrc != 0)
@@ -1359,12 +1408,6 @@ int kv_cmd_demo(int argc, char **argv)
         o.c.model = x.model->cfg;
     } else if (o.c.tokenizer_path != NULL && o.c.model.vocab_size == 256) {
         /* a tokenizer without a model: keep the synthetic model's vocab */
-    }
-    /* the walk runs on one thread (its timings are not the point) */
-    static const char *const unused[] = {"--threads", NULL};
-    if (kv_cli_reject_unused("demo", &o.c, unused) != 0) {
-        session_free(&x);
-        return 2;
     }
     struct kv_cli_common chk = o.c;
     struct kv_cli_strategy sa, sb;
@@ -1381,11 +1424,13 @@ int kv_cmd_demo(int argc, char **argv)
         }
     }
     if (x.model == NULL) {
-        if (kv_cli_check_memory("the demo model", kv_model_weight_bytes(&o.c.model)) != 0)
+        if (kv_cli_check_memory("demo: the model", kv_model_weight_bytes(&o.c.model)) != 0) {
+            session_free(&x);
             return 2;
+        }
         enum kv_status s = kv_model_create_synthetic(&x.model, &o.c.model, o.c.seed);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab: cannot build the model: %s\n", kv_status_str(s));
+            fprintf(stderr, "kvlab: demo: cannot build the model: %s\n", kv_status_str(s));
             return 1;
         }
     }
@@ -1408,7 +1453,7 @@ int kv_cmd_demo(int argc, char **argv)
     int32_t n = prompt_ids(&x, ids, DEMO_MAX_PROMPT);
     if (n < 1) {
         if (n == 0)
-            fprintf(stderr, "kvlab: the prompt encodes to no tokens\n");
+            fprintf(stderr, "kvlab: demo: the prompt encodes to no tokens\n");
         session_free(&x);
         return 2;
     }
@@ -1426,7 +1471,7 @@ int kv_cmd_demo(int argc, char **argv)
     x.seq_a = kv_alloc((size_t)x.B * (size_t)x.stride * sizeof(int32_t));
     x.seq_b = kv_alloc((size_t)x.B * (size_t)x.stride * sizeof(int32_t));
     if (x.seq_a == NULL || x.seq_b == NULL) {
-        fprintf(stderr, "kvlab: out of memory\n");
+        fprintf(stderr, "kvlab: demo: out of memory\n");
         session_free(&x);
         return 1;
     }
@@ -1445,16 +1490,6 @@ int kv_cmd_demo(int argc, char **argv)
     x.cc.n_kv_heads = x.model->cfg.n_kv_heads;
     x.cc.head_dim = x.model->cfg.dim / x.model->cfg.n_heads;
     x.cc.max_len = x.model->cfg.max_len; /* --slots: cc_of, for static only */
-    /* --slots sizes a preallocated (static) cache; a walk without one would
-     * ignore it, and an option that does nothing is bad input */
-    if (o.slots > 0 && !kv_cli_slots_apply(sa.ops) &&
-        !(o.compare && kv_cli_slots_apply(sb.ops))) {
-        fprintf(stderr, "kvlab: demo: --slots sets the slots of a preallocated (static) cache; "
-                        "%s%s%s has none\n", sa.ops->name, o.compare ? " and " : "",
-                o.compare ? sb.ops->name : "");
-        session_free(&x);
-        return 2;
-    }
     /* each strategy shown, against the model that really runs (a --model
      * checkpoint's head_dim for --group), with its cache's bytes */
     for (int k = 0; k < 1 + (o.compare != NULL); k++) {
@@ -1472,11 +1507,6 @@ int kv_cmd_demo(int argc, char **argv)
         session_free(&x);
         return orc;
     }
-    if (o.draft_tokens > 0) {
-        fprintf(stderr, "kvlab: demo: --draft-tokens has no effect without --draft-layers\n");
-        session_free(&x);
-        return 2;
-    }
 
     /* the hidden reference: a strategy that keeps no history, as walk() picks */
     const struct kv_strategy_ops *nc = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
@@ -1492,11 +1522,45 @@ int kv_cmd_demo(int argc, char **argv)
         session_free(&x);
         return 2;
     }
+    if (x.width_note[0] != '\0')
+        kv_cli_progress("%s", x.width_note);
     int rc = o.compare ? compare(&x, name_a, sa.params, name_b, sb.params)
                        : walk(&x, strategy, sa.params);
     session_free(&x);
     return rc;
 }
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_demo_def = {.name = "demo", .summary = "walk a tiny model step by step and show what the cache holds", .legacy = kv_cmd_demo};
+const struct kv_cmd kv_cmd_demo_def = {
+    .name = "demo",
+    .summary = "walk a tiny model step by step and show what the cache holds",
+    .usage = "[--strategy NAME | --compare A,B] [--steps N] [--prompt TEXT | --prompt-tokens "
+             "ID,...] [--model FILE.bin [--tokenizer TOK.bin]] [options]",
+    .about = "  walks a tiny model (2 layers, 2 heads, head_dim 8, vocab 256) through greedy\n"
+             "  generation one step at a time and prints, per step: what is fed, the attention\n"
+             "  shape (new, past+new), the mask rows (1 visible, 0 masked), what each layer's\n"
+             "  cache holds, the newest query's attention weights as a shade row ('.:-=+*#%@',\n"
+             "  relative to the row's largest weight; '_' masked), and the step's FLOPs next to\n"
+             "  the FLOPs of the same step without a cache. The default strategy is dynamic;\n"
+             "  the demo's own parameter defaults are --window 6 --group 8 --residual 2 (the\n"
+             "  parameters' list below shows the strategies' tables). --batch B (<= 4): sequence\n"
+             "  b drops the first 2b prompt tokens and is left-padded, to show padding masks.\n"
+             "  --shared-prompt, --beams and --draft-layers are walks of the cache operations,\n"
+             "  one at a time. Width: every line fits --width, else the terminal's width (a\n"
+             "  terminal narrower than " KV_DEMO_MIN_WIDTH_STR " columns gets " KV_DEMO_MIN_WIDTH_STR
+             "), else COLUMNS, else 100. A COLUMNS\n"
+             "  that is not a width in [" KV_DEMO_MIN_WIDTH_STR ", 1000] is not used: a smaller "
+             "number gives " KV_DEMO_MIN_WIDTH_STR ",\n"
+             "  anything else 100, and a note on stderr says so. One thread.\n",
+    .opts = demo_table,
+    .n_opts = sizeof demo_table / sizeof demo_table[0],
+    .groups = KV_GRP_MODEL | KV_GRP_CHECKPOINT | KV_GRP_TOKENIZER | KV_GRP_STRATEGY |
+              KV_GRP_PARAMS | KV_GRP_BATCH | KV_GRP_SEED,
+    .opts_size = sizeof(struct demo_args),
+    .defaults = demo_defaults,
+    .modes = demo_mode,
+    .mode_names = demo_modes,
+    .strategies = demo_strategies,
+    .check = demo_check,
+    .run = demo_run,
+    .example = "--strategy sliding --steps 2 --width 80",
+};

@@ -17,7 +17,9 @@
  * total exceeds 2 x the L3 (kernel_timing.h; --cold-bytes changes that
  * total); --hot keeps one cache, which stays in the L3 between calls. The
  * copies are carved from one pool allocated (and page-faulted) once per
- * process and reused by every configuration. The protocol (warm-up,
+ * process and reused by every configuration; the memory check before the
+ * run counts exactly that pool (kv_ktime_sets_bytes: at least two copies in
+ * cold mode) and every buffer a configuration allocates next to it. The protocol (warm-up,
  * repetitions, disturbed passes measured again) is kernel_timing.c's, the
  * one the peer harnesses in bench/peers/ use too.
  *
@@ -27,10 +29,10 @@
  * read_l3_gbps from an L3-resident buffer, copy_gbps, sgemm_gflops, and
  * `limit=` naming the one that matches the mode).
  *
- *   kvlab kernel --seq-len T[,T...] --heads H --kv-heads HKV --head-dim D
- *                --dtype f32|f16|bf16|int8|int4|int2[,...] [--queries N] [--reps R]
- *                [--threads N] [--group G] [--layout token|kivi] [--hot]
- *                [--cold-bytes B] [--no-ref] [--roofline] [--csv]
+ *   kvlab kernel [--seq-len T[,T...]] [--heads H] [--kv-heads HKV] [--head-dim D]
+ *                [--dtype f32|f16|bf16|int8|int4|int2[,...]] [--queries N] [--reps R]
+ *                [--threads N] [--group G] [--layout token|kivi] [--hot | --cold-bytes B]
+ *                [--no-ref] [--roofline] [--csv]
  *
  * --layout kivi lays the quantized keys out as the quantized strategy's
  * KIVI layout does: per channel, one (scale, min) per element of head_dim
@@ -40,6 +42,7 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,20 +52,18 @@
 
 #include "../kernels/kv_attention.h"
 #include "../kernels/kv_quant.h"
+#include "cli_cmd.h"
 #include "cli_io.h"
 #include "cli_opts.h"
-#include "cli_cmd.h"
 #include "commands.h"
-int kv_cmd_kernel(int argc, char **argv);
 #include "kernel_timing.h"
 #include "roofline.h"
 #include "stats.h"
 #include "sysinfo.h"
 
 #define KERNEL_MAX_LIST 32
-/* The dtypes --dtype takes (every kv_type_traits name), for --help. */
-#define KERNEL_DTYPES_BAR "f32|f16|bf16|int8|int4|int2"
 
+/* The configuration a run measures, resolved from the options. */
 struct kernel_opts {
     int32_t seq_len[KERNEL_MAX_LIST];
     int n_seq_len;
@@ -82,30 +83,28 @@ struct kernel_result {
     double max_err;    /* max |kv_attn - kv_attn_ref|, NAN when not measured */
 };
 
-static void kernel_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kvlab kernel --seq-len T[,T...] --heads H --kv-heads HKV --head-dim D\n"
-            "                    --dtype " KERNEL_DTYPES_BAR "[,...] [--queries N] [--reps R]\n"
-            "                    [--threads N] [--group G] [--layout token|kivi] [--hot]\n"
-            "                    [--cold-bytes B] [--no-ref] [--roofline] [--csv]\n"
-            "Times one attention call over a filled cache (decode when N = 1, causal\n"
-            "prefill of the last N positions otherwise) and the scalar reference.\n"
-            "Cold by default: the calls rotate over copies of the cache that together\n"
-            "exceed B bytes (default 2 x the L3), so K/V come from DRAM.\n"
-            "  --layout    quantized dtypes: token (every row its own groups, default) or\n"
-            "              kivi (keys per channel over blocks of --group tokens, values per\n"
-            "              token; '# layout=kivi' in the metadata)\n"
-            "  --hot       one cache, reused by every call (it stays in the L3)\n"
-            "  --cold-bytes B  the total the cold copies exceed (default 2 x L3)\n"
-            "  --no-ref    skip the scalar reference (its time and the error check)\n"
-            "  --roofline  first measure read bandwidth (DRAM and L3), copy bandwidth\n"
-            "              and sgemm on the same threads\n"
-            "  --csv       '# key=value' metadata lines, a header, one row per (T, dtype)\n");
-}
-
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
+
+struct kernel_dtypes {
+    int32_t n;
+    enum kv_dtype v[KERNEL_MAX_LIST];
+};
+
+/* What the command line says (the table's fields). */
+struct kernel_args {
+    struct kv_opt_ints seq_len;
+    struct kernel_dtypes dtype;
+    int32_t heads, kv_heads, head_dim, queries, reps, group;
+    int layout; /* 0 token, 1 kivi */
+    int hot, no_ref, roofline, csv;
+    int64_t cold_bytes;
+};
+
+/* The measurement modes: bit k is kernel_modes[k]. */
+enum { KERNEL_COLD = 1u << 0, KERNEL_HOT = 1u << 1 };
+static const char *const kernel_modes[] = {"in cold mode (without --hot)", "with --hot"};
+static const char *const kernel_layouts[] = {"token", "kivi", NULL};
 
 /* "f32, int8, int4, f16, bf16 or int2": every dtype's name, for messages. */
 static const char *dtype_names(char *buf, size_t n)
@@ -119,13 +118,12 @@ static const char *dtype_names(char *buf, size_t n)
     return buf;
 }
 
-/* "f32,int8": names of kv_type_traits, like kv_cli_int_list: a bad item and
- * a list longer than KERNEL_MAX_LIST get their own message. */
-static int parse_dtypes(struct kernel_opts *o, const char *s)
+/* --dtype "f32,int8": names of kv_type_traits, at most KERNEL_MAX_LIST. */
+static int parse_dtypes(const char *s, void *field, char *why, size_t n)
 {
-    o->n_dtype = 0;
-    const char *p = s;
-    for (;;) {
+    struct kernel_dtypes *d = field;
+    d->n = 0;
+    for (const char *p = s;;) {
         size_t len = strcspn(p, ",");
         int found = -1;
         for (int t = 0; t < KV_DTYPE_COUNT; t++)
@@ -134,158 +132,102 @@ static int parse_dtypes(struct kernel_opts *o, const char *s)
                 found = t;
         if (found < 0) {
             char names[128];
-            fprintf(stderr, "kvlab: --dtype expects %s (comma list), got '%s'\n",
-                    dtype_names(names, sizeof names), kv_cli_q(s));
+            snprintf(why, n, "%s (comma list)", dtype_names(names, sizeof names));
             return -1;
         }
-        if (o->n_dtype == KERNEL_MAX_LIST) {
-            fprintf(stderr, "kvlab: --dtype takes at most %d values, got '%s'\n",
-                    KERNEL_MAX_LIST, kv_cli_q(s));
+        if (d->n == KERNEL_MAX_LIST) {
+            snprintf(why, n, "at most %d values", KERNEL_MAX_LIST);
             return -1;
         }
-        o->dtype[o->n_dtype++] = (enum kv_dtype)found;
+        d->v[d->n++] = (enum kv_dtype)found;
         if (p[len] == '\0')
             return 0;
         p += len + 1;
     }
 }
 
-static int parse_kernel_opts(struct kernel_opts *o, int argc, char **argv)
+#define A(field) offsetof(struct kernel_args, field)
+static const struct kv_opt kernel_table[] = {
+    {.name = "--seq-len", .kind = KV_OPT_INTS, .off = A(seq_len), .lo = 1, .hi = 1 << 24,
+     .hi_n = KERNEL_MAX_LIST, .meta = "T[,T...]", .help = "cached tokens, one run per value"},
+    {.name = "--heads", .kind = KV_OPT_INT, .off = A(heads), .lo = 1, .hi = 4096, .meta = "H",
+     .help = "query heads"},
+    {.name = "--kv-heads", .kind = KV_OPT_INT, .off = A(kv_heads), .lo = 1, .hi = 4096,
+     .meta = "HKV", .help = "key/value heads (divides --heads)"},
+    {.name = "--head-dim", .kind = KV_OPT_INT, .off = A(head_dim), .lo = 1, .hi = 16384,
+     .meta = "D", .help = "elements per head"},
+    {.name = "--dtype", .kind = KV_OPT_CUSTOM, .off = A(dtype), .parse = parse_dtypes,
+     .meta = "LIST", .help = "row types, comma list of f32|f16|bf16|int8|int4|int2, one run "
+                             "per value (default f32)"},
+    {.name = "--queries", .kind = KV_OPT_INT, .off = A(queries), .lo = 1, .hi = 1 << 20,
+     .meta = "N", .help = "1: decode; N > 1: causal prefill of the last N positions"},
+    {.name = "--reps", .kind = KV_OPT_INT, .off = A(reps), .lo = 1, .hi = 1000000, .meta = "R",
+     .help = "timed calls per pass, at most 1000 used (default: as many as fill about 0.15 "
+             "s, 5 to 1000)"},
+    {.name = "--group", .kind = KV_OPT_INT, .off = A(group), .lo = 1, .hi = 16384, .meta = "G",
+     .help = "elements per quantization group (divides --head-dim)"},
+    {.name = "--layout", .kind = KV_OPT_ENUM, .off = A(layout), .names = kernel_layouts,
+     .meta = "token|kivi", .help = "quantized keys: every row its own groups (token), or per "
+                                   "channel over blocks of --group tokens (kivi; values stay "
+                                   "per token)"},
+    {.name = "--hot", .kind = KV_OPT_FLAG, .off = A(hot),
+     .help = "one cache, reused by every call (it stays in the L3)"},
+    {.name = "--cold-bytes", .kind = KV_OPT_I64, .off = A(cold_bytes), .lo = 1,
+     .hi = (int64_t)1 << 40, .modes = KERNEL_COLD, .meta = "B",
+     .help = "the total the cold copies exceed (2 x this machine's L3 unless given)"},
+    {.name = "--no-ref", .kind = KV_OPT_FLAG, .off = A(no_ref),
+     .help = "skip the scalar reference (its time and the error check)"},
+    {.name = "--roofline", .kind = KV_OPT_FLAG, .off = A(roofline),
+     .help = "first measure read bandwidth (DRAM and L3), copy bandwidth and sgemm on the "
+             "same threads"},
+    {.name = "--csv", .kind = KV_OPT_FLAG, .off = A(csv),
+     .help = "'# key=value' metadata lines, a header, one row per (T, dtype)"},
+};
+#undef A
+
+static void kernel_defaults(void *opts, struct kv_cli_common *c)
 {
-    memset(o, 0, sizeof(*o));
-    o->seq_len[0] = 2048;
-    o->n_seq_len = 1;
-    o->dtype[0] = KV_DTYPE_F32;
-    o->n_dtype = 1;
-    o->heads = 8;
-    o->kv_heads = 8;
-    o->head_dim = 64;
-    o->queries = 1;
-    o->reps = 0; /* 0: chosen per configuration */
-    o->threads = omp_get_num_procs();
-    o->group = 32;
-    o->mode = KV_KTIME_COLD;
-    o->cold_bytes = KV_KTIME_COLD_FACTOR * kv_l3_bytes();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            kernel_usage(stdout);
-            return 1;
-        }
-        if (strcmp(a, "--csv") == 0) {
-            o->csv = 1;
-            continue;
-        }
-        if (strcmp(a, "--no-ref") == 0) {
-            o->no_ref = 1;
-            continue;
-        }
-        if (strcmp(a, "--roofline") == 0) {
-            o->roofline = 1;
-            continue;
-        }
-        if (strcmp(a, "--hot") == 0) {
-            o->mode = KV_KTIME_HOT;
-            continue;
-        }
-        static const char *const valued[] = {"--seq-len", "--dtype", "--heads", "--kv-heads",
-                                             "--head-dim", "--queries", "--reps", "--threads",
-                                             "--cold-bytes", "--layout", "--group"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
-            known |= strcmp(a, valued[k]) == 0;
-        if (!known) {
-            fprintf(stderr, "kvlab: unknown option '%s' (try kvlab kernel --help)\n",
-                    kv_cli_q(a));
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvlab: %s needs a value\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int rc;
-        if (strcmp(a, "--seq-len") == 0) {
-            o->n_seq_len = rc = kv_cli_int_list(a, v, 1, 1 << 24, o->seq_len, KERNEL_MAX_LIST);
-        } else if (strcmp(a, "--dtype") == 0) {
-            rc = parse_dtypes(o, v);
-        } else if (strcmp(a, "--heads") == 0) {
-            rc = kv_cli_i32(a, v, 1, 4096, &o->heads);
-        } else if (strcmp(a, "--kv-heads") == 0) {
-            rc = kv_cli_i32(a, v, 1, 4096, &o->kv_heads);
-        } else if (strcmp(a, "--head-dim") == 0) {
-            rc = kv_cli_i32(a, v, 1, 16384, &o->head_dim);
-        } else if (strcmp(a, "--queries") == 0) {
-            rc = kv_cli_i32(a, v, 1, 1 << 20, &o->queries);
-        } else if (strcmp(a, "--reps") == 0) {
-            rc = kv_cli_i32(a, v, 1, 1000000, &o->reps);
-        } else if (strcmp(a, "--threads") == 0) {
-            rc = kv_cli_i32(a, v, 1, 1024, &o->threads);
-        } else if (strcmp(a, "--layout") == 0) {
-            rc = 0;
-            if (strcmp(v, "token") == 0 || strcmp(v, "kivi") == 0) {
-                o->kivi = strcmp(v, "kivi") == 0;
-            } else {
-                fprintf(stderr, "kvlab: --layout expects token or kivi, got '%s'\n",
-                        kv_cli_q(v));
-                rc = -1;
-            }
-        } else if (strcmp(a, "--cold-bytes") == 0) {
-            int64_t cb = 0;
-            rc = kv_cli_int(a, v, 1, (int64_t)1 << 40, &cb);
-            o->cold_bytes = (size_t)cb;
-        } else {
-            rc = kv_cli_i32(a, v, 1, 16384, &o->group); /* --group, the last known one */
-        }
-        if (rc < 0)
-            return -1;
-    }
-    if (o->heads % o->kv_heads != 0) {
-        fprintf(stderr, "kvlab: --kv-heads %d must divide --heads %d\n", o->kv_heads, o->heads);
-        return -1;
-    }
-    for (int k = 0; k < o->n_dtype; k++) {
-        if (o->kivi && kv_type_traits[o->dtype[k]].has_qparams &&
-            kv_quant_check(o->dtype[k], o->head_dim, o->head_dim) != KV_OK) {
-            fprintf(stderr, "kvlab: --layout kivi: --head-dim %d is not a whole number of %s "
-                            "blocks\n", o->head_dim, kv_type_traits[o->dtype[k]].name);
-            return -1;
-        }
-        if (kv_quant_check(o->dtype[k], o->head_dim, o->group) != KV_OK) {
-            fprintf(stderr, "kvlab: --group %d must divide --head-dim %d (and be even for int4)\n",
-                    o->group, o->head_dim);
-            return -1;
-        }
-    }
-    for (int k = 0; k < o->n_seq_len; k++) {
-        if (o->seq_len[k] < o->queries) {
-            fprintf(stderr, "kvlab: --queries %d exceeds --seq-len %d\n", o->queries,
-                    o->seq_len[k]);
-            return -1;
-        }
-        /* the cache (K and V, codes and qparams) and q, out, ref must fit */
-        for (int t = 0; t < o->n_dtype; t++) {
-            size_t row = kv_dtype_row_bytes(o->dtype[t], o->head_dim), cache, io, total;
-            if (kv_type_traits[o->dtype[t]].has_qparams) /* kivi keys: about the same */
-                row += (size_t)(o->head_dim / o->group) * sizeof(struct kv_qparams);
-            const size_t fc[] = {2, (size_t)o->kv_heads, (size_t)o->seq_len[k], row};
-            const size_t fi[] = {3, (size_t)o->queries, (size_t)o->heads,
-                                 (size_t)o->head_dim, sizeof(float)};
-            if (kv_mul_sizes(&cache, 4, fc) != KV_OK || kv_mul_sizes(&io, 5, fi) != KV_OK ||
-                cache > SIZE_MAX - io) {
-                fprintf(stderr, "kvlab: the cache's byte count overflows (--kv-heads x "
-                                "--seq-len x --head-dim)\n");
-                return -1;
-            }
-            /* cold: the copies exceed cold_bytes by less than one cache */
-            total = cache + io;
-            if (o->mode == KV_KTIME_COLD)
-                total = o->cold_bytes > SIZE_MAX - total ? SIZE_MAX : total + o->cold_bytes;
-            if (kv_cli_check_memory("kernel", total) != 0)
-                return -1;
-        }
-    }
-    return 0;
+    struct kernel_args *a = opts;
+    a->seq_len.n = 1;
+    a->seq_len.v[0] = 2048;
+    a->dtype.n = 1;
+    a->dtype.v[0] = KV_DTYPE_F32;
+    a->heads = 8;
+    a->kv_heads = 8;
+    a->head_dim = 64;
+    a->queries = 1;
+    a->reps = 0; /* chosen per configuration */
+    a->group = 32;
+    a->cold_bytes = (int64_t)(KV_KTIME_COLD_FACTOR * kv_l3_bytes());
+    c->threads = omp_get_num_procs();
+}
+
+static uint32_t kernel_mode(const struct kv_cmd_ctx *x)
+{
+    return ((const struct kernel_args *)x->opts)->hot ? KERNEL_HOT : KERNEL_COLD;
+}
+
+static void kernel_resolve(const struct kv_cmd_ctx *x, struct kernel_opts *o)
+{
+    const struct kernel_args *a = x->opts;
+    memset(o, 0, sizeof *o);
+    o->n_seq_len = a->seq_len.n;
+    memcpy(o->seq_len, a->seq_len.v, (size_t)a->seq_len.n * sizeof o->seq_len[0]);
+    o->n_dtype = a->dtype.n;
+    memcpy(o->dtype, a->dtype.v, (size_t)a->dtype.n * sizeof o->dtype[0]);
+    o->heads = a->heads;
+    o->kv_heads = a->kv_heads;
+    o->head_dim = a->head_dim;
+    o->queries = a->queries;
+    o->reps = a->reps;
+    o->threads = x->c.threads;
+    o->group = a->group;
+    o->no_ref = a->no_ref;
+    o->csv = a->csv;
+    o->roofline = a->roofline;
+    o->mode = a->hot ? KV_KTIME_HOT : KV_KTIME_COLD;
+    o->cold_bytes = (size_t)a->cold_bytes;
+    o->kivi = a->layout == 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -510,15 +452,145 @@ done:
     return rc;
 }
 
+
+/* Bytes one configuration holds at its peak: the pool of copies (*pool, kept
+ * for the whole run) and what kernel_run_one allocates next to it (*extra:
+ * q, out, ref, one row, the spans and views, the kivi block, the workspace,
+ * the timing buffer), and the copies made (*sets). -1 when a count
+ * overflows size_t. */
+static int kernel_need_bytes(const struct kernel_opts *o, int32_t T, enum kv_dtype dt,
+                             int32_t *sets, size_t *set_bytes, size_t *pool, size_t *extra)
+{
+    const size_t d = (size_t)o->head_dim, hkv = (size_t)o->kv_heads;
+    const size_t ng = kv_type_traits[dt].has_qparams ? d / (size_t)o->group : 0;
+    const size_t qp = sizeof(struct kv_qparams);
+    size_t rows, codes, qps = 0, kqps = 0, io;
+    /* the parts of kernel_set_bytes, each checked before it is summed */
+    if (kv_mul_size(&rows, hkv, (size_t)T) != KV_OK ||
+        kv_mul_size(&codes, rows, kv_dtype_row_bytes(dt, o->head_dim)) != KV_OK)
+        return -1;
+    if (ng > 0) {
+        const size_t fq[] = {rows, ng, qp};
+        const size_t fk[] = {hkv, (size_t)kernel_kblocks(o, T), d, qp};
+        if (kv_mul_sizes(&qps, 3, fq) != KV_OK ||
+            (kernel_kivi(o, dt) && kv_mul_sizes(&kqps, 4, fk) != KV_OK))
+            return -1;
+    }
+    if (codes > SIZE_MAX / 8 || qps > SIZE_MAX / 8 || kqps > SIZE_MAX / 8)
+        return -1;
+    size_t kvb, kqpb, vqpb;
+    *set_bytes = kernel_set_bytes(o, T, dt, &kvb, &kqpb, &vqpb);
+    *sets = kv_ktime_sets(o->mode, *set_bytes, o->cold_bytes);
+    if (kv_ktime_sets_bytes(o->mode, *set_bytes, o->cold_bytes, pool) != 0)
+        return -1;
+    const size_t fi[] = {3, (size_t)o->queries, (size_t)o->heads, d, sizeof(float)};
+    if (kv_mul_sizes(&io, 5, fi) != KV_OK)
+        return -1;
+    struct kv_attn_params p = {.batch = 1, .n_q = o->queries, .n_heads = o->heads,
+                               .n_kv_heads = o->kv_heads, .head_dim = o->head_dim,
+                               .q_pos0 = T - o->queries, .scale = 1.0f,
+                               .n_threads = o->threads};
+    const size_t parts[] = {
+        io,
+        d * sizeof(float),                                                   /* row */
+        (size_t)*sets * (sizeof(struct kv_span) + sizeof(struct kv_view)),    /* spans, views */
+        kernel_kivi(o, dt) ? (size_t)o->group * d * sizeof(float) : 0,       /* blockx */
+        kv_attn_workspace_bytes(&p),
+        kv_ktime_run_bytes(),
+    };
+    *extra = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        if (parts[i] > SIZE_MAX - *extra)
+            return -1;
+        *extra += parts[i];
+    }
+    return 0;
+}
+
+/* The largest pool of copies over the configurations (the one allocation
+ * kept for the whole run), and the largest extra: what the run holds at
+ * its peak is their sum. -1 on overflow, with *at the configuration. */
+static int kernel_peak_bytes(const struct kernel_opts *o, size_t *peak, int32_t *at_T,
+                             enum kv_dtype *at_dt, int32_t *at_sets, size_t *at_set)
+{
+    size_t pool_max = 0, extra_max = 0;
+    for (int si = 0; si < o->n_seq_len; si++)
+        for (int di = 0; di < o->n_dtype; di++) {
+            int32_t sets;
+            size_t set, pool, extra;
+            *at_T = o->seq_len[si];
+            *at_dt = o->dtype[di];
+            if (kernel_need_bytes(o, o->seq_len[si], o->dtype[di], &sets, &set, &pool,
+                                  &extra) != 0)
+                return -1;
+            if (pool >= pool_max) {
+                pool_max = pool;
+                *at_sets = sets;
+                *at_set = set;
+            }
+            extra_max = extra > extra_max ? extra : extra_max;
+        }
+    if (pool_max > SIZE_MAX - extra_max)
+        return -1;
+    *peak = pool_max + extra_max;
+    return 0;
+}
+
+static int kernel_check(struct kv_cmd_ctx *x)
+{
+    struct kernel_opts o;
+    kernel_resolve(x, &o);
+    if (o.heads % o.kv_heads != 0) {
+        fprintf(stderr, "kvlab: kernel: --kv-heads %d must divide --heads %d\n", o.kv_heads,
+                o.heads);
+        return 2;
+    }
+    for (int k = 0; k < o.n_dtype; k++) {
+        if (o.kivi && kv_type_traits[o.dtype[k]].has_qparams &&
+            kv_quant_check(o.dtype[k], o.head_dim, o.head_dim) != KV_OK) {
+            fprintf(stderr, "kvlab: kernel: --layout kivi: --head-dim %d is not a whole number "
+                            "of %s blocks\n", o.head_dim, kv_type_traits[o.dtype[k]].name);
+            return 2;
+        }
+        if (kv_quant_check(o.dtype[k], o.head_dim, o.group) != KV_OK) {
+            fprintf(stderr, "kvlab: kernel: --group %d must divide --head-dim %d (and be even "
+                            "for int4)\n", o.group, o.head_dim);
+            return 2;
+        }
+    }
+    for (int k = 0; k < o.n_seq_len; k++)
+        if (o.seq_len[k] < o.queries) {
+            fprintf(stderr, "kvlab: kernel: --queries %d exceeds --seq-len %d\n", o.queries,
+                    o.seq_len[k]);
+            return 2;
+        }
+    /* what the run allocates, exactly: the pool of copies and, next to it,
+     * the largest configuration's own buffers */
+    size_t peak, set = 0;
+    int32_t T = 0, sets = 0;
+    enum kv_dtype dt = KV_DTYPE_F32;
+    if (kernel_peak_bytes(&o, &peak, &T, &dt, &sets, &set) != 0) {
+        fprintf(stderr, "kvlab: kernel: the caches' byte count overflows at --seq-len %d "
+                        "--dtype %s (--kv-heads x --seq-len x --head-dim, and the copies)\n",
+                T, kv_type_traits[dt].name);
+        return 2;
+    }
+    char what[192];
+    snprintf(what, sizeof what, "kernel: %s mode (%d cop%s of %zu bytes at --seq-len %d --dtype "
+             "%s, and its buffers)", kv_ktime_mode_name(o.mode), sets, sets == 1 ? "y" : "ies",
+             set, T, kv_type_traits[dt].name);
+    if (kv_cli_check_memory(what, peak) != 0)
+        return 2;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Command                                                                  */
 
-int kv_cmd_kernel(int argc, char **argv)
+static int kernel_run(struct kv_cmd_ctx *x)
 {
     struct kernel_opts o;
-    int rc = parse_kernel_opts(&o, argc, argv);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
+    kernel_resolve(x, &o);
     struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
                              .sgemm_gflops = NAN};
     if (o.roofline) {
@@ -537,9 +609,10 @@ int kv_cmd_kernel(int argc, char **argv)
     size_t pool = 0;
     for (int si = 0; si < o.n_seq_len; si++) {
         for (int di = 0; di < o.n_dtype; di++) {
-            size_t kvb, kqpb, vqpb;
+            size_t kvb, kqpb, vqpb, need;
             size_t sb = kernel_set_bytes(&o, o.seq_len[si], o.dtype[di], &kvb, &kqpb, &vqpb);
-            size_t need = sb * (size_t)kv_ktime_sets(o.mode, sb, o.cold_bytes);
+            if (kv_ktime_sets_bytes(o.mode, sb, o.cold_bytes, &need) != 0)
+                need = SIZE_MAX; /* cannot happen: kernel_check counted it */
             pool = need > pool ? need : pool;
         }
     }
@@ -610,5 +683,44 @@ int kv_cmd_kernel(int argc, char **argv)
     return 0;
 }
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_kernel_def = {.name = "kernel", .summary = "time the attention kernel alone", .legacy = kv_cmd_kernel};
+/*
+ * Transitional, until the layer lets a command without KV_GRP_PARAMS own an
+ * option named like a strategy parameter: kernel's --dtype (a list of row
+ * types), --group and --layout share their names with the parameters of
+ * dynamic/static/sliding/paged and quantized, and kv_cmd_reserve refuses
+ * any command option with such a name at start-up. So the table below is
+ * parsed through kv_cmd_main from a one-line hook, and the registered entry
+ * carries no options of its own. Once kv_cmd_reserve checks only commands
+ * with KV_GRP_PARAMS (the only ones whose option set holds the registry's
+ * flags), rename kernel_table_def to kv_cmd_kernel_def and delete the hook.
+ */
+static const struct kv_cmd kernel_table_def = {
+    .name = "kernel",
+    .summary = "time the attention kernel alone",
+    .usage = "[--seq-len T[,T...]] [--heads H] [--kv-heads HKV] [--head-dim D] [--dtype LIST] "
+             "[options]",
+    .about = "  times one attention call over a filled cache (decode when --queries is 1, causal\n"
+             "  prefill of the last N positions otherwise) and the scalar reference. Cold by\n"
+             "  default: the calls rotate over copies of the cache (at least two) that together\n"
+             "  exceed --cold-bytes, so K/V come from DRAM; --hot keeps one. The run is refused\n"
+             "  up front when those copies and their buffers exceed the machine's memory.\n",
+    .opts = kernel_table,
+    .n_opts = sizeof kernel_table / sizeof kernel_table[0],
+    .groups = KV_GRP_THREADS,
+    .opts_size = sizeof(struct kernel_args),
+    .defaults = kernel_defaults,
+    .modes = kernel_mode,
+    .mode_names = kernel_modes,
+    .check = kernel_check,
+    .run = kernel_run,
+};
+
+static int kernel_hook(int argc, char **argv) { return kv_cmd_main(&kernel_table_def, argc, argv); }
+
+const struct kv_cmd kv_cmd_kernel_def = {
+    .name = "kernel",
+    .summary = "time the attention kernel alone",
+    .example = "--seq-len 16 --heads 2 --kv-heads 2 --head-dim 8 --dtype f32,int8 --group 8 "
+               "--reps 1 --threads 1 --hot --no-ref",
+    .legacy = kernel_hook,
+};

@@ -12,9 +12,9 @@
  * the run took goes to stderr, so stdout is the same on every machine.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +22,12 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "cli_opts.h"
 #include "cli_cmd.h"
+#include "cli_io.h"
+#include "cli_opts.h"
 #include "commands.h"
-int kv_cmd_perplexity(int argc, char **argv);
 #include "csv_write.h"
+#include "file_check.h"
 #include "perplexity.h"
 #include "tokenizer.h"
 
@@ -35,55 +36,34 @@ int kv_cmd_perplexity(int argc, char **argv);
 /* Buckets the default bucket width aims at. */
 #define PPL_DEFAULT_BUCKETS 8
 
-static void usage(FILE *f)
+/* A file name echoed on stdout: quoted (control characters escaped), so a
+ * name cannot forge a line; long names are kept whole up to 1 KiB. */
+static const char *qname(char *buf, size_t cap, const char *s)
 {
-    fprintf(f,
-            "usage: kvlab perplexity --model FILE.bin --text FILE [--strategy NAME] [options]\n"
-            "\n"
-            "Bits per byte and perplexity of the text under one cache strategy. The text\n"
-            "is fed token by token through the cache, as generation feeds it (never as one\n"
-            "prefill), and each next token is scored from that step's logits.\n"
-            "\n"
-            "  --model FILE.bin   llama2.c checkpoint (required)\n"
-            "  --tokenizer FILE   llama2.c tokenizer.bin (required unless the vocabulary is\n"
-            "                     256 bytes: then the text's bytes are the tokens)\n"
-            "  --text FILE        the text to score (at least 2 bytes)\n"
-            "  --strategy NAME    cache strategy or preset (default: the exact growing\n"
-            "                     cache, dynamic; see 'kvlab strategies')\n"
-            "  --context N        reset the cache every N tokens (positions restart at 0);\n"
-            "                     1 <= N <= the model's max length. Default: one stream,\n"
-            "                     which must fit the model's max length\n"
-            "  --recompute W      predict each token from a fresh prefill of the last W\n"
-            "                     tokens (sliding window with re-computation; with\n"
-            "                     --context, of the last W tokens of its chunk)\n"
-            "  --max-tokens N     score only the first N tokens of the text\n"
-            "  --bucket B         positions per bucket of the loss table (default: the\n"
-            "                     power of two giving about 8 buckets)\n"
-            "  --csv FILE         also write the bucket table and a summary as CSV\n"
-            "  --threads T        threads (default: all cores)\n"
-            "The strategies' parameters:\n");
-    kv_cli_print_param_help(f);
+    return kv_cli_quote(buf, cap, s, 1024);
 }
 
-/* Reads a regular file whole into kv_alloc memory (+1 byte, NUL). 0 or an
- * exit status, after printing one line. */
+/* Reads the --text file whole into kv_alloc memory (+1 byte, NUL). It is
+ * opened as the layer judged it (without blocking, a regular file), so a
+ * FIFO swapped in afterwards cannot hang the run. 0 or an exit status,
+ * after printing one line. */
 static int read_text(const char *path, char **buf, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        fprintf(stderr, "kvlab: --text %s: %s\n", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    if (kv_file_open_input(path, &fd) != KV_OK) {
+        fprintf(stderr, "kvlab: perplexity: --text '%s': %s\n", kv_cli_q(path), kv_file_why());
         return 2;
     }
-    if (!S_ISREG(st.st_mode)) {
-        fprintf(stderr, "kvlab: --text %s is not a regular file\n", path);
+    if (fstat(fd, &st) != 0) {
+        fprintf(stderr, "kvlab: perplexity: --text '%s': %s\n", kv_cli_q(path),
+                strerror(errno));
         close(fd);
         return 2;
     }
     if ((uint64_t)st.st_size > PPL_MAX_TEXT_BYTES) {
-        fprintf(stderr, "kvlab: --text %s is larger than %zu bytes\n", path, PPL_MAX_TEXT_BYTES);
+        fprintf(stderr, "kvlab: perplexity: --text '%s' is larger than %zu bytes\n",
+                kv_cli_q(path), PPL_MAX_TEXT_BYTES);
         close(fd);
         return 2;
     }
@@ -105,35 +85,14 @@ static int read_text(const char *path, char **buf, size_t *len)
     }
     close(fd);
     if (got != n) {
-        fprintf(stderr, "kvlab: --text %s: could not read the whole file\n", path);
+        fprintf(stderr, "kvlab: perplexity: --text '%s': could not read the whole file\n",
+                kv_cli_q(path));
         kv_free(b);
         return 2;
     }
     *buf = b;
     *len = n;
     return 0;
-}
-
-/* Parses "--name V" / "--name=V" for name; 1 consumed, 0 not this option,
- * -1 no value. */
-static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    size_t nl = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, nl) != 0 || (a[nl] != '\0' && a[nl] != '='))
-        return 0;
-    if (a[nl] == '=') {
-        *val = a + nl + 1;
-        *i += 1;
-        return 1;
-    }
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "kvlab: %s expects a value\n", name);
-        return -1;
-    }
-    *val = argv[*i + 1];
-    *i += 2;
-    return 1;
 }
 
 /* One bucket of the loss table. */
@@ -159,70 +118,60 @@ struct ppl_opts {
     int32_t context, recompute, max_tokens, bucket;
 };
 
-int kv_cmd_perplexity(int argc, char **argv)
+#define O(field) offsetof(struct ppl_opts, field)
+static const struct kv_opt ppl_table[] = {
+    {.name = "--text", .kind = KV_OPT_INPUT, .off = O(text), .meta = "FILE", .required = 1,
+     .help = "the text to score (at least 2 bytes)"},
+    {.name = "--context", .kind = KV_OPT_INT, .off = O(context), .lo = 1, .hi = INT32_MAX,
+     .meta = "N", .help = "reset the cache every N tokens (positions restart at 0), N at most "
+                          "the model's max length (default: one stream, which must fit it)"},
+    {.name = "--recompute", .kind = KV_OPT_INT, .off = O(recompute), .lo = 1, .hi = INT32_MAX,
+     .meta = "W", .help = "predict each token from a fresh prefill of the last W tokens "
+                          "(sliding window with re-computation; with --context, of its chunk)"},
+    {.name = "--max-tokens", .kind = KV_OPT_INT, .off = O(max_tokens), .lo = 2, .hi = INT32_MAX,
+     .meta = "N", .help = "score only the first N tokens of the text (default: all)"},
+    {.name = "--bucket", .kind = KV_OPT_INT, .off = O(bucket), .lo = 1, .hi = INT32_MAX,
+     .meta = "B", .help = "positions per bucket of the loss table (default: the power of two "
+                          "giving about 8 buckets)"},
+    {.name = "--csv", .kind = KV_OPT_OUTPUT, .off = O(csv), .meta = "FILE",
+     .help = "also write the bucket table and a summary as CSV (judged before the run, "
+             "replaced atomically after it)"},
+};
+#undef O
+
+/* The exact growing cache: the default strategy. */
+static const char *ppl_default_strategy(void)
 {
-    struct kv_cli_common c;
-    kv_cli_common_defaults(&c);
-    struct ppl_opts o = {0};
-    const char *v;
-    for (int i = 1; i < argc;) {
-        int r = kv_cli_parse_common(&c, argc, argv, &i);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        static const char *const int_names[] = {"--context", "--recompute", "--max-tokens",
-                                                "--bucket"};
-        int32_t *int_fields[] = {&o.context, &o.recompute, &o.max_tokens, &o.bucket};
-        const int32_t lo[] = {1, 1, 2, 1};
-        int done = 0;
-        for (size_t k = 0; k < 4 && !done; k++) {
-            r = take_value(argc, argv, &i, int_names[k], &v);
-            if (r < 0)
-                return 2;
-            if (r > 0) {
-                if (kv_cli_i32(int_names[k], v, lo[k], INT32_MAX, int_fields[k]) != 0)
-                    return 2;
-                done = 1;
-            }
-        }
-        if (done)
-            continue;
-        if ((r = take_value(argc, argv, &i, "--text", &o.text)) != 0 ||
-            (r = take_value(argc, argv, &i, "--csv", &o.csv)) != 0) {
-            if (r < 0)
-                return 2;
-            continue;
-        }
-        fprintf(stderr, "kvlab: perplexity: unknown option '%s' (try --help)\n", argv[i]);
+    const struct kv_strategy_ops *d = kv_strategy_with(
+        KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+    return d != NULL ? d->name : "";
+}
+
+/* The one strategy the run uses, for the parameter-flag check. */
+static int32_t ppl_strategies(const struct kv_cmd_ctx *x, const char **names, int32_t max)
+{
+    if (max < 1)
+        return 0;
+    names[0] = x->c.strategy != NULL ? x->c.strategy : ppl_default_strategy();
+    return 1;
+}
+
+static int ppl_check(struct kv_cmd_ctx *x)
+{
+    if (x->c.model_path == NULL) {
+        fprintf(stderr, "kvlab: perplexity: needs --model FILE.bin (a trained checkpoint)\n");
         return 2;
     }
-    if (c.model_path == NULL) {
-        fprintf(stderr, "kvlab: perplexity needs --model FILE.bin (a trained checkpoint)\n");
-        return 2;
-    }
-    if (o.text == NULL || o.text[0] == '\0') {
-        fprintf(stderr, "kvlab: perplexity needs --text FILE\n");
-        return 2;
-    }
-    if (c.batch != 1) {
-        fprintf(stderr, "kvlab: perplexity scores one stream: --batch must be 1\n");
-        return 2;
-    }
-    if (o.csv != NULL && (kv_cli_same_file(o.csv, o.text) ||
-                          kv_cli_same_file(o.csv, c.model_path))) {
-        fprintf(stderr, "kvlab: --csv '%s' names an input file\n", o.csv);
-        return 2;
-    }
-    if (c.strategy == NULL) { /* the exact growing cache */
-        const struct kv_strategy_ops *d = kv_strategy_with(
-            KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
-        c.strategy = d != NULL ? d->name : "";
-    }
+    return 0;
+}
+
+static int ppl_run(struct kv_cmd_ctx *x)
+{
+    struct kv_cli_common c = x->c;
+    const struct ppl_opts o = *(const struct ppl_opts *)x->opts;
+    char q1[1100], q2[1100];
+    if (c.strategy == NULL) /* the exact growing cache */
+        c.strategy = ppl_default_strategy();
 
     struct kv_model *m = NULL;
     struct kv_tokenizer *tok = NULL;
@@ -231,12 +180,11 @@ int kv_cmd_perplexity(int argc, char **argv)
     int32_t *ids = NULL, *pos = NULL;
     double *loss = NULL;
     struct bucket *bk = NULL;
-    int rc = 2;
-    enum kv_status s = kv_checkpoint_load(c.model_path, &m);
-    if (s != KV_OK) {
-        fprintf(stderr, "kvlab: --model %s: %s\n", c.model_path, kv_status_str(s));
-        return s == KV_ERR_IO || s == KV_ERR_FORMAT ? 2 : 1;
-    }
+    int rc = kv_cli_load_model("perplexity", c.model_path, &m);
+    if (rc != 0)
+        return rc;
+    rc = 2;
+    enum kv_status s;
     c.model = m->cfg;
     c.cache.max_len = m->cfg.max_len;
     struct kv_cli_strategy strat;
@@ -245,21 +193,21 @@ int kv_cmd_perplexity(int argc, char **argv)
     const struct kv_strategy_ops *ops = strat.ops;
     const struct kv_model_config *mc = &m->cfg;
     if (o.context > mc->max_len || o.recompute > mc->max_len) {
-        fprintf(stderr, "kvlab: %s %" PRId32 " exceeds the model's max length (%" PRId32 ")\n",
+        fprintf(stderr, "kvlab: perplexity: %s %" PRId32 " exceeds the model's max length (%"
+                        PRId32 ")\n",
                 o.context > mc->max_len ? "--context" : "--recompute",
                 o.context > mc->max_len ? o.context : o.recompute, mc->max_len);
         goto out;
     }
     if (c.tokenizer_path != NULL) {
-        s = kv_tokenizer_load(&tok, c.tokenizer_path, mc->vocab_size);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: --tokenizer %s: %s\n", c.tokenizer_path, kv_status_str(s));
-            rc = s == KV_ERR_NOMEM ? 1 : 2;
+        int lrc = kv_cli_load_tokenizer("perplexity", c.tokenizer_path, mc->vocab_size, &tok);
+        if (lrc != 0) {
+            rc = lrc;
             goto out;
         }
     } else if (mc->vocab_size != 256) {
-        fprintf(stderr, "kvlab: the model's vocabulary has %" PRId32 " tokens, not 256 bytes: "
-                        "perplexity needs --tokenizer FILE\n", mc->vocab_size);
+        fprintf(stderr, "kvlab: perplexity: the model's vocabulary has %" PRId32 " tokens, "
+                        "not 256 bytes: perplexity needs --tokenizer FILE\n", mc->vocab_size);
         goto out;
     }
 
@@ -270,8 +218,8 @@ int kv_cmd_perplexity(int argc, char **argv)
         goto out;
     }
     if (len < 2) {
-        fprintf(stderr, "kvlab: --text %s %s; perplexity needs at least 2 bytes\n", o.text,
-                len == 0 ? "is empty" : "has 1 byte");
+        fprintf(stderr, "kvlab: perplexity: --text '%s' %s; perplexity needs at least 2 bytes\n",
+                kv_cli_q(o.text), len == 0 ? "is empty" : "has 1 byte");
         goto out;
     }
     ids = kv_alloc((len + 3) * sizeof *ids);
@@ -285,7 +233,8 @@ int kv_cmd_perplexity(int argc, char **argv)
         s = kv_tokenizer_encode(tok, text, len, kv_tokenizer_default_flags(tok), ids,
                                 (int32_t)(len + 3), &n);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab: --text %s: the tokenizer cannot encode it\n", o.text);
+            fprintf(stderr, "kvlab: perplexity: --text '%s': the tokenizer cannot encode it\n",
+                    kv_cli_q(o.text));
             goto out;
         }
     } else {
@@ -296,35 +245,60 @@ int kv_cmd_perplexity(int argc, char **argv)
     if (o.max_tokens > 0 && n > o.max_tokens)
         n = o.max_tokens;
     if (n < 2) {
-        fprintf(stderr, "kvlab: --text %s gives %" PRId32 " token; perplexity needs at least 2\n",
-                o.text, n);
+        fprintf(stderr, "kvlab: perplexity: --text '%s' gives %" PRId32 " token; perplexity "
+                        "needs at least 2\n", kv_cli_q(o.text), n);
         goto out;
     }
     if (o.context == 0 && o.recompute == 0 && n - 1 > mc->max_len) {
-        fprintf(stderr, "kvlab: the text's %" PRId32 " tokens exceed the model's max length (%"
-                        PRId32 "): use --context N or --max-tokens N\n", n, mc->max_len);
+        fprintf(stderr, "kvlab: perplexity: the text's %" PRId32 " tokens exceed the model's "
+                        "max length (%" PRId32 "): use --context N or --max-tokens N\n", n,
+                mc->max_len);
         goto out;
     }
-    /* Memory: weights, the largest cache, the per-token arrays. */
-    {
-        size_t hs = (size_t)(mc->dim / mc->n_heads), cache_b, arr_b;
-        /* at most max_len positions are cached (a static cache holds them all) */
-        const size_t fc[] = {(size_t)mc->n_layers, (size_t)mc->n_kv_heads, hs,
-                             (size_t)mc->max_len, 4 * sizeof(float)};
-        const size_t fa[] = {(size_t)n, sizeof(double) + 2 * sizeof(int32_t)};
-        if (kv_mul_sizes(&cache_b, 5, fc) != KV_OK || kv_mul_sizes(&arr_b, 2, fa) != KV_OK ||
-            kv_cli_check_memory("this run", cache_b + arr_b + kv_model_weight_bytes(mc)) != 0)
-            goto out;
-    }
-
+    /* The strategy's own parameters against the checkpoint (a --group that
+     * divides its head_dim) and its cache's bytes with every size-bearing
+     * parameter (--window, --residual, preallocated slots), then the whole
+     * run's memory: weights, that cache, the per-token arrays. All before
+     * anything is allocated for the run. */
     c.cache.n_layers = mc->n_layers;
     c.cache.batch = 1;
     c.cache.n_kv_heads = mc->n_kv_heads;
     c.cache.head_dim = mc->dim / mc->n_heads;
+    c.cache.max_len = mc->max_len;
+    {
+        /* the most positions the cache holds at once */
+        int32_t held = n;
+        if (o.context > 0 && o.context < held)
+            held = o.context;
+        if (o.recompute > 0 && o.recompute < held)
+            held = o.recompute;
+        if (held > mc->max_len)
+            held = mc->max_len;
+        size_t strat_b = 0;
+        if ((rc = kv_cli_check_strategy("perplexity", ops, strat.params, &c.cache, held, 1,
+                                        &strat_b)) != 0)
+            goto out;
+        rc = 2;
+        size_t hs = (size_t)(mc->dim / mc->n_heads), cache_b, arr_b, w_b;
+        /* at most max_len positions are cached (a static cache holds them all) */
+        const size_t fc[] = {(size_t)mc->n_layers, (size_t)mc->n_kv_heads, hs,
+                             (size_t)mc->max_len, 4 * sizeof(float)};
+        const size_t fa[] = {(size_t)n, sizeof(double) + 2 * sizeof(int32_t)};
+        if (kv_mul_sizes(&cache_b, 5, fc) != KV_OK)
+            cache_b = SIZE_MAX;
+        if (strat_b > 0) /* what the strategy itself says it needs */
+            cache_b = strat_b;
+        w_b = kv_model_weight_bytes(mc);
+        if (kv_mul_sizes(&arr_b, 2, fa) != KV_OK || arr_b > SIZE_MAX - w_b ||
+            cache_b > SIZE_MAX - arr_b - w_b ||
+            kv_cli_check_memory("perplexity: this run", cache_b + arr_b + w_b) != 0)
+            goto out;
+    }
+
     s = kv_cache_create(&cache, ops, &c.cache, strat.params);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: strategy '%s' rejects this configuration: %s\n", ops->name,
-                kv_status_str(s));
+        fprintf(stderr, "kvlab: perplexity: strategy '%s' rejects this configuration: %s\n",
+                ops->name, kv_status_str(s));
         rc = s == KV_ERR_NOMEM ? 1 : 2;
         goto out;
     }
@@ -396,11 +370,11 @@ int kv_cmd_perplexity(int argc, char **argv)
     else if (o.recompute == 0)
         snprintf(mode, sizeof mode, "one stream of %" PRId32 " positions", n - 1);
 
-    printf("perplexity of %s: %" PRId32 " tokens, %" PRId64 " bytes scored\n", o.text, n,
-           total_bytes);
+    printf("perplexity of %s: %" PRId32 " tokens, %" PRId64 " bytes scored\n",
+           qname(q1, sizeof q1, o.text), n, total_bytes);
     printf("model %s: dim %" PRId32 ", %" PRId32 " layers, %" PRId32 "/%" PRId32
-           " heads, max length %" PRId32 "\n", c.model_path, mc->dim, mc->n_layers,
-           mc->n_heads, mc->n_kv_heads, mc->max_len);
+           " heads, max length %" PRId32 "\n", qname(q2, sizeof q2, c.model_path), mc->dim,
+           mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->max_len);
     printf("strategy %s%s%s%s, %s\n", label, sargs[0] ? " (" : "", sargs,
            sargs[0] ? ")" : "", mode);
     printf("  %-13s %9s %10s %10s\n", "positions", "tokens", "bits/byte", "nats/token");
@@ -456,7 +430,8 @@ int kv_cmd_perplexity(int argc, char **argv)
             s = kv_csv_writer_write(w, o.csv);
         kv_csv_writer_destroy(w);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab: cannot write '%s': %s\n", o.csv, kv_status_str(s));
+            fprintf(stderr, "kvlab: perplexity: cannot write '%s': %s\n", kv_cli_q(o.csv),
+                    kv_status_str(s));
             goto out;
         }
     }
@@ -474,5 +449,25 @@ out:
     return rc;
 }
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_perplexity_def = {.name = "perplexity", .summary = "bits per byte of a text, streamed through a cache strategy", .legacy = kv_cmd_perplexity};
+
+const struct kv_cmd kv_cmd_perplexity_def = {
+    .name = "perplexity",
+    .summary = "bits per byte of a text, streamed through a cache strategy",
+    .usage = "--model FILE.bin --text FILE [--strategy NAME] [options]",
+    .about = "  the text is fed token by token through the cache, as generation feeds it (never\n"
+             "  as one prefill), and each next token is scored from that step's logits; the\n"
+             "  loss per position bucket shows where a strategy starts to hurt. --model is\n"
+             "  required; --tokenizer too unless the vocabulary is 256 bytes (then the text's\n"
+             "  bytes are the tokens). The default strategy is the exact growing cache\n"
+             "  (dynamic). Data goes to stdout (and --csv), the time the run took to stderr.\n",
+    .opts = ppl_table,
+    .n_opts = sizeof ppl_table / sizeof ppl_table[0],
+    .groups = KV_GRP_CHECKPOINT | KV_GRP_TOKENIZER | KV_GRP_STRATEGY | KV_GRP_PARAMS |
+              KV_GRP_THREADS,
+    .opts_size = sizeof(struct ppl_opts),
+    .strategies = ppl_strategies,
+    .check = ppl_check,
+    .run = ppl_run,
+    .example = "--model @MODEL --tokenizer @TOKENIZER --text @TEXT --max-tokens 24 --context 16 "
+               "--threads 1 --csv @OUT",
+};

@@ -16,122 +16,119 @@
  * only, and each must have the capability a shared prompt needs
  * (KV_CAP_KEEPS_HISTORY and KV_CAP_REORDER): a contiguous cache then copies
  * the prompt's rows into every sequence, a paged one shares its blocks.
- * Everything is checked before the first run (options, the memory of the
- * largest run, the output file); the CSV is written through a temporary
- * file and a rename, also when the run stops on an error (rows so far).
+ * Everything is checked before the first run: the options and the output
+ * file by their table (cli_cmd.h: --out judged up front, one missing
+ * folder level allowed and created at the write; every --batches and
+ * --prompt-lens value and strategy once), then the memory of the largest
+ * run; the CSV is written through a temporary file and a rename, also when
+ * the run stops on an error (rows so far).
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "cli_cmd.h"
 #include "cli_io.h"
 #include "cli_opts.h"
-#include "cli_cmd.h"
 #include "commands.h"
-int kv_cmd_sharing(int argc, char **argv);
 #include "csv_write.h"
 #include "stats.h"
+#include "sweep.h"
 #include "sysinfo.h"
 
 #define SHARING_MAX_LIST 16
 #define SHARING_MAX_STRATEGIES 8
 
-static void sharing_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kvlab sharing --strategies LIST [options]\n"
-            "  B sequences share one prompt of P tokens and generate N greedy tokens each,\n"
-            "  unshared (prefilled per sequence) and shared (prefilled once: the cache's\n"
-            "  reorder); one CSV row per strategy, P, B and mode\n"
-            "  --strategies LIST  strategy or preset names (each needs reorder)\n"
-            "  --batches LIST     B values (default 1,2,4,8)\n"
-            "  --prompt-lens LIST P values (default 1024,4096)\n"
-            "  --new-tokens N     generated tokens per sequence (default 128)\n"
-            "  --out FILE         the CSV (default out/sharing.csv)\n"
-            "  --quiet            no progress lines\n"
-            "  --seed S --threads T, model options as for generate (--layers --dim ...\n"
-            "  --max-len, --model FILE.bin), and the strategies' parameters:\n");
-    kv_cli_print_param_help(f);
-}
-
 struct sharing_opts {
-    struct kv_cli_common c;
     const char *strategies;
-    int32_t batches[SHARING_MAX_LIST], n_batches;
-    int32_t prompts[SHARING_MAX_LIST], n_prompts;
+    struct kv_opt_ints batches, prompts;
     int32_t new_tokens;
     const char *out;
     int quiet;
 };
 
-/* The value of argv[*i]'s option ("--opt v" or "--opt=v"), advancing *i;
- * NULL after printing when it is missing. */
-static const char *opt_value(int argc, char **argv, int *i, const char *eq, const char *name)
+#define O(f) offsetof(struct sharing_opts, f)
+static const struct kv_opt sharing_table[] = {
+    {.name = "--strategies", .kind = KV_OPT_STRATEGIES, .off = O(strategies), .required = 1,
+     .meta = "LIST", .help = "strategy or preset names, each once (each needs reorder)"},
+    {.name = "--batches", .kind = KV_OPT_INTS, .off = O(batches), .lo = 1, .hi = 1 << 12,
+     .hi_n = SHARING_MAX_LIST, .meta = "LIST", .help = "B values, each once"},
+    {.name = "--prompt-lens", .kind = KV_OPT_INTS, .off = O(prompts), .lo = 1, .hi = 1 << 30,
+     .hi_n = SHARING_MAX_LIST, .meta = "LIST", .help = "P values, each once"},
+    {.name = "--new-tokens", .kind = KV_OPT_INT, .off = O(new_tokens), .lo = 1, .hi = 1 << 20,
+     .meta = "N", .help = "generated tokens per sequence"},
+    {.name = "--out", .kind = KV_OPT_OUTPUT, .off = O(out), .mkdir = 1, .meta = "FILE",
+     .help = "the CSV, written atomically (one missing directory level is created)"},
+    {.name = "--quiet", .kind = KV_OPT_FLAG, .off = O(quiet), .help = "no progress lines"},
+};
+#undef O
+
+static void sharing_defaults(void *opts, struct kv_cli_common *c)
 {
-    if (eq != NULL) {
-        (*i)++;
-        return eq + 1;
-    }
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "kvlab: sharing: %s expects a value\n", name);
-        return NULL;
-    }
-    *i += 2;
-    return argv[*i - 1];
+    (void)c;
+    struct sharing_opts *o = opts;
+    o->batches = (struct kv_opt_ints){.n = 4, .v = {1, 2, 4, 8}};
+    o->prompts = (struct kv_opt_ints){.n = 2, .v = {1024, 4096}};
+    o->new_tokens = 128;
+    o->out = "out/sharing.csv";
 }
 
-/* 0, 1 (help printed) or 2 (bad input printed). */
-static int parse(struct sharing_opts *o, int argc, char **argv)
+/* The strategies the run uses, for the parameter-flag check: --strategies. */
+static int32_t sharing_strategies(const struct kv_cmd_ctx *x, const char **names, int32_t max)
 {
-    for (int i = 1; i < argc;) {
-        const int r = kv_cli_parse_common(&o->c, argc, argv, &i);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        const char *a = argv[i], *eq = strchr(a, '=');
-        const size_t n = eq != NULL ? (size_t)(eq - a) : strlen(a);
-#define IS(s) (n == sizeof(s) - 1 && strncmp(a, s, n) == 0)
-        const char *v;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            sharing_usage(stdout);
-            return 1;
-        } else if (strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
-            i++;
-        } else if (IS("--strategies")) {
-            if ((o->strategies = opt_value(argc, argv, &i, eq, "--strategies")) == NULL)
-                return 2;
-        } else if (IS("--batches")) {
-            if ((v = opt_value(argc, argv, &i, eq, "--batches")) == NULL ||
-                (o->n_batches = kv_cli_int_list("--batches", v, 1, 1 << 12, o->batches,
-                                                SHARING_MAX_LIST)) < 1)
-                return 2;
-        } else if (IS("--prompt-lens")) {
-            if ((v = opt_value(argc, argv, &i, eq, "--prompt-lens")) == NULL ||
-                (o->n_prompts = kv_cli_int_list("--prompt-lens", v, 1, 1 << 30, o->prompts,
-                                                SHARING_MAX_LIST)) < 1)
-                return 2;
-        } else if (IS("--new-tokens")) {
-            if ((v = opt_value(argc, argv, &i, eq, "--new-tokens")) == NULL ||
-                kv_cli_i32("--new-tokens", v, 1, 1 << 20, &o->new_tokens) != 0)
-                return 2;
-        } else if (IS("--out")) {
-            if ((o->out = opt_value(argc, argv, &i, eq, "--out")) == NULL)
-                return 2;
-            if (o->out[0] == '\0') {
-                fprintf(stderr, "kvlab: sharing: --out expects a file name\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "kvlab: sharing: unknown option '%s' (see 'kvlab sharing --help')\n",
-                    kv_cli_q(a));
+    const struct sharing_opts *o = x->opts;
+    static char buf[KV_CMD_MAX_STRATEGIES * 64];
+    int32_t n = 0;
+    if (o->strategies == NULL)
+        return 0;
+    snprintf(buf, sizeof buf, "%s", o->strategies); /* the kind's check bounds it */
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL && n < max;
+         t = strtok_r(NULL, ",", &save))
+        names[n++] = t;
+    return n;
+}
+
+static int sharing_check(struct kv_cmd_ctx *x)
+{
+    const struct sharing_opts *o = x->opts;
+    /* a value twice would measure (and write) the same rows twice */
+    const struct {
+        const char *name;
+        const struct kv_opt_ints *l;
+    } lists[] = {{"--batches", &o->batches}, {"--prompt-lens", &o->prompts}};
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
+        const int32_t i = kv_sweep_list_repeat(lists[k].l->v, lists[k].l->n, NULL);
+        if (i >= 0) {
+            fprintf(stderr, "kvlab: sharing: %s names %" PRId32 " twice\n", lists[k].name,
+                    lists[k].l->v[i]);
             return 2;
         }
-#undef IS
+    }
+    const char *names[KV_CMD_MAX_STRATEGIES];
+    if (sharing_strategies(x, names, KV_CMD_MAX_STRATEGIES) > SHARING_MAX_STRATEGIES) {
+        fprintf(stderr, "kvlab: sharing: --strategies names at most %d strategies\n",
+                SHARING_MAX_STRATEGIES);
+        return 2;
     }
     return 0;
+}
+
+/* Creates the parent directory of path when it is missing (one level: the
+ * --out check allowed exactly that); a failure is the write's to report. */
+static void make_parent_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path)
+        return;
+    char dir[4096];
+    if ((size_t)(slash - path) >= sizeof dir)
+        return;
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    (void)mkdir(dir, 0755);
 }
 
 /* Per-step decode times of one run (the callback of kv_generate). */
@@ -153,61 +150,47 @@ static const char *const sharing_cols[] = {
     "shared_bytes", "cow_bytes", "copied_bytes", "peak_rss_bytes", "tokens_match"};
 #define SHARING_NCOLS ((int32_t)(sizeof sharing_cols / sizeof sharing_cols[0]))
 
-int kv_cmd_sharing(int argc, char **argv)
+static int sharing_run(struct kv_cmd_ctx *x)
 {
-    struct sharing_opts o = {.new_tokens = 128, .out = "out/sharing.csv"};
-    kv_cli_common_defaults(&o.c);
-    o.batches[0] = 1, o.batches[1] = 2, o.batches[2] = 4, o.batches[3] = 8;
-    o.n_batches = 4;
-    o.prompts[0] = 1024, o.prompts[1] = 4096;
-    o.n_prompts = 2;
-    int rc = parse(&o, argc, argv);
-    if (rc != 0)
-        return rc == 1 ? 0 : 2;
-    static const char *const unused[] = {"--strategy", "--batch", "--tokenizer", NULL};
-    if (kv_cli_reject_unused("sharing", &o.c, unused) != 0)
-        return 2;
-    if (o.strategies == NULL) {
-        fprintf(stderr, "kvlab: sharing needs --strategies LIST (see 'kvlab strategies')\n");
-        return 2;
-    }
-    if (kv_cli_check_common(&o.c) != 0)
-        return 2;
+    const struct sharing_opts *so = x->opts;
+    struct kv_cli_common *c = &x->c;
+    int rc;
     struct kv_model *m = NULL;
-    if (o.c.model_path != NULL) {
-        if ((rc = kv_cli_load_model("sharing", o.c.model_path, &m)) != 0)
+    if (c->model_path != NULL) {
+        if ((rc = kv_cli_load_model("sharing", c->model_path, &m)) != 0)
             return rc;
-        o.c.model = m->cfg;
+        c->model = m->cfg;
     }
-    const struct kv_model_config *mc = &o.c.model;
+    const struct kv_model_config *mc = &c->model;
     int32_t max_p = 0, max_b = 0;
-    for (int32_t i = 0; i < o.n_prompts; i++)
-        max_p = o.prompts[i] > max_p ? o.prompts[i] : max_p;
-    for (int32_t i = 0; i < o.n_batches; i++)
-        max_b = o.batches[i] > max_b ? o.batches[i] : max_b;
+    for (int32_t i = 0; i < so->prompts.n; i++)
+        max_p = so->prompts.v[i] > max_p ? so->prompts.v[i] : max_p;
+    for (int32_t i = 0; i < so->batches.n; i++)
+        max_b = so->batches.v[i] > max_b ? so->batches.v[i] : max_b;
     rc = 2;
     struct kv_cli_strategy strat[SHARING_MAX_STRATEGIES];
+    const char *sname[SHARING_MAX_STRATEGIES]; /* as given */
     int32_t n_strat = 0;
     char *list = NULL;
     struct kv_csv_writer *w = NULL;
     int32_t *prompt = NULL, *tok_a = NULL, *tok_b = NULL;
     int64_t *steps = NULL;
-    if ((int64_t)max_p + o.new_tokens > mc->max_len) {
+    if ((int64_t)max_p + so->new_tokens > mc->max_len) {
         fprintf(stderr, "kvlab: sharing: the longest --prompt-lens + --new-tokens (%" PRId64
                         ") exceeds --max-len (%" PRId32 ")\n",
-                (int64_t)max_p + o.new_tokens, mc->max_len);
+                (int64_t)max_p + so->new_tokens, mc->max_len);
         goto out;
     }
     struct kv_cache_config cc = {.n_layers = mc->n_layers, .batch = max_b,
                                  .n_kv_heads = mc->n_kv_heads,
                                  .head_dim = mc->dim / mc->n_heads, .max_len = mc->max_len};
-    list = kv_alloc(strlen(o.strategies) + 1);
+    list = kv_alloc(strlen(so->strategies) + 1);
     if (list == NULL) {
         fprintf(stderr, "kvlab: sharing: %s\n", kv_status_str(KV_ERR_NOMEM));
         rc = 1;
         goto out;
     }
-    strcpy(list, o.strategies);
+    strcpy(list, so->strategies);
     size_t biggest = 0; /* the cache bytes of the largest run */
     for (char *save = NULL, *t = strtok_r(list, ",", &save); t != NULL;
          t = strtok_r(NULL, ",", &save)) {
@@ -216,23 +199,31 @@ int kv_cmd_sharing(int argc, char **argv)
             goto out;
         }
         struct kv_cli_strategy *s = &strat[n_strat];
-        if (kv_cli_strategy(&o.c, t, s) != 0)
+        if (kv_cli_strategy(c, t, s) != 0)
             goto out;
         if (!(kv_strategy_caps(s->ops, &cc, s->params) & KV_CAP_KEEPS_HISTORY) ||
             !(kv_strategy_caps(s->ops, &cc, s->params) & KV_CAP_REORDER)) {
             fprintf(stderr, "kvlab: sharing: strategy '%s' does not support %s, which a shared "
-                            "prompt needs\n", t,
+                            "prompt needs\n", kv_cli_q(t),
                     kv_strategy_caps(s->ops, &cc, s->params) & KV_CAP_KEEPS_HISTORY
                         ? "reorder" : "keeping history");
             goto out;
         }
+        /* two names of one configuration (quantized, quantized-int8) would
+         * measure and write the same rows twice, as sweep refuses too */
+        for (int32_t j = 0; j < n_strat; j++)
+            if (kv_sweep_same_config(strat[j].ops, strat[j].params, s->ops, s->params)) {
+                fprintf(stderr, "kvlab: sharing: --strategies names one configuration twice: "
+                                "'%s' and '%s'\n", kv_cli_q(sname[j]), kv_cli_q(t));
+                goto out;
+            }
         size_t bytes = 0;
         if ((rc = kv_cli_check_strategy("sharing", s->ops, s->params, &cc,
-                                        max_p + o.new_tokens, 1, &bytes)) != 0)
+                                        max_p + so->new_tokens, 1, &bytes)) != 0)
             goto out;
         rc = 2;
         biggest = bytes > biggest ? bytes : biggest;
-        n_strat++;
+        sname[n_strat++] = t;
     }
     if (n_strat == 0) {
         fprintf(stderr, "kvlab: sharing: --strategies names no strategy\n");
@@ -254,23 +245,20 @@ int kv_cmd_sharing(int argc, char **argv)
         if (kv_cli_check_memory("the largest sharing run", wb + act + biggest) != 0)
             goto out;
     }
-    const struct kv_cli_file outs[] = {{"--out", o.out}};
-    const struct kv_cli_file ins[] = {{"--model", o.c.model_path}};
-    if ((rc = kv_cli_check_outputs("sharing", outs, 1, ins, 1, KV_FILE_PARENT_MKDIR, 1)) != 0)
-        goto out;
+    /* (--out was judged before the run: cli_cmd.c) */
 
     /* From here on, failures are run-time failures (exit 1). */
     rc = 1;
     enum kv_status s;
-    if (m == NULL && (s = kv_model_create_synthetic(&m, mc, o.c.seed)) != KV_OK) {
+    if (m == NULL && (s = kv_model_create_synthetic(&m, mc, c->seed)) != KV_OK) {
         fprintf(stderr, "kvlab: sharing: model: %s\n", kv_status_str(s));
         goto out;
     }
     const size_t n_prompt = (size_t)max_b * (size_t)max_p;
     prompt = kv_alloc(n_prompt * sizeof *prompt);
-    tok_a = kv_alloc((size_t)max_b * (size_t)o.new_tokens * sizeof *tok_a);
-    tok_b = kv_alloc((size_t)max_b * (size_t)o.new_tokens * sizeof *tok_b);
-    steps = kv_alloc((size_t)o.new_tokens * sizeof *steps);
+    tok_a = kv_alloc((size_t)max_b * (size_t)so->new_tokens * sizeof *tok_a);
+    tok_b = kv_alloc((size_t)max_b * (size_t)so->new_tokens * sizeof *tok_b);
+    steps = kv_alloc((size_t)so->new_tokens * sizeof *steps);
     if (prompt == NULL || tok_a == NULL || tok_b == NULL || steps == NULL ||
         kv_csv_writer_create(&w) != KV_OK) {
         fprintf(stderr, "kvlab: sharing: %s\n", kv_status_str(KV_ERR_NOMEM));
@@ -283,10 +271,10 @@ int kv_cmd_sharing(int argc, char **argv)
     kv_csv_writer_set_meta(w, "commit", si.commit);
     kv_csv_writer_set_meta(w, "date", si.date);
     kv_csv_writer_set_meta(w, "cpu", si.cpu);
-    kv_csv_writer_set_metaf(w, "threads", "%d", o.c.threads);
+    kv_csv_writer_set_metaf(w, "threads", "%d", c->threads);
     kv_csv_writer_set_meta(w, "blas_core", si.blas_core);
-    kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, o.c.seed);
-    kv_csv_writer_set_meta(w, "strategies", o.strategies);
+    kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, c->seed);
+    kv_csv_writer_set_meta(w, "strategies", so->strategies);
     if ((s = kv_csv_writer_set_header(w, sharing_cols, SHARING_NCOLS)) != KV_OK) {
         fprintf(stderr, "kvlab: sharing: %s\n", kv_status_str(s));
         goto out;
@@ -294,11 +282,11 @@ int kv_cmd_sharing(int argc, char **argv)
 
     int failed = 0;
     for (int32_t si_ = 0; si_ < n_strat && !failed; si_++)
-        for (int32_t pi = 0; pi < o.n_prompts && !failed; pi++)
-            for (int32_t bi = 0; bi < o.n_batches && !failed; bi++) {
-                const int32_t P = o.prompts[pi], B = o.batches[bi], N = o.new_tokens;
+        for (int32_t pi = 0; pi < so->prompts.n && !failed; pi++)
+            for (int32_t bi = 0; bi < so->batches.n && !failed; bi++) {
+                const int32_t P = so->prompts.v[pi], B = so->batches.v[bi], N = so->new_tokens;
                 /* one seeded prompt, the same in every row */
-                uint64_t rs = o.c.seed ^ 0x5EEDF00Dull ^ (uint64_t)P;
+                uint64_t rs = c->seed ^ 0x5EEDF00Dull ^ (uint64_t)P;
                 for (int32_t t = 0; t < P; t++)
                     prompt[t] = (int32_t)(kv_rng_next(&rs) % (uint64_t)mc->vocab_size);
                 for (int32_t b = 1; b < B; b++)
@@ -309,7 +297,7 @@ int kv_cmd_sharing(int argc, char **argv)
                     struct kv_cache *cache = NULL;
                     s = kv_cache_create(&cache, strat[si_].ops, &one, strat[si_].params);
                     struct kv_gen_params gp = {.batch = B, .prompt_len = P, .prompt = prompt,
-                                               .new_tokens = N, .n_threads = o.c.threads,
+                                               .new_tokens = N, .n_threads = c->threads,
                                                .shared_prompt = shared};
                     struct sharing_log lg = {.step_ns = steps};
                     int32_t *tok = shared ? tok_b : tok_a;
@@ -347,7 +335,7 @@ int kv_cmd_sharing(int argc, char **argv)
                              "%zu,%zu,%d",
                              strat[si_].ops->name, label, params, P, B, shared, N,
                              mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads,
-                             mc->dim / mc->n_heads, o.c.threads, prefill, med, p95,
+                             mc->dim / mc->n_heads, c->threads, prefill, med, p95,
                              (double)med / B, st.resident, st.resident - st.spare, st.tokens,
                              st.shared, st.cow, copied, kv_peak_rss_bytes(), match);
                     if ((s = kv_csv_writer_add_row(w, line)) != KV_OK) {
@@ -355,7 +343,7 @@ int kv_cmd_sharing(int argc, char **argv)
                         failed = 1;
                         break;
                     }
-                    if (!o.quiet)
+                    if (!so->quiet)
                         kv_cli_progress("sharing: %-10s P %5" PRId32 " B %2" PRId32 " %-8s "
                                         "%12zu bytes resident, step %.3f ms (%.3f ms per "
                                         "sequence)%s\n", label, P, B,
@@ -370,15 +358,19 @@ int kv_cmd_sharing(int argc, char **argv)
                     }
                 }
             }
-    if (kv_csv_writer_row_count(w) > 0 && (s = kv_csv_writer_write(w, o.out)) != KV_OK) {
-        fprintf(stderr, "kvlab: sharing: cannot write '%s': %s\n", kv_cli_q(o.out),
-                kv_status_str(s));
-        goto out;
+    if (kv_csv_writer_row_count(w) > 0) {
+        make_parent_dir(so->out);
+        errno = 0;
+        if ((s = kv_csv_writer_write(w, so->out)) != KV_OK) {
+            fprintf(stderr, "kvlab: sharing: cannot write '%s': %s\n", kv_cli_q(so->out),
+                    s == KV_ERR_IO && errno != 0 ? strerror(errno) : kv_status_str(s));
+            goto out;
+        }
     }
     if (!failed) {
-        if (!o.quiet)
-            kv_cli_progress("sharing: %" PRId32 " rows in %s\n", kv_csv_writer_row_count(w),
-                            o.out);
+        if (!so->quiet)
+            kv_cli_progress("sharing: %" PRId32 " rows in '%s'\n", kv_csv_writer_row_count(w),
+                            kv_cli_q(so->out));
         rc = 0;
     }
 
@@ -393,5 +385,24 @@ out:
     return rc;
 }
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_sharing_def = {.name = "sharing", .summary = "memory and step time of B sequences sharing one prompt, write CSV", .legacy = kv_cmd_sharing};
+const struct kv_cmd kv_cmd_sharing_def = {
+    .name = "sharing",
+    .summary = "memory and step time of B sequences sharing one prompt, write CSV",
+    .usage = "--strategies LIST [options]",
+    .about = "  B sequences share one prompt of P tokens and generate N greedy tokens each,\n"
+             "  unshared (prefilled per sequence) and shared (prefilled once: the cache's\n"
+             "  reorder); one CSV row per strategy, P, B and mode. The shared run's tokens\n"
+             "  must equal the unshared run's (tokens_match). The strategies take the\n"
+             "  parameter options below that apply to them.\n",
+    .opts = sharing_table,
+    .n_opts = sizeof sharing_table / sizeof sharing_table[0],
+    .groups = KV_GRP_MODEL | KV_GRP_CHECKPOINT | KV_GRP_PARAMS | KV_GRP_THREADS | KV_GRP_SEED,
+    .opts_size = sizeof(struct sharing_opts),
+    .defaults = sharing_defaults,
+    .strategies = sharing_strategies,
+    .check = sharing_check,
+    .run = sharing_run,
+    .example = "--strategies dynamic --batches 1,2 --prompt-lens 8 --new-tokens 2 --layers 1 "
+               "--dim 16 --heads 2 --kv-heads 2 --hidden 24 --vocab 64 --max-len 32 "
+               "--threads 1 --quiet --out @OUT",
+};

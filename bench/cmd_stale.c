@@ -20,6 +20,12 @@
  *      embedding); every later layer also receives a residual stream that
  *      the changed earlier layers computed, so the staleness compounds.
  *
+ * The cache of steps 1-4 is the exact growing one (dynamic) unless
+ * --strategy names another exact one: it must keep every position, in f32,
+ * unrounded (static, dynamic-concat, paged ... ; a strategy that evicts or
+ * rounds is refused before anything is loaded into it), since step 4 reads
+ * its rows back.
+ *
  * The design decision: nothing is simulated. Every number comes from kvlab's
  * own forward pass and cache (the spans a strategy exposes), and the only
  * difference between the runs in step 3 is whether the past K and V were
@@ -27,33 +33,21 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../kernels/kv_ops.h"
 #include "checkpoint.h"
-#include "cli_opts.h"
 #include "cli_cmd.h"
+#include "cli_io.h"
+#include "cli_opts.h"
 #include "commands.h"
-int kv_cmd_stale(int argc, char **argv);
+#include "file_check.h"
 #include "tokenizer.h"
 
 #define STALE_MAX_PROMPT 1024
 #define STALE_DEFAULT_PROMPT "A key-value cache remembers; the weights moved on.\n"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kvlab stale-cache --model OLD.bin --updated NEW.bin [--prompt TEXT]\n"
-            "                         [--prompt-tokens ID,...] [--tokenizer TOK.bin]\n"
-            "\n"
-            "Caches the prompt's keys and values with the OLD weights, then decodes one\n"
-            "more token with the NEW weights (OLD after one training step) twice:\n"
-            "through that stale cache and without a cache. Prints the logit difference\n"
-            "and, layer by layer, how far the cached K and V are from the ones the new\n"
-            "weights compute: why a KV cache is for inference, not for training.\n"
-            "`make stale-cache` makes NEW with bench/train_model.py --one-step-from.\n");
-}
 
 /* ------------------------------------------------------------------------ */
 /* Runs                                                                     */
@@ -189,67 +183,69 @@ static int same_shape(const struct kv_model_config *a, const struct kv_model_con
 
 static int load(const char *opt, const char *path, struct kv_model **m)
 {
+    kv_file_set_why("%s", "");
     enum kv_status s = kv_checkpoint_load(path, m);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: %s %s: %s\n", opt, path, kv_status_str(s));
-        return s == KV_ERR_IO || s == KV_ERR_FORMAT ? 2 : 1;
+        const char *why = kv_file_why();
+        fprintf(stderr, "kvlab: stale-cache: %s '%s': %s\n", opt, kv_cli_q(path),
+                why[0] != '\0' ? why : kv_status_str(s));
+        return s == KV_ERR_NOMEM ? 1 : 2;
     }
     return 0;
 }
 
-int kv_cmd_stale(int argc, char **argv)
-{
-    struct kv_cli_common c;
-    kv_cli_common_defaults(&c);
-    const char *updated = NULL, *text = NULL, *ptoks = NULL;
-    for (int i = 1; i < argc;) {
-        int r = kv_cli_parse_common(&c, argc, argv, &i);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        static const char *const names[] = {"--updated", "--prompt", "--prompt-tokens"};
-        const char **fields[] = {&updated, &text, &ptoks};
-        int done = 0;
-        for (int k = 0; k < 3 && !done; k++) {
-            size_t nl = strlen(names[k]);
-            if (strncmp(a, names[k], nl) != 0 || (a[nl] != '\0' && a[nl] != '='))
-                continue;
-            if (a[nl] == '=') {
-                *fields[k] = a + nl + 1;
-                i += 1;
-            } else if (i + 1 < argc) {
-                *fields[k] = argv[i + 1];
-                i += 2;
-            } else {
-                fprintf(stderr, "kvlab: %s expects a value\n", names[k]);
-                return 2;
-            }
-            done = 1;
-        }
-        if (!done) {
-            fprintf(stderr, "kvlab: stale-cache: unknown option '%s' (try --help)\n", a);
-            return 2;
-        }
-    }
-    if (c.model_path == NULL || updated == NULL) {
-        fprintf(stderr, "kvlab: stale-cache needs --model OLD.bin and --updated NEW.bin\n");
-        return 2;
-    }
-    if (text != NULL && ptoks != NULL) {
-        fprintf(stderr, "kvlab: give either --prompt or --prompt-tokens, not both\n");
-        return 2;
-    }
-    if (c.batch != 1) {
-        fprintf(stderr, "kvlab: stale-cache runs one sequence: --batch must be 1\n");
-        return 2;
-    }
+struct stale_opts {
+    const char *updated, *text, *ptoks;
+};
 
+#define S(field) offsetof(struct stale_opts, field)
+static const struct kv_opt stale_table[] = {
+    {.name = "--updated", .kind = KV_OPT_INPUT, .off = S(updated), .meta = "NEW.bin",
+     .required = 1, .help = "the checkpoint one training step after --model's"},
+    {.name = "--prompt", .kind = KV_OPT_TEXT, .off = S(text), .meta = "TEXT",
+     .help = "the prompt (default \"A key-value cache remembers; the weights moved on.\\n\"; "
+             "bytes, or the tokenizer's BPE)"},
+    {.name = "--prompt-tokens", .kind = KV_OPT_TEXT, .off = S(ptoks), .meta = "IDS",
+     .help = "the prompt as comma-separated token ids (no tokenizer needed)"},
+};
+#undef S
+
+/* The exact growing cache: the default, and what --strategy must match. */
+static const struct kv_strategy_ops *stale_exact(void)
+{
+    return kv_strategy_with(KV_CAP_KEEPS_HISTORY,
+                            KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+}
+
+static int32_t stale_strategies(const struct kv_cmd_ctx *x, const char **names, int32_t max)
+{
+    const struct kv_strategy_ops *d = stale_exact();
+    if (max < 1 || (x->c.strategy == NULL && d == NULL))
+        return 0;
+    names[0] = x->c.strategy != NULL ? x->c.strategy : d->name;
+    return 1;
+}
+
+static int stale_check(struct kv_cmd_ctx *x)
+{
+    const struct stale_opts *o = x->opts;
+    if (x->c.model_path == NULL) {
+        fprintf(stderr, "kvlab: stale-cache: needs --model OLD.bin and --updated NEW.bin\n");
+        return 2;
+    }
+    if (o->text != NULL && o->ptoks != NULL) {
+        fprintf(stderr, "kvlab: stale-cache: give either --prompt or --prompt-tokens, not both\n");
+        return 2;
+    }
+    return 0;
+}
+
+static int stale_run(struct kv_cmd_ctx *x)
+{
+    struct kv_cli_common c = x->c;
+    const struct stale_opts *so = x->opts;
+    const char *updated = so->updated, *text = so->text, *ptoks = so->ptoks;
+    char q1[1100], q2[1100];
     struct kv_model *om = NULL, *nm = NULL;
     struct kv_tokenizer *tok = NULL;
     struct kv_cache *stale = NULL, *fresh = NULL, *none = NULL;
@@ -263,15 +259,15 @@ int kv_cmd_stale(int argc, char **argv)
     rc = 2;
     const struct kv_model_config *mc = &om->cfg;
     if (!same_shape(mc, &nm->cfg)) {
-        fprintf(stderr, "kvlab: --model and --updated are checkpoints of different shapes\n");
+        fprintf(stderr, "kvlab: stale-cache: --model and --updated are checkpoints of "
+                        "different shapes\n");
         goto out;
     }
     enum kv_status s;
     if (c.tokenizer_path != NULL) {
-        s = kv_tokenizer_load(&tok, c.tokenizer_path, mc->vocab_size);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: --tokenizer %s: %s\n", c.tokenizer_path, kv_status_str(s));
-            rc = s == KV_ERR_NOMEM ? 1 : 2;
+        int lrc = kv_cli_load_tokenizer("stale-cache", c.tokenizer_path, mc->vocab_size, &tok);
+        if (lrc != 0) {
+            rc = lrc;
             goto out;
         }
     } else if (mc->vocab_size == 256) {
@@ -281,14 +277,15 @@ int kv_cmd_stale(int argc, char **argv)
             goto out;
         }
     } else if (ptoks == NULL) {
-        fprintf(stderr, "kvlab: a vocabulary of %" PRId32 " tokens needs --tokenizer FILE or "
-                        "--prompt-tokens\n", mc->vocab_size);
+        fprintf(stderr, "kvlab: stale-cache: a vocabulary of %" PRId32 " tokens needs "
+                        "--tokenizer FILE or --prompt-tokens\n", mc->vocab_size);
         goto out;
     }
     int32_t P = 0;
     int32_t cap = STALE_MAX_PROMPT < mc->max_len ? STALE_MAX_PROMPT : mc->max_len - 1;
     if (ptoks != NULL) {
-        P = kv_cli_int_list("--prompt-tokens", ptoks, 0, mc->vocab_size - 1, ids, cap);
+        P = kv_cli_int_list("stale-cache: --prompt-tokens", ptoks, 0, mc->vocab_size - 1, ids,
+                            cap);
         if (P < 1)
             goto out;
     } else {
@@ -298,54 +295,76 @@ int kv_cmd_stale(int argc, char **argv)
         if (len == 0 || len > STALE_MAX_PROMPT ||
             kv_tokenizer_encode(tok, t, len, kv_tokenizer_default_flags(tok), buf,
                                 STALE_MAX_PROMPT + 3, &P) != KV_OK || P < 1 || P > cap) {
-            fprintf(stderr, "kvlab: --prompt must give 1 to %" PRId32 " tokens\n", cap);
+            fprintf(stderr, "kvlab: stale-cache: --prompt must give 1 to %" PRId32 " tokens\n",
+                    cap);
             goto out;
         }
         memcpy(ids, buf, (size_t)P * sizeof *ids);
     }
 
-    rc = 1;
     const int32_t V = mc->vocab_size, L = mc->n_layers;
     const int32_t kvd = mc->n_kv_heads * (mc->dim / mc->n_heads);
+    c.model = *mc;
     c.cache = (struct kv_cache_config){.n_layers = L, .batch = 1, .n_kv_heads = mc->n_kv_heads,
                                        .head_dim = mc->dim / mc->n_heads,
                                        .max_len = mc->max_len};
-    /* the exact growing cache, and one that keeps nothing (no cache) */
-    const struct kv_strategy_ops *exact = kv_strategy_with(
-        KV_CAP_KEEPS_HISTORY, KV_CAP_LOSSY | KV_CAP_EVICTS | KV_CAP_PREALLOCATES);
+    /* the exact cache (--strategy, default the growing one), and one that
+     * keeps nothing (no cache) */
+    const struct kv_strategy_ops *dflt = stale_exact();
     const struct kv_strategy_ops *nocache = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
-    if (exact == NULL || nocache == NULL) {
+    if (dflt == NULL || nocache == NULL) {
         fprintf(stderr, "kvlab: stale-cache: no exact and no cache-less strategy registered\n");
+        rc = 1;
         goto out;
     }
+    struct kv_cli_strategy st;
+    if (kv_cli_strategy(&c, c.strategy != NULL ? c.strategy : dflt->name, &st) != 0)
+        goto out;
+    /* step 4 reads the rows back: every position kept, in f32, as computed */
+    const uint32_t caps = kv_strategy_caps(st.ops, &c.cache, st.params);
+    if (!(caps & KV_CAP_KEEPS_HISTORY) || (caps & (KV_CAP_LOSSY | KV_CAP_EVICTS)) ||
+        kv_strategy_dtype(st.ops, st.params) != KV_DTYPE_F32) {
+        char label[64];
+        kv_strategy_label(st.ops, st.params, label, sizeof label);
+        fprintf(stderr, "kvlab: stale-cache: strategy '%s' %s; the comparison needs an exact "
+                        "cache that keeps every position in f32 (the default: %s)\n",
+                kv_cli_q(label), !(caps & KV_CAP_KEEPS_HISTORY) ? "keeps no cache"
+                : (caps & KV_CAP_EVICTS) ? "evicts positions" : "rounds what it stores",
+                dflt->name);
+        goto out;
+    }
+    if ((rc = kv_cli_check_strategy("stale-cache", st.ops, st.params, &c.cache, P + 1, 1,
+                                    NULL)) != 0)
+        goto out;
+    rc = 1;
     lg = kv_alloc((size_t)V * 6 * sizeof *lg);
-    if (lg == NULL || kv_cache_create(&stale, exact, &c.cache, NULL) != KV_OK ||
-        kv_cache_create(&fresh, exact, &c.cache, NULL) != KV_OK ||
+    if (lg == NULL || kv_cache_create(&stale, st.ops, &c.cache, st.params) != KV_OK ||
+        kv_cache_create(&fresh, st.ops, &c.cache, st.params) != KV_OK ||
         kv_cache_create(&none, nocache, &c.cache, NULL) != KV_OK) {
         fprintf(stderr, "kvlab: stale-cache: %s\n", kv_status_str(KV_ERR_NOMEM));
         goto out;
     }
     float *l_prompt = lg, *l_old_cached = lg + V, *l_old_none = lg + 2 * (size_t)V;
     float *l_stale = lg + 3 * (size_t)V, *l_new_none = lg + 4 * (size_t)V;
-    struct stale_ctx x = {.threads = c.threads, .ids = ids, .P = P};
+    struct stale_ctx sx = {.threads = c.threads, .ids = ids, .P = P};
     /* 1. OLD prefills the prompt into the cache; its greedy next token. */
-    s = run_prefill(&x, om, stale, P, l_prompt);
+    s = run_prefill(&sx, om, stale, P, l_prompt);
     ids[P] = s == KV_OK ? kv_argmax(l_prompt, V) : 0;
     /* 2. control: OLD decodes through its own cache, and without one */
     if (s == KV_OK)
-        s = run_prefill(&x, om, fresh, P, l_old_cached);
+        s = run_prefill(&sx, om, fresh, P, l_old_cached);
     if (s == KV_OK)
-        s = run_decode(&x, om, fresh, l_old_cached);
+        s = run_decode(&sx, om, fresh, l_old_cached);
     if (s == KV_OK)
-        s = run_prefill(&x, om, none, P + 1, l_old_none);
+        s = run_prefill(&sx, om, none, P + 1, l_old_none);
     /* 3. NEW decodes through the stale cache, and without a cache */
     if (s == KV_OK)
-        s = run_decode(&x, nm, stale, l_stale);
+        s = run_decode(&sx, nm, stale, l_stale);
     if (s == KV_OK)
-        s = run_prefill(&x, nm, none, P + 1, l_new_none);
+        s = run_prefill(&sx, nm, none, P + 1, l_new_none);
     /* 4. what NEW would have cached for the prompt */
     if (s == KV_OK)
-        s = run_prefill(&x, nm, fresh, P, lg + 5 * (size_t)V);
+        s = run_prefill(&sx, nm, fresh, P, lg + 5 * (size_t)V);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: stale-cache: %s\n", kv_status_str(s));
         goto out;
@@ -353,8 +372,12 @@ int kv_cmd_stale(int argc, char **argv)
 
     char b1[64], b2[64], b3[64];
     int32_t last = ids[P - 1];
+    char label[64];
+    kv_cache_label(stale, label, sizeof label);
     printf("stale cache\n  old weights: %s\n  new weights: %s (one training step later)\n",
-           c.model_path, updated);
+           kv_cli_quote(q1, sizeof q1, c.model_path, 1024),
+           kv_cli_quote(q2, sizeof q2, updated, 1024));
+    printf("  cache: %s (exact)\n", label);
     printf("  prompt: %" PRId32 " tokens; next token (greedy, old weights): %s\n", P,
            kv_token_text(tok, V, last, ids[P], b1, sizeof b1));
     float wmax;
@@ -404,5 +427,26 @@ out:
     return rc;
 }
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_stale_def = {.name = "stale-cache", .summary = "decode with a cache the weights have moved past (why not in training)", .legacy = kv_cmd_stale};
+const struct kv_cmd kv_cmd_stale_def = {
+    .name = "stale-cache",
+    .summary = "decode with a cache the weights have moved past (why not in training)",
+    .usage = "--model OLD.bin --updated NEW.bin [--prompt TEXT | --prompt-tokens ID,...] "
+             "[--tokenizer TOK.bin] [--strategy NAME]",
+    .about = "  caches the prompt's keys and values with the OLD weights, then decodes one more\n"
+             "  token with the NEW weights (OLD after one training step) twice: through that\n"
+             "  stale cache and without a cache. Prints the logit difference and, layer by\n"
+             "  layer, how far the cached K and V are from the ones the new weights compute:\n"
+             "  why a KV cache is for inference, not for training. --strategy picks the exact\n"
+             "  cache (default dynamic; one that evicts or rounds is refused). `make\n"
+             "  stale-cache` makes NEW with bench/train_model.py --one-step-from.\n",
+    .opts = stale_table,
+    .n_opts = sizeof stale_table / sizeof stale_table[0],
+    .groups = KV_GRP_CHECKPOINT | KV_GRP_TOKENIZER | KV_GRP_STRATEGY | KV_GRP_PARAMS |
+              KV_GRP_THREADS,
+    .opts_size = sizeof(struct stale_opts),
+    .strategies = stale_strategies,
+    .check = stale_check,
+    .run = stale_run,
+    .example = "--model @MODEL --updated @MODEL --tokenizer @TOKENIZER --prompt-tokens 1,2,3 "
+               "--threads 1",
+};

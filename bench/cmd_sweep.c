@@ -7,17 +7,23 @@
  *               [--quiet] [--no-roofline] [--shard I/N] [--list]
  *               [--plan-rates G,B[,C]] [model and strategy options]
  *
- * The measurement is sweep.c; this file parses options, measures the
- * machine's limits first (roofline.c) so every result file carries them,
- * prints progress, and writes the file atomically (csv_write.c). SIGINT and
- * SIGTERM only set a flag: the sweep drops the row in flight, the rows done
- * so far are written as a complete file marked `# partial=1`, and the exit
- * status is 130 / 143. --shard I/N measures one part of the sweep's rows
- * and --list prints the plan (shard.h decides both).
+ * The measurement is sweep.c; this file declares the options (a table of
+ * cli_cmd.h: the parser judges --out, --model and --frontier before the
+ * run, refuses an option the mode ignores - --out with --list, --budgets
+ * without --frontier - and a strategy parameter flag that none of the
+ * run's strategies takes), measures the machine's limits first
+ * (roofline.c) so every result file carries them, prints progress, and
+ * writes the file atomically (csv_write.c). SIGINT and SIGTERM only set a
+ * flag: the sweep drops the row in flight, the rows done so far are
+ * written as a complete file marked `# partial=1`, and the exit status is
+ * 130 / 143. --shard I/N measures one part of the sweep's rows and --list
+ * prints the plan (shard.h decides both).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,14 +32,14 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cli_cmd.h"
 #include "cli_io.h"
 #include "cli_opts.h"
-#include "cli_cmd.h"
 #include "commands.h"
-int kv_cmd_sweep(int argc, char **argv);
 #include "csv_read.h"
 #include "csv_schema.h"
 #include "csv_write.h"
+#include "file_check.h"
 #include "frontier.h"
 #include "roofline.h"
 #include "shard.h"
@@ -262,58 +268,6 @@ static void make_parent_dir(const char *path)
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 
-static int default_strategies(char *buf, size_t n);
-
-static void sweep_usage(FILE *f)
-{
-    char dflt[1024];
-    if (default_strategies(dflt, sizeof dflt) != 0)
-        snprintf(dflt, sizeof dflt, "every registered strategy");
-    fprintf(f,
-        "usage: kvlab sweep [options]\n"
-        "  --strategies LIST  comma list of strategy or preset names (default %s);\n"
-        "                     a preset fixes the parameters it names (kvlab strategies\n"
-        "                     lists them), the rest take the parameter options below.\n"
-        "                     --strategy NAME measures one strategy.\n"
-        "  --seq-lens LIST    sequence lengths T, ascending (default: --max-seq)\n"
-        "  --max-seq N        T = 64, 128, ... powers of two up to N (default %d)\n"
-        "  --none-max N       measure `none` only for T <= N (default %d; 0 = all)\n"
-        "  --reps R           timed decode steps per row (default: automatic, %d for\n"
-        "                     cached strategies, fewer for slow `none` rows)\n"
-        "  --warmup W         untimed decode steps before them (default %d)\n"
-        "  --retries N        re-measure a row whose steps got < %.0f%% of the CPU they\n"
-        "                     asked for (another program ran), up to N times (default %d)\n"
-        "  --out FILE         CSV path (default out/bench.csv), written atomically;\n"
-        "                     refused up front if it is a directory, not writable, or\n"
-        "                     the --model / --tokenizer input\n"
-        "  --quiet            no progress on stderr\n"
-        "  --no-roofline      skip measuring the machine's limits (metadata reads nan)\n"
-        "  --shard I/N        measure only part I of N (1 <= I <= N) of the sweep's rows,\n"
-        "                     parts balanced by predicted cost; `kvlab merge` joins them\n"
-        "  --list             print the planned rows (of --shard I/N, else all) with their\n"
-        "                     predicted cost and every shard's total; measure nothing\n"
-        "  --frontier FILE    the memory-accuracy frontier instead of --strategies: every\n"
-        "                     configuration of FILE (bench/frontier.list: LABEL STRATEGY\n"
-        "                     PARAMS, '@' solved per budget) at each --budgets and T\n"
-        "  --budgets LIST     with --frontier: cache budgets in %% of an f32 dynamic\n"
-        "                     cache of T tokens (default 12.5,25,50)\n"
-        "  --plan-rates G,B[,C]  rates the plan predicts with: GFLOP/s, read GB/s and\n"
-        "                     cache-copy GB/s, whole numbers (default %d,%d,%d); every\n"
-        "                     shard of one sweep must be given the same\n"
-        "  model/strategy options as in generate: --layers --dim --heads --kv-heads\n"
-        "  --hidden --vocab --max-len --batch\n"
-        "  --threads --seed --mlp on|off --model FILE\n"
-        "  The synthetic model's --max-len is raised to what the sweep needs (largest\n"
-        "  T + warmup + reps); a --model checkpoint's seq_len must already cover it.\n"
-        "Timed steps are centred on T: the cache is prefilled (untimed) to\n"
-        "T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends over exactly T.\n",
-        dflt, DEFAULT_MAX_SEQ, DEFAULT_NONE_MAX, KV_SWEEP_AUTO_REPS, DEFAULT_WARMUP,
-        100.0 * KV_SWEEP_MIN_CPU_UTIL, DEFAULT_RETRIES, KV_PLAN_GFLOPS_DEFAULT,
-        KV_PLAN_GBPS_DEFAULT, KV_PLAN_COPY_GBPS_DEFAULT);
-    fprintf(f, "Strategy parameters (each strategy takes those of its own table):\n");
-    kv_cli_print_param_help(f);
-}
-
 /* The strategies a sweep measures by default, in registry order: each
  * registered strategy at its default parameters, then its presets marked
  * for the sweep (kv_preset.sweep: quantized's int8 and int4, dynamic's f16
@@ -362,19 +316,12 @@ static int parse_strategy(struct kv_sweep_strategy *st, const char *name,
                           const struct kv_cli_common *c)
 {
     memset(st, 0, sizeof(*st));
-    const struct kv_strategy_ops *ops;
-    if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK) {
-        char all[1024];
-        fprintf(stderr, "kvlab sweep: unknown strategy '%s' (registered, with presets: %s)\n",
-                kv_cli_q(name),
-                default_strategies(all, sizeof all) == 0 ? all : "see kvlab strategies");
-        return -1;
-    }
     struct kv_cli_strategy cs;
     if (kv_cli_strategy(c, name, &cs) != 0)
         return -1;
     if (cs.ops->params_size > sizeof st->params) {
-        fprintf(stderr, "kvlab sweep: strategy '%s' has too many parameters\n", name);
+        fprintf(stderr, "kvlab: sweep: strategy '%s' has too many parameters\n",
+                kv_cli_q(name));
         return -1;
     }
     st->ops = cs.ops;
@@ -383,12 +330,14 @@ static int parse_strategy(struct kv_sweep_strategy *st, const char *name,
     return 0;
 }
 
+/* cfg's strategies from a comma list the option's kind has checked (known
+ * names, each once); -1 after printing. */
 static int parse_strategies(struct kv_sweep_config *cfg, const char *list,
                             const struct kv_cli_common *c)
 {
-    char buf[1024];
+    char buf[KV_CMD_MAX_STRATEGIES * 64];
     if (strlen(list) >= sizeof(buf) || list[0] == '\0') {
-        fprintf(stderr, "kvlab sweep: --strategies expects a comma list of names\n");
+        fprintf(stderr, "kvlab: sweep: --strategies expects a comma list of names\n");
         return -1;
     }
     snprintf(buf, sizeof(buf), "%s", list);
@@ -396,24 +345,35 @@ static int parse_strategies(struct kv_sweep_config *cfg, const char *list,
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (cfg->n_strategies == KV_SWEEP_MAX_STRATEGIES) {
-            fprintf(stderr, "kvlab sweep: at most %d strategies\n", KV_SWEEP_MAX_STRATEGIES);
+            fprintf(stderr, "kvlab: sweep: at most %d strategies\n", KV_SWEEP_MAX_STRATEGIES);
             return -1;
         }
         if (parse_strategy(&cfg->strategies[cfg->n_strategies], tok, c) != 0)
             return -1;
         cfg->n_strategies++;
     }
-    if (cfg->n_strategies == 0) {
-        fprintf(stderr, "kvlab sweep: --strategies expects a comma list of names\n");
-        return -1;
-    }
     return 0;
 }
 
+/* --shard I/N, --plan-rates G,B[,C], --budgets P,...: the value and the
+ * text it was read from (for the command line the CSV records). */
+struct shard_opt {
+    int32_t shard, n_shards; /* 0, 0 without --shard */
+    const char *text;
+};
+struct rates_opt {
+    struct kv_plan_rates r;
+    const char *text;
+};
+struct budgets_opt {
+    double v[KV_FRONTIER_MAX_BUDGETS]; /* fractions, ascending */
+    int32_t n;
+    const char *text;
+};
+
 struct sweep_opts {
-    struct kv_cli_common common;
-    const char *strategies;
-    const char *seq_lens;
+    const char *strategies; /* --strategies, or the default list */
+    struct kv_opt_ints seq_lens;
     int32_t max_seq;
     int32_t none_max;
     int32_t reps;
@@ -422,183 +382,326 @@ struct sweep_opts {
     const char *out;
     int quiet;
     int no_roofline;
-    int32_t shard, n_shards; /* --shard I/N; 0, 0 without */
+    struct shard_opt shard;  /* --shard I/N */
     int list;                /* --list */
-    struct kv_plan_rates rates;
+    struct rates_opt rates;  /* --plan-rates */
     const char *frontier;    /* --frontier FILE, or NULL */
-    double budgets[KV_FRONTIER_MAX_BUDGETS]; /* --budgets, fractions */
-    int32_t n_budgets;
+    struct budgets_opt budgets;
 };
 
-/* --budgets: percentages in (0, 100], ascending; 1 after printing. */
-static int parse_budgets(struct sweep_opts *o, const char *v)
+static int parse_shard(const char *v, void *field, char *why, size_t n)
 {
-    char ex[48];
-    o->n_budgets = 0;
-    for (const char *p = v;;) {
-        char *end;
-        errno = 0;
-        const double x = strtod(p, &end);
-        if (end == p || errno != 0 || !(x > 0.0 && x <= 100.0) || (*end != ',' && *end != '\0') ||
-            o->n_budgets == KV_FRONTIER_MAX_BUDGETS ||
-            (o->n_budgets > 0 && x / 100.0 <= o->budgets[o->n_budgets - 1])) {
-            kv_csv_excerpt(ex, sizeof ex, v, 32);
-            fprintf(stderr, "kvlab sweep: --budgets expects up to %d ascending percentages in "
-                            "(0, 100], comma separated, got '%s'\n", KV_FRONTIER_MAX_BUDGETS, ex);
-            return 1;
-        }
-        o->budgets[o->n_budgets++] = x / 100.0;
-        if (*end == '\0')
-            return 0;
-        p = end + 1;
-    }
+    struct shard_opt *s = field;
+    snprintf(why, n, "I/N, whole numbers with 1 <= I <= N <= %d", KV_PLAN_MAX_ROWS);
+    if (kv_shard_parse(v, &s->shard, &s->n_shards) != 0)
+        return -1;
+    s->text = v;
+    return 0;
 }
 
-/* Returns 0, or the exit status (2 bad input, or 0 after --help) + 1000. */
-static int parse_opts(struct sweep_opts *o, int argc, char **argv)
+static int parse_rates(const char *v, void *field, char *why, size_t n)
 {
-    memset(o, 0, sizeof(*o));
-    kv_cli_common_defaults(&o->common);
+    struct rates_opt *r = field;
+    snprintf(why, n, "GFLOPS,GBPS[,COPY_GBPS], whole numbers in 1..1000000");
+    if (kv_plan_rates_parse(v, &r->r) != 0)
+        return -1;
+    r->text = v;
+    return 0;
+}
+
+/* --budgets: percentages in (0, 100], strictly ascending, decimal only. */
+static int parse_budgets(const char *v, void *field, char *why, size_t n)
+{
+    struct budgets_opt *b = field;
+    snprintf(why, n, "up to %d ascending percentages in (0, 100], comma separated",
+             KV_FRONTIER_MAX_BUDGETS);
+    b->n = 0;
+    for (const char *p = v;;) {
+        const size_t len = strcspn(p, ",");
+        char item[32];
+        double x;
+        if (len == 0 || len >= sizeof item || b->n == KV_FRONTIER_MAX_BUDGETS)
+            return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (kv_csv_parse_double(item, &x) != 0 || !isfinite(x) || !(x > 0.0 && x <= 100.0) ||
+            !(isdigit((unsigned char)item[0]) || item[0] == '.') ||
+            (b->n > 0 && x / 100.0 <= b->v[b->n - 1]))
+            return -1;
+        b->v[b->n++] = x / 100.0;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    b->text = v;
+    return 0;
+}
+
+/* The sweep's modes: what it does (measure, or --list the plan) and where
+ * its strategies come from (--strategies, or a --frontier file). */
+enum {
+    M_MEASURE = 1u << 0,  /* measures and writes --out */
+    M_LIST = 1u << 1,     /* --list: prints the plan, measures nothing */
+    M_PLAIN = 1u << 2,    /* the strategies of --strategies / --strategy / the default */
+    M_FRONTIER = 1u << 3, /* the configurations of --frontier FILE */
+    M_PLANNED = 1u << 4,  /* a plan is made: --list or --shard */
+};
+static const char *const sweep_mode_names[] = {
+    "when the sweep measures (not with --list)", "with --list", "without --frontier",
+    "with --frontier", "with --list or --shard"};
+
+#define O(f) offsetof(struct sweep_opts, f)
+static const struct kv_opt sweep_table[] = {
+    {.name = "--strategies", .kind = KV_OPT_STRATEGIES, .off = O(strategies), .modes = M_PLAIN,
+     .meta = "LIST", .help = "strategy or preset names, each once; a preset fixes the "
+                             "parameters it names, the rest take the parameter options"},
+    {.name = "--seq-lens", .kind = KV_OPT_INTS, .off = O(seq_lens), .lo = 2, .hi = 1 << 20,
+     .hi_n = KV_SWEEP_MAX_LENS, .meta = "LIST",
+     .help = "sequence lengths T, strictly ascending (default: --max-seq)"},
+    {.name = "--max-seq", .kind = KV_OPT_INT, .off = O(max_seq), .lo = 2, .hi = 1 << 20,
+     .meta = "N", .help = "T = 64, 128, ... powers of two up to N"},
+    {.name = "--none-max", .kind = KV_OPT_INT, .off = O(none_max), .lo = 0, .hi = 1 << 20,
+     .meta = "N", .help = "measure `none` only for T <= N (0 = all)"},
+    {.name = "--reps", .kind = KV_OPT_INT, .off = O(reps), .lo = 1, .hi = 1001, .meta = "R",
+     .help = "timed decode steps per row (default: automatic, fewer for slow `none` rows)"},
+    {.name = "--warmup", .kind = KV_OPT_INT, .off = O(warmup), .lo = 0, .hi = 1000,
+     .meta = "W", .help = "untimed decode steps before them"},
+    {.name = "--retries", .kind = KV_OPT_INT, .off = O(retries), .lo = 0, .hi = 100,
+     .meta = "N", .help = "re-measure a row whose steps got too little of the CPU they asked "
+                          "for (another program ran), up to N times"},
+    {.name = "--out", .kind = KV_OPT_OUTPUT, .off = O(out), .modes = M_MEASURE, .mkdir = 1,
+     .meta = "FILE", .help = "the CSV, written atomically (one missing directory level is "
+                             "created)"},
+    {.name = "--quiet", .kind = KV_OPT_FLAG, .off = O(quiet), .help = "no progress on stderr"},
+    {.name = "--no-roofline", .kind = KV_OPT_FLAG, .off = O(no_roofline),
+     .help = "skip measuring the machine's limits (metadata reads nan)"},
+    {.name = "--shard", .kind = KV_OPT_CUSTOM, .off = O(shard), .modes = M_PLAIN,
+     .parse = parse_shard, .meta = "I/N",
+     .help = "measure only part I of N of the sweep's rows, balanced by predicted cost"},
+    {.name = "--list", .kind = KV_OPT_FLAG, .off = O(list), .modes = M_PLAIN,
+     .help = "print the planned rows (of --shard I/N, else all) and every shard's "
+             "predicted total; measure nothing"},
+    {.name = "--plan-rates", .kind = KV_OPT_CUSTOM, .off = O(rates), .modes = M_PLANNED,
+     .parse = parse_rates, .meta = "G,B[,C]",
+     .help = "GFLOP/s, read GB/s, cache-copy GB/s the plan predicts with (the same for "
+             "every shard of a sweep)"},
+    {.name = "--frontier", .kind = KV_OPT_INPUT, .off = O(frontier), .meta = "FILE",
+     .help = "the memory-accuracy frontier instead of --strategies (see above)"},
+    {.name = "--budgets", .kind = KV_OPT_CUSTOM, .off = O(budgets), .modes = M_FRONTIER,
+     .parse = parse_budgets, .meta = "LIST",
+     .help = "cache budgets in % of an f32 dynamic cache of T tokens (default 12.5,25,50)"},
+};
+#undef O
+#define N_SWEEP_OPTS ((int32_t)(sizeof sweep_table / sizeof sweep_table[0]))
+
+/* the default list, for the defaults and --help */
+static char sweep_default_list[KV_CMD_MAX_STRATEGIES * 64];
+
+static void sweep_defaults(void *opts, struct kv_cli_common *c)
+{
+    (void)c;
+    struct sweep_opts *o = opts;
+    if (default_strategies(sweep_default_list, sizeof sweep_default_list) != 0)
+        sweep_default_list[0] = '\0'; /* refused by the run: too many strategies */
+    o->strategies = sweep_default_list;
     o->max_seq = DEFAULT_MAX_SEQ;
     o->none_max = DEFAULT_NONE_MAX;
     o->warmup = DEFAULT_WARMUP;
     o->retries = DEFAULT_RETRIES;
     o->out = "out/bench.csv";
-    kv_plan_rates_default(&o->rates);
-    int have_max_seq = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            sweep_usage(stdout);
-            return 1000;
-        }
-        if (strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
+    kv_plan_rates_default(&o->rates.r);
+    static const double dflt[] = {0.125, 0.25, 0.5};
+    memcpy(o->budgets.v, dflt, sizeof dflt);
+    o->budgets.n = 3;
+}
+
+static uint32_t sweep_modes(const struct kv_cmd_ctx *x)
+{
+    const struct sweep_opts *o = x->opts;
+    uint32_t m = o->list ? M_LIST : M_MEASURE;
+    m |= o->frontier != NULL ? M_FRONTIER : M_PLAIN;
+    if (o->frontier == NULL && (o->list || o->shard.n_shards > 0))
+        m |= M_PLANNED;
+    return m;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The frontier's strategies, before the run                                */
+
+/* The --frontier file's lines, read once for the parameter-flag checks
+ * (opened without blocking and only if it is a regular file, whatever
+ * order the layer judges files in: a FIFO must never hang them). */
+static struct {
+    const char *path;
+    int loaded; /* 1 read and parsed, -1 unusable (the run or the file check says why) */
+    struct kv_frontier_line lines[KV_FRONTIER_MAX_LINES];
+    int32_t n;
+} front;
+
+static void frontier_peek(const char *path)
+{
+    front.path = path;
+    front.loaded = -1;
+    front.n = 0;
+    int fd;
+    if (kv_file_open_input(path, &fd) != KV_OK)
+        return;
+    enum { CAP = 1 << 20 };
+    char *text = malloc(CAP + 1);
+    size_t len = 0;
+    ssize_t r = 1;
+    while (text != NULL && len < CAP && (r = read(fd, text + len, CAP - len)) > 0)
+        len += (size_t)r;
+    close(fd);
+    if (text == NULL || r < 0 || len == CAP) {
+        free(text);
+        return;
+    }
+    text[len] = '\0';
+    char why[256];
+    if (memchr(text, '\0', len) == NULL &&
+        kv_frontier_parse(text, front.lines, KV_FRONTIER_MAX_LINES, &front.n, why,
+                          sizeof why) == KV_OK)
+        front.loaded = 1;
+    free(text);
+}
+
+/* 1 when the ';'-separated "k=v" text sets parameter `name`. */
+static int text_sets(const char *text, const char *name)
+{
+    const size_t nl = strlen(name);
+    for (const char *s = text; s != NULL && *s != '\0';) {
+        if (strncmp(s, name, nl) == 0 && s[nl] == '=')
+            return 1;
+        s = strchr(s, ';');
+        s = s != NULL ? s + 1 : NULL;
+    }
+    return 0;
+}
+
+/* 1 when parameter flag `flag` reaches the configuration of frontier line
+ * L: its strategy takes the flag, and neither its preset nor the line's
+ * own PARAMS sets that parameter. */
+static int line_takes(const struct kv_frontier_line *L, const char *flag)
+{
+    const struct kv_strategy_ops *ops;
+    if (kv_strategy_lookup(L->strategy, &ops, NULL, 0) != KV_OK)
+        return 0;
+    for (int32_t k = 0; k < ops->n_params; k++) {
+        const struct kv_param *p = &ops->params[k];
+        if (strcmp(p->flag, flag) != 0)
             continue;
-        }
-        if (strcmp(a, "--no-roofline") == 0) {
-            o->no_roofline = 1;
-            continue;
-        }
-        if (strcmp(a, "--list") == 0) {
-            o->list = 1;
-            continue;
-        }
-        static const char *const with_value[] = {"--strategies", "--seq-lens", "--max-seq",
-                                                 "--none-max", "--reps", "--warmup", "--out",
-                                                 "--retries", "--shard", "--plan-rates",
-                                                 "--frontier", "--budgets"};
-        int own = -1;
-        for (int k = 0; k < (int)(sizeof(with_value) / sizeof(with_value[0])); k++)
-            if (strcmp(a, with_value[k]) == 0)
-                own = k;
-        if (own < 0) {
-            int r = kv_cli_parse_common(&o->common, argc, argv, &i);
-            if (r < 0)
-                return 1002;
-            if (r == 0) {
-                fprintf(stderr, "kvlab sweep: unknown option '%s' (try --help)\n", kv_cli_q(a));
-                return 1002;
+        for (int32_t q = 0; q < ops->n_presets; q++)
+            if (strcmp(ops->presets[q].name, L->strategy) == 0 &&
+                text_sets(ops->presets[q].params, p->name))
+                return 0;
+        return strcmp(L->params, "-") == 0 || !text_sets(L->params, p->name);
+    }
+    return 0;
+}
+
+/* Splits a comma list into names (pointing into buf). */
+static int32_t split_names(const char *list, char *buf, size_t cap, const char **names,
+                           int32_t n, int32_t max)
+{
+    snprintf(buf, cap, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL && n < max;
+         t = strtok_r(NULL, ",", &save))
+        names[n++] = t;
+    return n;
+}
+
+/* The strategies this run uses, for the parameter-flag check: the
+ * --frontier file's (each line's strategy or preset), else --strategy
+ * and/or --strategies (both: refused by sweep_check, which runs after),
+ * else the default list. */
+static int32_t sweep_strategies(const struct kv_cmd_ctx *x, const char **names, int32_t max)
+{
+    const struct sweep_opts *o = x->opts;
+    static char buf[KV_CMD_MAX_STRATEGIES * 64];
+    int32_t n = 0;
+    if (o->frontier != NULL) {
+        frontier_peek(o->frontier);
+        if (front.loaded == 1) {
+            for (int32_t i = 0; i < front.n && n < max; i++) {
+                int dup = 0;
+                for (int32_t k = 0; k < n && !dup; k++)
+                    dup = strcmp(names[k], front.lines[i].strategy) == 0;
+                if (!dup)
+                    names[n++] = front.lines[i].strategy;
             }
-            i--; /* kv_cli_parse_common leaves i past the option; the loop adds one */
-            continue;
+            return n;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvlab sweep: %s needs a value\n", a);
-            return 1002;
+        /* unreadable or malformed: the file's own refusal comes (the input
+         * check, or the run's reading of it, kv_frontier_load's message);
+         * no flag is refused for a file nobody could read */
+        for (int32_t i = 0; i < kv_strategy_count() && n < max; i++)
+            names[n++] = kv_strategy_at(i)->name;
+        return n;
+    }
+    if (x->c.strategy != NULL)
+        names[n++] = x->c.strategy;
+    if (x->c.strategy == NULL || kv_cmd_given(x, "--strategies"))
+        n = split_names(o->strategies, buf, sizeof buf, names, n, max);
+    return n;
+}
+
+/* Cross-checks after the table's; 2 after one line. */
+static int sweep_check(struct kv_cmd_ctx *x)
+{
+    const struct sweep_opts *o = x->opts;
+    if (kv_cmd_given(x, "--seq-lens") && kv_cmd_given(x, "--max-seq")) {
+        fprintf(stderr, "kvlab: sweep: give either --seq-lens or --max-seq, not both\n");
+        return 2;
+    }
+    if (x->c.strategy != NULL && o->frontier != NULL) {
+        fprintf(stderr, "kvlab: sweep: --strategy has no effect with --frontier, which takes "
+                        "its strategies from its file\n");
+        return 2;
+    }
+    if (x->c.strategy != NULL && kv_cmd_given(x, "--strategies")) {
+        fprintf(stderr, "kvlab: sweep: give either --strategy or --strategies, not both\n");
+        return 2;
+    }
+    if (o->frontier == NULL && o->strategies[0] == '\0') {
+        fprintf(stderr, "kvlab: sweep: too many registered strategies for the default list\n");
+        return 2;
+    }
+    /* a parameter flag must reach at least one configuration of the
+     * frontier: every line that takes it may set it itself (window=@) */
+    if (o->frontier != NULL && front.path != o->frontier)
+        frontier_peek(o->frontier); /* (sweep_strategies read it for this run) */
+    if (o->frontier != NULL && front.loaded == 1)
+        for (int32_t f = 0; f < x->c.n_flags; f++) {
+            const char *flag = x->c.flags[f].param->flag;
+            if (!x->c.flags[f].given)
+                continue;
+            int used = 0;
+            for (int32_t i = 0; i < front.n && !used; i++)
+                used = line_takes(&front.lines[i], flag);
+            if (!used) {
+                fprintf(stderr, "kvlab: sweep: %s has no effect with --frontier '%s': every "
+                                "configuration there that takes it sets it itself\n", flag,
+                        kv_cli_q(o->frontier));
+                return 2;
+            }
         }
-        const char *v = argv[++i];
-        int bad = 0;
-        switch (own) {
-        case 0: o->strategies = v; break;
-        case 1: o->seq_lens = v; break;
-        case 2: bad = kv_cli_i32(a, v, 2, 1 << 20, &o->max_seq); have_max_seq = 1; break;
-        case 3: bad = kv_cli_i32(a, v, 0, 1 << 20, &o->none_max); break;
-        case 4: bad = kv_cli_i32(a, v, 1, 1001, &o->reps); break;
-        case 5: bad = kv_cli_i32(a, v, 0, 1000, &o->warmup); break;
-        case 6: o->out = v; break;
-        case 7: bad = kv_cli_i32(a, v, 0, 100, &o->retries); break;
-        case 8:
-        case 9: {
-            char ex[48];
-            kv_csv_excerpt(ex, sizeof ex, v, 32);
-            bad = own == 8 ? kv_shard_parse(v, &o->shard, &o->n_shards) != 0
-                           : kv_plan_rates_parse(v, &o->rates) != 0;
-            if (bad && own == 8)
-                fprintf(stderr, "kvlab sweep: --shard expects I/N, whole numbers with "
-                                "1 <= I <= N <= %d, got '%s'\n", KV_PLAN_MAX_ROWS, ex);
-            else if (bad)
-                fprintf(stderr, "kvlab sweep: --plan-rates expects GFLOPS,GBPS[,COPY_GBPS], "
-                                "whole numbers in 1..1000000, got '%s'\n", ex);
-            break;
-        }
-        case 10: o->frontier = v; break;
-        case 11: bad = parse_budgets(o, v); break;
-        default: break;
-        }
-        if (bad)
-            return 1002;
-    }
-    if (o->frontier != NULL && (o->strategies != NULL || o->common.strategy != NULL ||
-                                o->n_shards > 0 || o->list)) {
-        fprintf(stderr, "kvlab sweep: --frontier takes its strategies from its file: give no "
-                        "--strategies, --strategy, --shard or --list with it\n");
-        return 1002;
-    }
-    if (o->frontier == NULL && o->n_budgets > 0) {
-        fprintf(stderr, "kvlab sweep: --budgets needs --frontier\n");
-        return 1002;
-    }
-    if (o->frontier != NULL && o->n_budgets == 0) {
-        static const double dflt[] = {0.125, 0.25, 0.5};
-        memcpy(o->budgets, dflt, sizeof dflt);
-        o->n_budgets = 3;
-    }
-    if (o->seq_lens != NULL && have_max_seq) {
-        fprintf(stderr, "kvlab sweep: give either --seq-lens or --max-seq, not both\n");
-        return 1002;
-    }
-    if (o->out[0] == '\0') {
-        fprintf(stderr, "kvlab sweep: --out expects a file name\n");
-        return 1002;
-    }
-    static const char *const unused[] = {"--tokenizer", NULL}; /* random token ids */
-    if (kv_cli_reject_unused("sweep", &o->common, unused) != 0)
-        return 1002;
-    /* a frontier checks each of its configurations against the model's
-     * shape itself, and skips (with a note) what does not fit */
-    if (o->frontier != NULL)
-        o->common.no_cache = 1;
-    if (kv_cli_check_common(&o->common) != 0)
-        return 1002;
-    /* Where the results go is decided before anything is measured: a
-     * directory, FIFO or device, a read-only file, the --model input, a
-     * name too long, a directory that cannot take the file (cli_io.h). */
-    const struct kv_cli_file outs[] = {{"--out", o->out}};
-    const struct kv_cli_file ins[] = {{"--model", o->common.model_path}};
-    int rc = kv_cli_check_outputs("sweep", outs, 1, ins, 1, KV_FILE_PARENT_MKDIR, 1);
-    return rc != 0 ? 1000 + rc : 0;
+    return 0;
 }
 
 /* Fills cfg from the options; -1 after printing. */
-static int build_config(struct kv_sweep_config *cfg, const struct sweep_opts *o)
+static int build_config(struct kv_sweep_config *cfg, const struct kv_cmd_ctx *x)
 {
+    const struct sweep_opts *o = x->opts;
+    const struct kv_cli_common *c = &x->c;
     memset(cfg, 0, sizeof(*cfg));
-    const struct kv_cli_common *c = &o->common;
-    char dflt[1024];
-    if (default_strategies(dflt, sizeof dflt) != 0) {
-        fprintf(stderr, "kvlab sweep: too many registered strategies for the default list\n");
-        return -1;
-    }
-    const char *list = o->strategies ? o->strategies : (c->strategy ? c->strategy : dflt);
+    const char *list = c->strategy != NULL ? c->strategy : o->strategies;
     if (o->frontier == NULL && parse_strategies(cfg, list, c) != 0)
         return -1; /* (a frontier's strategies come once the model's shape is known) */
-    if (o->seq_lens != NULL) {
-        int n = kv_cli_int_list("--seq-lens", o->seq_lens, 2, 1 << 20, cfg->seq_lens,
-                                KV_SWEEP_MAX_LENS);
-        if (n < 0)
-            return -1;
-        cfg->n_lens = n;
+    if (o->seq_lens.n > 0) {
+        for (int32_t i = 0; i < o->seq_lens.n; i++)
+            cfg->seq_lens[i] = o->seq_lens.v[i];
+        cfg->n_lens = o->seq_lens.n;
     } else {
         int32_t T = o->max_seq < MIN_POW2_SEQ ? o->max_seq : MIN_POW2_SEQ;
         for (; T <= o->max_seq && cfg->n_lens < KV_SWEEP_MAX_LENS; T *= 2)
@@ -659,7 +762,7 @@ static int check_sweep_memory(const struct kv_model_config *mc,
     if (kv_mul_sizes(&act, 4, fa) != KV_OK || kv_mul_sizes(&logits, 4, fl) != KV_OK ||
         caches > SIZE_MAX - weights || act > SIZE_MAX - weights - caches ||
         logits > SIZE_MAX - weights - caches - act) {
-        fprintf(stderr, "kvlab sweep: the caches of this sweep would need more than "
+        fprintf(stderr, "kvlab: sweep: the caches of this sweep would need more than "
                         "%zu bytes\n", (size_t)SIZE_MAX);
         return 2;
     }
@@ -704,7 +807,7 @@ static int print_plan(const struct kv_plan *p, const struct kv_sweep_config *cfg
                (long long)row->copy_bytes);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "kvlab sweep: --list: cannot write to stdout\n");
+        fprintf(stderr, "kvlab: sweep: --list: cannot write to stdout\n");
         return 1;
     }
     return 0;
@@ -713,9 +816,78 @@ static int print_plan(const struct kv_plan *p, const struct kv_sweep_config *cfg
 /* ------------------------------------------------------------------------ */
 /* The command                                                              */
 
+/* The command line the CSV records (# command=), rebuilt from what the
+ * parser accepted: every option given, in the table's order, then the
+ * shared groups' and the strategy parameter flags, each with its value. */
+static void command_line(const struct kv_cmd_ctx *x, char *cmd, size_t cap)
+{
+    const struct sweep_opts *o = x->opts;
+    const struct kv_cli_common *c = &x->c;
+    size_t len = (size_t)snprintf(cmd, cap, "kvlab sweep");
+#define ADD(...)                                                                             \
+    do {                                                                                     \
+        if (len < cap)                                                                       \
+            len += (size_t)snprintf(cmd + len, cap - len, __VA_ARGS__);                      \
+    } while (0)
+    for (int32_t i = 0; i < N_SWEEP_OPTS; i++) {
+        const struct kv_opt *t = &sweep_table[i];
+        if (!kv_cmd_given(x, t->name))
+            continue;
+        const char *f = (const char *)o + t->off;
+        ADD(" %s", t->name);
+        if (t->kind == KV_OPT_INT) {
+            ADD(" %" PRId32, *(const int32_t *)(const void *)f);
+        } else if (t->kind == KV_OPT_INTS) {
+            const struct kv_opt_ints *l = (const void *)f;
+            for (int32_t k = 0; k < l->n; k++)
+                ADD("%s%" PRId32, k ? "," : " ", l->v[k]);
+        } else if (t->kind == KV_OPT_STRATEGIES || t->kind == KV_OPT_INPUT ||
+                   t->kind == KV_OPT_OUTPUT) {
+            ADD(" %s", *(const char *const *)(const void *)f);
+        } else if (t->kind == KV_OPT_CUSTOM) {
+            const char *text = f == (const char *)&o->shard     ? o->shard.text
+                               : f == (const char *)&o->rates   ? o->rates.text
+                               : f == (const char *)&o->budgets ? o->budgets.text
+                                                                : NULL;
+            ADD(" %s", text != NULL ? text : "?");
+        }
+    }
+    const struct {
+        const char *name;
+        const int32_t *v;
+    } ints[] = {{"--layers", &c->model.n_layers},  {"--dim", &c->model.dim},
+                {"--heads", &c->model.n_heads},    {"--kv-heads", &c->model.n_kv_heads},
+                {"--hidden", &c->model.hidden_dim}, {"--vocab", &c->model.vocab_size},
+                {"--max-len", &c->model.max_len},  {"--batch", &c->batch},
+                {"--threads", &c->threads}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (kv_cmd_given(x, ints[i].name))
+            ADD(" %s %" PRId32, ints[i].name, *ints[i].v);
+    if (kv_cmd_given(x, "--mlp"))
+        ADD(" --mlp %s", c->model.mlp ? "on" : "off");
+    if (kv_cmd_given(x, "--seed"))
+        ADD(" --seed %" PRIu64, c->seed);
+    if (c->model_path != NULL)
+        ADD(" --model %s", c->model_path);
+    if (c->strategy != NULL)
+        ADD(" --strategy %s", c->strategy);
+    for (int32_t f = 0; f < c->n_flags; f++) {
+        const struct kv_cli_flag *fl = &c->flags[f];
+        if (!fl->given)
+            continue;
+        char v[128];
+        if (fl->param->type == KV_PARAM_TEXT)
+            snprintf(v, sizeof v, "%s", fl->text != NULL ? fl->text : "");
+        else
+            kv_param_value_str(fl->param, fl->value, v, sizeof v);
+        ADD(" %s %s", fl->param->flag, v);
+    }
+#undef ADD
+}
+
 static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si,
                             const struct kv_sweep_config *cfg, const struct kv_roofline *rl,
-                            int argc, char **argv)
+                            const struct kv_cmd_ctx *x)
 {
     kv_csv_writer_set_meta(w, "kvlab sweep", NULL);
     kv_csv_writer_set_meta(w, "schema", KV_SWEEP_SCHEMA);
@@ -750,17 +922,16 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_meta(w, "partial", "1");
     kv_csv_writer_set_meta(w, "wall_s", "nan");
     char cmd[2048];
-    size_t len = (size_t)snprintf(cmd, sizeof(cmd), "kvlab");
-    for (int i = 0; i < argc && len < sizeof(cmd); i++)
-        len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " %s", argv[i]);
+    command_line(x, cmd, sizeof cmd);
     kv_csv_writer_set_meta(w, "command", cmd);
 }
 
 static void frontier_note(void *user, const char *sentence)
 {
-    const struct sweep_opts *o = user;
+    const struct kv_cmd_ctx *x = user;
+    const struct sweep_opts *o = x->opts;
     if (!o->quiet)
-        fprintf(stderr, "kvlab sweep: frontier: %s\n", sentence);
+        fprintf(stderr, "kvlab: sweep: frontier: %s\n", sentence);
 }
 
 /* A frontier line's strategy: defaults, the parameter flags given, then
@@ -768,12 +939,12 @@ static void frontier_note(void *user, const char *sentence)
  * refuses is said on stderr, and the planner skips the line). */
 static enum kv_status frontier_resolve(void *user, const char *name, struct kv_sweep_strategy *st)
 {
-    const struct sweep_opts *o = user;
+    const struct kv_cmd_ctx *x = user;
     const struct kv_strategy_ops *ops;
     if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK || ops->params_size > sizeof st->params)
         return KV_ERR_INVALID;
     struct kv_cli_strategy cs;
-    if (kv_cli_strategy(&o->common, name, &cs) != 0)
+    if (kv_cli_strategy(&x->c, name, &cs) != 0)
         return KV_ERR_INVALID;
     st->ops = cs.ops;
     memcpy(st->params, cs.params, cs.ops->params_size);
@@ -783,38 +954,36 @@ static enum kv_status frontier_resolve(void *user, const char *name, struct kv_s
 /* cfg's strategies and only-mask from the --frontier file; -1 after
  * printing one line. */
 static int plan_frontier(struct kv_sweep_config *cfg, uint32_t *only,
-                         const struct sweep_opts *o, const struct kv_model_config *mc)
+                         const struct kv_cmd_ctx *x, const struct kv_model_config *mc)
 {
+    const struct sweep_opts *o = x->opts;
     static struct kv_frontier_line lines[KV_FRONTIER_MAX_LINES];
     int32_t n = 0;
     char why[256];
     enum kv_status s = kv_frontier_load(o->frontier, lines, KV_FRONTIER_MAX_LINES, &n, why,
                                         sizeof why);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab sweep: --frontier %s: %s\n", o->frontier, why);
+        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_cli_q(o->frontier), why);
         return -1;
     }
     struct kv_cache_config cc;
     kv_sweep_cache_config(&cc, cfg, mc, NULL);
     cfg->n_strategies = 0;
-    s = kv_frontier_plan(cfg, only, &cc, lines, n, o->budgets, o->n_budgets, frontier_resolve,
-                         frontier_note, (void *)o, why, sizeof why);
+    s = kv_frontier_plan(cfg, only, &cc, lines, n, o->budgets.v, o->budgets.n,
+                         frontier_resolve, frontier_note, (void *)x, why, sizeof why);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab sweep: --frontier %s: %s\n", o->frontier, why);
+        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_cli_q(o->frontier), why);
         return -1;
     }
     cfg->only = only;
     return 0;
 }
 
-int kv_cmd_sweep(int argc, char **argv)
+static int sweep_run(struct kv_cmd_ctx *x)
 {
-    struct sweep_opts o;
-    int pr = parse_opts(&o, argc, argv);
-    if (pr != 0)
-        return pr - 1000;
+    const struct sweep_opts *o = x->opts;
     static struct kv_sweep_config cfg;
-    if (build_config(&cfg, &o) != 0)
+    if (build_config(&cfg, x) != 0)
         return 2;
 
     /* The model: synthetic (max_len raised to what the sweep needs) or a file. */
@@ -822,46 +991,46 @@ int kv_cmd_sweep(int argc, char **argv)
     static struct kv_model shape; /* the synthetic model's shape, for --list */
     enum kv_status s = KV_OK;
     int32_t capacity = kv_sweep_capacity(&cfg);
-    if (o.common.model_path != NULL) {
-        int rc = kv_cli_load_model("sweep", o.common.model_path, &m);
+    if (x->c.model_path != NULL) {
+        int rc = kv_cli_load_model("sweep", x->c.model_path, &m);
         if (rc != 0)
             return rc;
     } else {
-        struct kv_model_config mc = o.common.model;
+        struct kv_model_config mc = x->c.model;
         if (mc.max_len < capacity)
             mc.max_len = capacity;
         shape.cfg = mc; /* --list measures nothing: the shape is all it needs */
         /* 0: the configuration is invalid; creating it says why */
         size_t weights = kv_model_weight_bytes(&mc);
         /* --list measures nothing: its strategies are validated, not sized */
-        int rc = weights > 0 ? check_sweep_memory(&mc, &cfg, weights, !o.list) : 0;
+        int rc = weights > 0 ? check_sweep_memory(&mc, &cfg, weights, !o->list) : 0;
         if (rc != 0)
             return rc;
-        s = o.list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
-                   : kv_model_create_synthetic(&m, &mc, o.common.seed);
+        s = o->list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
+                   : kv_model_create_synthetic(&m, &mc, x->c.seed);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab sweep: model: %s\n", kv_status_str(s));
+            fprintf(stderr, "kvlab: sweep: model: %s\n", kv_status_str(s));
             return s == KV_ERR_INVALID || s == KV_ERR_OVERFLOW ? 2 : 1;
         }
     }
     const struct kv_model *mshape = m != NULL ? m : &shape;
     const char *why = NULL;
     static uint32_t frontier_only[KV_SWEEP_MAX_STRATEGIES];
-    if (o.frontier != NULL && plan_frontier(&cfg, frontier_only, &o, &mshape->cfg) != 0) {
+    if (o->frontier != NULL && plan_frontier(&cfg, frontier_only, x, &mshape->cfg) != 0) {
         kv_model_destroy(m);
         return 2;
     }
     cfg.est_gflops = 50.0;
     cfg.est_gbps = 10.0;
     if (kv_sweep_check(&cfg, mshape, &why) != KV_OK) {
-        fprintf(stderr, "kvlab sweep: %s\n", why);
+        fprintf(stderr, "kvlab: sweep: %s\n", why);
         kv_model_destroy(m);
         return 2;
     }
     /* a checkpoint's weights are loaded already; its caches are not, and
      * its shape (head_dim for --group ...) is known only now */
-    if (o.common.model_path != NULL) {
-        int rc = check_sweep_memory(&mshape->cfg, &cfg, 0, !o.list);
+    if (x->c.model_path != NULL) {
+        int rc = check_sweep_memory(&mshape->cfg, &cfg, 0, !o->list);
         if (rc != 0) {
             kv_model_destroy(m);
             return rc;
@@ -871,32 +1040,32 @@ int kv_cmd_sweep(int argc, char **argv)
     /* --shard / --list: the plan, then this shard's rows only */
     struct kv_plan *plan = NULL;
     static uint32_t only[KV_SWEEP_MAX_STRATEGIES];
-    if (o.list || o.n_shards > 0) {
+    if (o->list || o->shard.n_shards > 0) {
         int32_t n_rows = 0;
         for (int32_t i = 0; i < cfg.n_strategies; i++)
             for (int32_t ti = 0; ti < cfg.n_lens; ti++)
                 n_rows += kv_sweep_row_planned(&cfg, i, ti);
-        if (o.n_shards > n_rows) {
-            fprintf(stderr, "kvlab sweep: --shard %d/%d: the sweep has %d rows, so at most "
-                            "%d shards\n", o.shard, o.n_shards, n_rows, n_rows);
+        if (o->shard.n_shards > n_rows) {
+            fprintf(stderr, "kvlab: sweep: --shard %d/%d: the sweep has %d rows, so at most "
+                            "%d shards\n", o->shard.shard, o->shard.n_shards, n_rows, n_rows);
             kv_model_destroy(m);
             return 2;
         }
-        s = kv_plan_create(&plan, &cfg, &mshape->cfg, &o.rates,
-                           o.n_shards > 0 ? o.n_shards : 1, &why);
+        s = kv_plan_create(&plan, &cfg, &mshape->cfg, &o->rates.r,
+                           o->shard.n_shards > 0 ? o->shard.n_shards : 1, &why);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab sweep: planning shards: %s\n",
+            fprintf(stderr, "kvlab: sweep: planning shards: %s\n",
                     why != NULL ? why : kv_status_str(s));
             kv_model_destroy(m);
             return why != NULL ? 2 : 1;
         }
-        if (o.list) {
-            int rc = print_plan(plan, &cfg, o.shard);
+        if (o->list) {
+            int rc = print_plan(plan, &cfg, o->shard.shard);
             kv_plan_destroy(plan);
             kv_model_destroy(m);
             return rc;
         }
-        kv_plan_select(plan, o.shard, only);
+        kv_plan_select(plan, o->shard.shard, only);
         cfg.only = only;
     }
 
@@ -908,39 +1077,40 @@ int kv_cmd_sweep(int argc, char **argv)
     memset(&run, 0, sizeof(run));
     run.cfg = &cfg;
     run.m = m;
-    run.quiet = o.quiet;
+    run.quiet = o->quiet;
     run.tty = isatty(STDERR_FILENO);
     int64_t t0 = kv_now_ns();
 
     /* The machine's limits, measured first, on the run's threads. */
     struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
                              .sgemm_gflops = NAN};
-    int rl_runs = o.no_roofline ? 0 : 1;
-    if (!o.no_roofline) {
-        if (!o.quiet)
-            kv_cli_progress("kvlab sweep: measuring the roofline on %d threads...\n",
+    int rl_runs = o->no_roofline ? 0 : 1;
+    if (!o->no_roofline) {
+        if (!o->quiet)
+            kv_cli_progress("kvlab: sweep: measuring the roofline on %d threads...\n",
                             cfg.threads);
         struct kv_roofline_params rp;
         kv_roofline_defaults(&rp, cfg.threads);
         rp.stop = &sweep_signal;
         s = kv_roofline_measure(&rl, &rp);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab sweep: roofline: %s\n", kv_status_str(s));
+            fprintf(stderr, "kvlab: sweep: roofline: %s\n", kv_status_str(s));
             kv_model_destroy(m);
             return 1;
         }
-        if (!o.quiet)
-            kv_cli_progress("kvlab sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
+        if (!o->quiet)
+            kv_cli_progress("kvlab: sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
                             rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
         if (rl.sgemm_gflops > 0)
             cfg.est_gflops = rl.sgemm_gflops * 0.6; /* the model's GEMMs are smaller */
         if (rl.read_gbps > 0)
             cfg.est_gbps = rl.read_gbps * 0.7;
     }
-    if (!o.quiet)
-        kv_cli_progress("kvlab sweep: %d strategies x %d lengths (%d..%d), %d threads, "
-                        "OpenBLAS %s -> %s\n", cfg.n_strategies, cfg.n_lens, cfg.seq_lens[0],
-                        cfg.seq_lens[cfg.n_lens - 1], cfg.threads, si.blas_core, o.out);
+    if (!o->quiet)
+        kv_cli_progress("kvlab: sweep: %d strategies x %d lengths (%d..%d), %d threads, "
+                        "OpenBLAS %s -> '%s'\n", cfg.n_strategies, cfg.n_lens, cfg.seq_lens[0],
+                        cfg.seq_lens[cfg.n_lens - 1], cfg.threads, si.blas_core,
+                        kv_cli_q(o->out));
 
     cfg.on_row_start = on_row_start;
     cfg.on_row = on_row;
@@ -952,14 +1122,14 @@ int kv_cmd_sweep(int argc, char **argv)
     else
         interrupted = 1;
     t_sweep = kv_now_ns() - t_sweep;
-    if (run.bar_shown && !o.quiet)
+    if (run.bar_shown && !o->quiet)
         kv_cli_progress("\n");
     int partial = interrupted || s != KV_OK || sweep_signal;
 
     /* The limits once more, after the sweep: a limit is the best the machine
      * did, and a neighbour's burst during one measurement (it happens on
      * shared machines) must not shift every normalised time of the file. */
-    if (!o.no_roofline && !partial) {
+    if (!o->no_roofline && !partial) {
         struct kv_roofline_params rp;
         struct kv_roofline rl2;
         kv_roofline_defaults(&rp, cfg.threads);
@@ -985,18 +1155,18 @@ int kv_cmd_sweep(int argc, char **argv)
     if (n_done == 0) {
         kv_model_destroy(m);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab sweep: %s before the first row finished; %s left as it "
-                            "was\n", kv_status_str(s), kv_cli_q(o.out));
+            fprintf(stderr, "kvlab: sweep: %s before the first row finished; %s left as it "
+                            "was\n", kv_status_str(s), kv_cli_q(o->out));
             return 1;
         }
-        fprintf(stderr, "kvlab sweep: interrupted before the first row finished; %s left as "
-                        "it was\n", kv_cli_q(o.out));
+        fprintf(stderr, "kvlab: sweep: interrupted before the first row finished; %s left as "
+                        "it was\n", kv_cli_q(o->out));
         return 128 + (sweep_signal ? sweep_signal : SIGINT);
     }
     struct kv_csv_writer *w = NULL;
     enum kv_status ws = kv_csv_writer_create(&w);
     if (ws == KV_OK) {
-        set_meta_common(w, &si, &cfg, &rl, argc, argv);
+        set_meta_common(w, &si, &cfg, &rl, x);
         kv_csv_writer_set_meta(w, "partial", partial ? "1" : "0");
         kv_csv_writer_set_meta(w, "roofline", rl_runs == 2 ? "best of 2 (before and after)"
                                               : rl_runs == 1 ? "before the sweep"
@@ -1004,15 +1174,17 @@ int kv_cmd_sweep(int argc, char **argv)
         kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - t0) / 1e9);
         kv_csv_writer_set_metaf(w, "sweep_s", "%.3f", (double)t_sweep / 1e9);
         if (plan != NULL) {
-            kv_csv_writer_set_metaf(w, "shard", "%d/%d", o.shard, o.n_shards);
+            kv_csv_writer_set_metaf(w, "shard", "%d/%d", o->shard.shard, o->shard.n_shards);
             kv_csv_writer_set_metaf(w, "plan", "%016llx", (unsigned long long)plan->id);
+            kv_csv_writer_set_metaf(w, "shard_digest", "%016llx",
+                                    (unsigned long long)kv_plan_shard_digest(plan, o->shard.shard));
             kv_csv_writer_set_metaf(w, "plan_rows", "%d", plan->n_rows);
-            kv_csv_writer_set_metaf(w, "shard_rows", "%d", plan->shard_rows[o.shard - 1]);
+            kv_csv_writer_set_metaf(w, "shard_rows", "%d", plan->shard_rows[o->shard.shard - 1]);
             kv_csv_writer_set_metaf(w, "pred_s", "%.3f",
-                                    (double)plan->shard_ns[o.shard - 1] / 1e9);
+                                    (double)plan->shard_ns[o->shard.shard - 1] / 1e9);
             kv_csv_writer_set_metaf(w, "plan_rates", "%lld,%lld,%lld",
-                                    (long long)o.rates.gflops, (long long)o.rates.gbps,
-                                    (long long)o.rates.copy_gbps);
+                                    (long long)o->rates.r.gflops, (long long)o->rates.r.gbps,
+                                    (long long)o->rates.r.copy_gbps);
         }
         ws = kv_csv_writer_set_header(w, sweep_columns, N_SWEEP_COLUMNS);
     }
@@ -1020,9 +1192,9 @@ int kv_cmd_sweep(int argc, char **argv)
         ws = add_rows(w, &run);
     int werr = 0;
     if (ws == KV_OK) {
-        make_parent_dir(o.out);
+        make_parent_dir(o->out);
         errno = 0;
-        ws = kv_csv_writer_write(w, o.out);
+        ws = kv_csv_writer_write(w, o->out);
         werr = errno;
     }
     int32_t n_rows = w ? kv_csv_writer_row_count(w) : 0;
@@ -1031,26 +1203,59 @@ int kv_cmd_sweep(int argc, char **argv)
     kv_plan_destroy(plan);
 
     if (ws != KV_OK) {
-        fprintf(stderr, "kvlab sweep: cannot write '%s': %s\n", kv_cli_q(o.out),
+        fprintf(stderr, "kvlab: sweep: cannot write '%s': %s\n", kv_cli_q(o->out),
                 ws == KV_ERR_IO && werr != 0 ? strerror(werr) : kv_status_str(ws));
         return 1;
     }
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab sweep: %s (%d finished rows written to '%s', partial=1)\n",
-                kv_status_str(s), n_rows, kv_cli_q(o.out));
+        fprintf(stderr, "kvlab: sweep: %s (%d finished rows written to '%s', partial=1)\n",
+                kv_status_str(s), n_rows, kv_cli_q(o->out));
         return 1;
     }
     if (partial) {
         int sig = sweep_signal ? sweep_signal : SIGINT;
-        fprintf(stderr, "kvlab sweep: interrupted; %d finished rows written to '%s' "
-                        "(partial=1)\n", n_rows, kv_cli_q(o.out));
+        fprintf(stderr, "kvlab: sweep: interrupted; %d finished rows written to '%s' "
+                        "(partial=1)\n", n_rows, kv_cli_q(o->out));
         return 128 + sig;
     }
-    if (!o.quiet)
-        kv_cli_progress("kvlab sweep: %d rows in %.1f s -> %s\n", n_rows,
-                        (double)(kv_now_ns() - t0) / 1e9, kv_cli_q(o.out));
+    if (!o->quiet)
+        kv_cli_progress("kvlab: sweep: %d rows in %.1f s -> '%s'\n", n_rows,
+                        (double)(kv_now_ns() - t0) / 1e9, kv_cli_q(o->out));
     return 0;
 }
 
-/* transitional: on the command table, parsing its own argv */
-const struct kv_cmd kv_cmd_sweep_def = {.name = "sweep", .summary = "measure every strategy over sequence lengths, write CSV", .legacy = kv_cmd_sweep};
+const struct kv_cmd kv_cmd_sweep_def = {
+    .name = "sweep",
+    .summary = "measure every strategy over sequence lengths, write CSV",
+    .usage = "[--strategies LIST | --frontier FILE] [--seq-lens LIST | --max-seq N] [options]",
+    .about =
+        "  Measures each strategy (--strategies; --strategy NAME for one; default: every\n"
+        "  registered strategy and its sweep presets) at each sequence length T and\n"
+        "  writes the schema-v2 CSV. Timed steps are centred on T: the cache is\n"
+        "  prefilled (untimed) to T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends\n"
+        "  over exactly T. The synthetic model's --max-len is raised to what the sweep\n"
+        "  needs (largest T + warmup + reps); a --model checkpoint's seq_len must\n"
+        "  already cover it. --retries re-measures a row whose steps got < 60% of the\n"
+        "  CPU they asked for. --out is refused up front if it is a directory, FIFO or\n"
+        "  device, read-only, in a missing folder (one level is created), or an input.\n"
+        "  --shard I/N measures part I of N of the rows, balanced by predicted cost\n"
+        "  (`kvlab merge` joins them); --list prints the plan and measures nothing.\n"
+        "  --frontier FILE (bench/frontier.list: LABEL STRATEGY PARAMS, '@' solved per\n"
+        "  budget) measures every configuration of FILE at each --budgets and T; the\n"
+        "  parameter options then reach the configurations that do not set them.\n"
+        "  SIGINT/SIGTERM: the rows done so far are written, marked # partial=1.\n",
+    .opts = sweep_table,
+    .n_opts = N_SWEEP_OPTS,
+    .groups = KV_GRP_MODEL | KV_GRP_CHECKPOINT | KV_GRP_STRATEGY | KV_GRP_PARAMS |
+              KV_GRP_BATCH | KV_GRP_THREADS | KV_GRP_SEED,
+    .opts_size = sizeof(struct sweep_opts),
+    .defaults = sweep_defaults,
+    .modes = sweep_modes,
+    .mode_names = sweep_mode_names,
+    .strategies = sweep_strategies,
+    .check = sweep_check,
+    .run = sweep_run,
+    .example = "--strategies dynamic --seq-lens 16 --reps 1 --warmup 0 --layers 1 --dim 16 "
+               "--heads 2 --kv-heads 2 --hidden 24 --vocab 64 --threads 1 --no-roofline "
+               "--quiet --out @OUT",
+};

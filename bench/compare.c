@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "stats.h"
+#include "../strategies/strategy.h"
 
 /* ------------------------------------------------------------------------ */
 /* Schema                                                                   */
@@ -37,6 +38,69 @@ enum {
 };
 static_assert(KV_SWEEP_N_KEY == COL_SEQ_LEN + 1, "the key ends at seq_len");
 #define N_INT_KEYS (KV_SWEEP_N_KEY - 1) /* key columns after strategy */
+
+/* The text rule (strategy.h) on a cell kvlab wrote: a label (the strategy,
+ * label and dtype columns, an entry of `# strategies=`), or, for params,
+ * `k=v;k=v` of label characters. -1 with "FILE:LINE: ..." in err. */
+static int text_rule(const struct kv_csv *c, int64_t line, const char *what, const char *s,
+                     int params, char *err, size_t err_len)
+{
+    char sub[192];
+    if (!params) {
+        if (kv_label_why(s, sub, sizeof sub) == 0)
+            return 0;
+        kv_csv_error(err, err_len, c->name, line, "%s: %s (kvlab writes no such label)", what,
+                     sub);
+        return -1;
+    }
+    for (const char *t = s; *t != '\0'; t++)
+        if (*t != ';' && !kv_label_char_ok((unsigned char)*t)) {
+            kv_csv_error(err, err_len, c->name, line, "%s: character %d is not allowed: "
+                         "parameters are k=v;k=v of letters, digits and %s", what,
+                         (int)(t - s) + 1, KV_LABEL_PUNCT);
+            return -1;
+        }
+    return 0;
+}
+
+/* Every label a sweep file holds passes the text rule: the strategy, label,
+ * dtype and params cells and the `# strategies=` list. */
+static enum kv_status labels_check(const struct kv_csv *c, int32_t j_strategy, char *err,
+                                   size_t err_len)
+{
+    const struct kv_csv_meta *m = kv_csv_meta_find(c, "strategies");
+    if (m != NULL && m->value[0] != '\0') {
+        char one[KV_LABEL_MAX + 2];
+        for (const char *p = m->value; p != NULL;) {
+            const char *e = strchr(p, ',');
+            const size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+            snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1),
+                     p);
+            if (len >= sizeof one)
+                one[KV_LABEL_MAX] = '?'; /* too long: said so */
+            if (text_rule(c, m->line, "metadata 'strategies'", one, 0, err, err_len) != 0)
+                return KV_ERR_FORMAT;
+            p = e != NULL ? e + 1 : NULL;
+        }
+    }
+    static const char *const names[] = {"label", KV_SWEEP_COL_DTYPE, KV_SWEEP_COL_PARAMS};
+    int32_t jc[4] = {j_strategy, -1, -1, -1};
+    for (int q = 0; q < 3; q++)
+        jc[q + 1] = kv_csv_col(c, names[q]);
+    for (int64_t r = 0; r < c->n_rows; r++)
+        for (int q = 0; q < 4; q++) {
+            if (jc[q] < 0)
+                continue;
+            const char *s = kv_csv_cell(c, r, jc[q]);
+            if (q > 0 && s[0] == '\0')
+                continue; /* a column some merged inputs lack (schema 2 asks dtype above) */
+            char what[48];
+            snprintf(what, sizeof what, "column '%s'", q == 0 ? "strategy" : names[q - 1]);
+            if (text_rule(c, c->row_line[r], what, s, q == 3, err, err_len) != 0)
+                return KV_ERR_FORMAT;
+        }
+    return KV_OK;
+}
 
 enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_REQUIRED],
                                  char *err, size_t err_len)
@@ -113,7 +177,7 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
             }
         }
     }
-    return KV_OK;
+    return labels_check(c, col[COL_STRATEGY], err, err_len);
 }
 
 /* ------------------------------------------------------------------------ */

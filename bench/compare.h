@@ -72,9 +72,12 @@
  * Checks that a parsed CSV is a usable sweep file: `# schema=1` or
  * `# schema=2`, every required column (schema 2: also dtype and params, non-
  * empty), at least one row, integers in the key columns and reps, numbers
- * (nan/inf allowed) in the other required columns, a non-empty strategy.
+ * (nan/inf allowed) in the other required columns, a non-empty strategy,
+ * and the text rule (strategy.h, kv_label_ok) on every label the file
+ * holds: the strategy, label and dtype cells and each entry of
+ * `# strategies=` are labels, params cells `k=v;k=v` of label characters.
  * Fills col[] with the index of each required column. KV_ERR_FORMAT with
- * "FILE:LINE: reason" on failure.
+ * one line "FILE:LINE: reason" on failure (a bad byte named, not echoed).
  */
 enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_REQUIRED],
                                  char *err, size_t err_len);

@@ -523,6 +523,7 @@ static enum kv_status parse_owned(struct kv_csv **out, char *buf, size_t len,
     st = pass_check(buf, len, name, &n_comment, &n_data, &n_lines, err, err_len);
     if (st != KV_OK)
         goto fail;
+    c->unterminated = len > 0 && buf[len - 1] != '\n' ? n_lines : 0;
     if (n_data == 0) {
         kv_csv_error(err, err_len, name, n_lines > 0 ? n_lines : 1, "%s",
                      n_lines == 0 ? "empty file (no header line)"

@@ -14,7 +14,9 @@
  * reader returns KV_ERR_FORMAT (KV_ERR_IO when the file cannot be read).
  *
  * Accepted syntax (a superset of what `kvlab sweep` writes):
- * - lines end in "\n" or "\r\n"; the last line may lack its newline;
+ * - lines end in "\n" or "\r\n"; the last line may lack its newline (the
+ *   reader records it: kv_csv.unterminated, so a reader of files kvlab
+ *   wrote, which always end in a newline, can refuse a truncated one);
  * - blank lines (only spaces/tabs) are skipped anywhere;
  * - a line whose first non-blank byte is '#' is a comment; when it reads
  *   `# key=value` (key of letters, digits, '_', '.', '-') it is metadata.
@@ -59,6 +61,8 @@ struct kv_csv {
     int64_t *row_line;         /* (n_rows) line number of each row */
     int32_t n_meta;
     struct kv_csv_meta *meta;  /* (n_meta) in file order */
+    int64_t unterminated;      /* number of the last line when it has no newline
+                                  (a cut file, if kvlab wrote it), else 0 */
     char *buf;                 /* the file's bytes, split in place (owned) */
 };
 

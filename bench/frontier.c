@@ -80,6 +80,18 @@ enum kv_status kv_frontier_parse(const char *text, struct kv_frontier_line *line
         if (b == 0 || c == 0 || field(&q, extra, sizeof extra) != 0)
             return fail(KV_ERR_FORMAT, why, why_len, "line %d: expected LABEL STRATEGY PARAMS (PARAMS '-' "
                         "for none)", line_no);
+        /* the text rule (strategy.h), at read time: a label ends up in the
+         * CSV, the legends and every message */
+        char sub[160];
+        if (kv_label_why(L.label, sub, sizeof sub) != 0)
+            return fail(KV_ERR_FORMAT, why, why_len, "line %d: the label: %s", line_no, sub);
+        if (kv_label_why(L.strategy, sub, sizeof sub) != 0)
+            return fail(KV_ERR_FORMAT, why, why_len, "line %d: the strategy: %s", line_no, sub);
+        for (const char *t = L.params; *t != '\0'; t++)
+            if (*t != ';' && !kv_label_char_ok((unsigned char)*t))
+                return fail(KV_ERR_FORMAT, why, why_len, "line %d: the parameters: character "
+                            "%d is not allowed: parameters are k=v;k=v of letters, digits and "
+                            "%s", line_no, (int)(t - L.params) + 1, KV_LABEL_PUNCT);
         if (*n == max)
             return fail(KV_ERR_FORMAT, why, why_len, "more than %d configurations", max);
         lines[(*n)++] = L;
@@ -269,7 +281,7 @@ enum kv_status kv_frontier_plan(struct kv_sweep_config *cfg, uint32_t *only,
                 }
                 const int k = snprintf(st.label, sizeof st.label, "%s@%g%%", L->label,
                                        100.0 * budgets[bi]);
-                if (k < 0 || (size_t)k >= sizeof st.label)
+                if (k < 0 || (size_t)k >= sizeof st.label || !kv_label_ok(st.label))
                     return fail(KV_ERR_INVALID, why, why_len, "line %d: label '%s@%g%%' is "
                                 "longer than %zu characters", L->line_no, L->label,
                                 100.0 * budgets[bi], sizeof st.label - 1);

@@ -39,8 +39,10 @@ struct kv_frontier_line {
 /*
  * Parses the list's text into lines[0 .. *n) ('#' starts a comment, blank
  * lines are skipped). KV_ERR_FORMAT with one sentence in why (naming the
- * line) for a line without three fields, a field too long, or more than
- * max lines.
+ * line) for a line without three fields, a field too long, a label or
+ * strategy that is not a label (strategy.h's text rule, kv_label_ok),
+ * parameters with a character outside labels' and ';', or more than max
+ * lines - all at read time, before any configuration is planned or run.
  */
 enum kv_status kv_frontier_parse(const char *text, struct kv_frontier_line *lines, int32_t max,
                                  int32_t *n, char *why, size_t why_len);

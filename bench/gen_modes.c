@@ -20,6 +20,12 @@
  * its own next token; both caches are cropped back to what was kept. With
  * a batch, the batch keeps the shortest accepted run (one crop length for
  * every sequence), so each sequence still gets exactly its greedy tokens.
+ *
+ * Part of libkvlab.a (kv_model.h declares these functions, so the installed
+ * library must define them): it uses the model and the cache interface only,
+ * never the command line. Every entry checks the model's config
+ * (kv_model_config_check) and its other arguments before it allocates or
+ * touches the cache.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -33,13 +39,15 @@
 
 uint64_t kv_sample_rng(uint64_t seed, int32_t sample)
 {
-    uint64_t s = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(sample + 1));
+    uint64_t s = seed ^ (0x9E3779B97F4A7C15ull * ((uint64_t)sample + 1)); /* no int overflow */
     (void)kv_rng_next(&s); /* decorrelate neighbouring seeds */
     return s;
 }
 
 int32_t kv_sample_token(const float *logits, int32_t vocab, float temperature, uint64_t *rng)
 {
+    if (logits == NULL || vocab < 1 || (temperature > 0.0f && rng == NULL))
+        return -1;
     if (!(temperature > 0.0f))
         return kv_argmax(logits, vocab);
     const int32_t top = kv_argmax(logits, vocab);
@@ -66,7 +74,7 @@ enum kv_status kv_generate_samples(const struct kv_model *m, struct kv_cache *ca
     if (m == NULL || cache == NULL || gp == NULL || out_tokens == NULL || gp->prompt == NULL ||
         gp->batch < 1 || gp->prompt_len < 1 || gp->new_tokens < 1 ||
         gp->batch != cache->cfg.batch || !(temperature >= 0.0f) || gp->pad != NULL ||
-        gp->window != 0)
+        gp->window != 0 || kv_model_config_check(&m->cfg) != KV_OK)
         return KV_ERR_INVALID;
     const int32_t B = gp->batch, P = gp->prompt_len, N = gp->new_tokens;
     const int32_t V = m->cfg.vocab_size;
@@ -169,7 +177,8 @@ enum kv_status kv_generate_beams_ex(const struct kv_model *m, struct kv_cache *c
 {
     if (m == NULL || cache == NULL || gp == NULL || out_tokens == NULL || scores == NULL ||
         gp->prompt == NULL || gp->batch < 1 || gp->prompt_len < 1 || gp->new_tokens < 1 ||
-        gp->batch != cache->cfg.batch || gp->pad != NULL || gp->window != 0)
+        gp->batch != cache->cfg.batch || gp->pad != NULL || gp->window != 0 ||
+        kv_model_config_check(&m->cfg) != KV_OK)
         return KV_ERR_INVALID;
     const int32_t K = gp->batch, P = gp->prompt_len, N = gp->new_tokens;
     const int32_t V = m->cfg.vocab_size;
@@ -271,8 +280,8 @@ enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_ca
     if (m == NULL || cache == NULL || gp == NULL || out_tokens == NULL || gp->prompt == NULL ||
         gp->batch < 1 || gp->prompt_len < 1 || gp->new_tokens < 1 ||
         gp->batch != cache->cfg.batch || gp->pad != NULL || gp->window != 0 ||
-        draft_layers < 1 || draft_layers >= m->cfg.n_layers || draft_tokens < 1 ||
-        draft_tokens > 64)
+        kv_model_config_check(&m->cfg) != KV_OK || draft_layers < 1 ||
+        draft_layers >= m->cfg.n_layers || draft_tokens < 1 || draft_tokens > 64)
         return KV_ERR_INVALID;
     const int32_t B = gp->batch, P = gp->prompt_len, N = gp->new_tokens;
     const int32_t V = m->cfg.vocab_size, KD = draft_tokens;

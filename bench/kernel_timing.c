@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,18 @@ int32_t kv_ktime_sets(enum kv_ktime_mode m, size_t set_bytes, size_t total_bytes
     double n = floor((double)total_bytes / (double)set_bytes) + 1.0;
     return n < 2.0 ? 2 : n > 1e6 ? 1000000 : (int32_t)n;
 }
+
+int kv_ktime_sets_bytes(enum kv_ktime_mode m, size_t set_bytes, size_t total_bytes,
+                        size_t *bytes)
+{
+    const size_t n = (size_t)kv_ktime_sets(m, set_bytes, total_bytes);
+    if (set_bytes != 0 && n > SIZE_MAX / set_bytes)
+        return -1;
+    *bytes = n * set_bytes;
+    return 0;
+}
+
+size_t kv_ktime_run_bytes(void) { return KV_KTIME_MAX_REPS * sizeof(double); }
 
 int64_t kv_machine_busy_ns(void)
 {
@@ -66,7 +79,7 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
                  kv_ktime_call call, void *ctx)
 {
     const int32_t sets = p->n_sets < 1 ? 1 : p->n_sets;
-    double *times = kv_alloc(KV_KTIME_MAX_REPS * sizeof(double));
+    double *times = kv_alloc(kv_ktime_run_bytes());
     if (times == NULL)
         return -1;
     int64_t t0 = kv_now_ns();

@@ -64,6 +64,16 @@ struct kv_ktime_result {
  * KV_KTIME_COLD_FACTOR x the L3, or what --cold-bytes says); 1 for hot. */
 int32_t kv_ktime_sets(enum kv_ktime_mode m, size_t set_bytes, size_t total_bytes);
 
+/* The bytes those sets hold together, kv_ktime_sets(m, set_bytes,
+ * total_bytes) x set_bytes: what a caller allocates for the rotation (a cold
+ * run makes at least two copies, so a cache larger than total_bytes costs
+ * twice its size, not once). 0, or -1 when the product overflows size_t. */
+int kv_ktime_sets_bytes(enum kv_ktime_mode m, size_t set_bytes, size_t total_bytes,
+                        size_t *bytes);
+
+/* The bytes kv_ktime_run allocates itself (its buffer of call times). */
+size_t kv_ktime_run_bytes(void);
+
 /* Runs the protocol above; 0, or -1 when the time buffer cannot be
  * allocated. Notes about disturbed passes go to stderr. */
 int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,

@@ -68,7 +68,8 @@ void kv_model_destroy(struct kv_model *m);
 size_t kv_model_weight_bytes(const struct kv_model_config *c);
 /* Estimated FLOPs of one forward of n_new tokens after `past` cached ones,
  * per batch of `batch` (projections, MLP, attention pairs, classifier for
- * every token fed): for refusing work no one will wait for, not a counter. */
+ * every token fed): for refusing work no one will wait for, not a counter.
+ * 0 for a config kv_model_config_check refuses or a negative count. */
 double kv_model_forward_flops(const struct kv_model_config *c, int32_t batch, int32_t n_new,
                               int32_t past);
 
@@ -83,6 +84,7 @@ struct kv_flops {
     int64_t norm;    /* RMSNorm 4/elem, RoPE 6/rotated pair... see ops.h */
     int64_t other;   /* SwiGLU, residual adds */
 };
+/* The sum of the fields; 0 for a NULL f. */
 int64_t kv_flops_total(const struct kv_flops *f);
 
 struct kv_step_stats {
@@ -102,6 +104,8 @@ struct kv_runner;
 /*
  * Allocates every buffer a forward of up to max_tokens tokens per sequence
  * needs (activations, attention workspace), so forward never allocates.
+ * KV_ERR_INVALID for a NULL out or m, batch or max_tokens < 1, or a model
+ * whose config kv_model_config_check refuses.
  */
 enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m,
                                 int32_t batch, int32_t max_tokens, int32_t n_threads);
@@ -112,7 +116,8 @@ void kv_runner_destroy(struct kv_runner *r);
  * (0 = off): lets tests run `none` with the same window as `sliding`.
  * kv_runner_set_mask adds attention sinks to it (the first n_sink positions
  * stay visible, as a `sinks` cache's mask says). Where the cache's view has
- * a window too, the narrower window wins, with its own sinks.
+ * a window too, the narrower window wins, with its own sinks. A NULL runner
+ * is left alone (these and kv_runner_set_probe do nothing with it).
  */
 void kv_runner_set_window(struct kv_runner *r, int32_t window);
 void kv_runner_set_mask(struct kv_runner *r, int32_t window, int32_t n_sink);
@@ -193,6 +198,11 @@ enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
 /* ------------------------------------------------------------------------ */
 /* Generation modes (gen_modes.c): beam search, samples, speculation        */
 
+/* (In libkvlab.a like the rest. Each mode returns KV_ERR_INVALID, before it
+ * touches the cache, for a NULL model, cache, params, prompt or output, a
+ * model whose config kv_model_config_check refuses, and gp fields out of
+ * range.) */
+
 /*
  * N continuations of one prompt: row 0 of gp->prompt prefilled once and
  * shared (kv_prefill_shared), then each of the gp->batch sequences samples
@@ -208,7 +218,8 @@ enum kv_status kv_generate_samples(const struct kv_model *m, struct kv_cache *ca
 /* The random stream of sample b of a run seeded with seed. */
 uint64_t kv_sample_rng(uint64_t seed, int32_t sample);
 /* A token drawn from softmax(logits / temperature) with *rng (one draw);
- * the argmax for temperature <= 0. */
+ * the argmax for temperature <= 0 (rng unused, may be NULL). -1 for a NULL
+ * logits, vocab < 1 or, with temperature > 0, a NULL rng. */
 int32_t kv_sample_token(const float *logits, int32_t vocab, float temperature, uint64_t *rng);
 
 /*

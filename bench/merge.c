@@ -2,7 +2,8 @@
  * merge.c - join sweep CSVs (contract in merge.h).
  *
  * Order of work: validate every input and refuse what cannot be merged
- * (before anything is built), check the shard sets for gaps, join all rows
+ * (before anything is built: a cut file, a hostile label), check the shard
+ * sets for gaps and each shard's rows against its plan, join all rows
  * on compare's key (one sort of every row of every file, which also finds
  * the repeated keys), order the kept rows as the sweep writes them
  * (strategies as listed, then T), then build the output: columns, rows with
@@ -10,6 +11,7 @@
  */
 #include "merge.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +82,12 @@ static enum kv_status check_inputs(const struct kv_csv *const *in, int32_t n,
         enum kv_status st = kv_sweep_validate(c, col[k], err, err_len);
         if (st != KV_OK)
             return st;
+        if (c->unterminated > 0) {
+            kv_csv_error(err, err_len, c->name, c->unterminated,
+                         "the last line has no newline: the file was cut short (a CSV kvlab "
+                         "writes always ends with one); copy it again, or rerun it");
+            return KV_ERR_FORMAT;
+        }
         if (meta(c, "merged_from") != NULL || kv_csv_col(c, "source") >= 0) {
             kv_csv_error(err, err_len, c->name, c->header_line,
                          "already a merged file; merge the files it was made from");
@@ -225,6 +233,174 @@ static enum kv_status check_shards(const struct kv_csv *const *in, int32_t n,
         }
     }
     kv_free(g);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shards against their plan (shard.h: what the plan id is made of)         */
+
+/* A whole decimal (base 10) or hexadecimal (base 16) number. */
+static int parse_u64(const char *s, int base, uint64_t *out)
+{
+    if (s == NULL || s[0] == '\0' || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, base);
+    if (*end != '\0' || errno != 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The sum of kv_plan_row_hash over the rows of file c (shard `shard`). */
+static enum kv_status rows_digest(const struct kv_csv *c, const int32_t col[KV_SWEEP_N_REQUIRED],
+                                  int32_t shard, uint64_t *digest)
+{
+    struct kv_sweep_key *k = kv_alloc((size_t)c->n_rows * sizeof *k);
+    if (k == NULL)
+        return KV_ERR_NOMEM;
+    int32_t ext[2];
+    const int has_ext = kv_sweep_ext_cols(c, ext);
+    kv_sweep_key_fill(k, c, col, has_ext ? ext : NULL);
+    const int32_t jl = kv_csv_col(c, "label");
+    uint64_t d = 0;
+    for (int64_t r = 0; r < c->n_rows; r++) {
+        struct kv_plan_key pk = {.strategy = k[r].strategy, .dtype = k[r].ext[0],
+                                 .params = k[r].ext[1],
+                                 .label = jl >= 0 ? kv_csv_cell(c, r, jl) : NULL,
+                                 .shard = shard};
+        memcpy(pk.v, k[r].v, sizeof pk.v);
+        d += kv_plan_row_hash(&pk);
+    }
+    kv_free(k);
+    *digest = d;
+    return KV_OK;
+}
+
+/* The configuration part of the plan id, from file c (its first row for the
+ * reps and mlp columns); -1 naming the missing piece in *what. */
+static int plan_config(const struct kv_csv *c, const int32_t col[KV_SWEEP_N_REQUIRED],
+                       int32_t n_shards, struct kv_plan_config_key *pc, const char **what)
+{
+    int64_t v;
+    memset(pc, 0, sizeof *pc);
+    pc->n_shards = n_shards;
+    if (parse_u64(meta(c, "seed"), 10, &pc->seed) != 0)
+        return *what = "# seed=", -1;
+    if (meta(c, "warmup") == NULL || kv_csv_parse_int64(meta(c, "warmup"), &v) != 0)
+        return *what = "# warmup=", -1;
+    pc->warmup = v;
+    const char *mode = meta(c, "reps_mode");
+    if (mode == NULL || (strcmp(mode, "fixed") != 0 && strcmp(mode, "auto") != 0))
+        return *what = "# reps_mode=", -1;
+    if (strcmp(mode, "fixed") == 0 &&
+        (c->n_rows < 1 || kv_csv_parse_int64(kv_csv_cell(c, 0, col[KV_SCHEMA_COL_REPS]),
+                                             &pc->reps) != 0))
+        return *what = "reps", -1;
+    const int32_t jm = kv_csv_col(c, "mlp");
+    if (jm < 0 || c->n_rows < 1 || kv_csv_parse_int64(kv_csv_cell(c, 0, jm), &pc->mlp) != 0)
+        return *what = "mlp", -1;
+    if (kv_plan_rates_parse(meta(c, "plan_rates"), &pc->rates) != 0)
+        return *what = "# plan_rates=", -1;
+    return 0;
+}
+
+/*
+ * Each shard holds exactly the rows its plan assigns it. A shard file with
+ * `# shard_digest=` is checked alone (naming it); a complete set of shards
+ * of one plan (every shard once, none partial) is checked against the plan
+ * id, which the rows of all shards and their metadata determine (shard.h).
+ */
+static enum kv_status check_plans(const struct kv_csv *const *in, int32_t n,
+                                  int32_t (*col)[KV_SWEEP_N_REQUIRED],
+                                  const struct kv_merge_result *res, char *err, size_t err_len)
+{
+    enum kv_status st = KV_OK;
+    for (int32_t k = 0; k < n && st == KV_OK; k++) {
+        const struct kv_csv *c = in[k];
+        const char *dv = meta(c, "shard_digest");
+        uint64_t want, got;
+        if (res->src[k].n_shards == 0 || dv == NULL || is_partial(c))
+            continue;
+        if (parse_u64(dv, 16, &want) != 0) {
+            char ex[48];
+            kv_csv_excerpt(ex, sizeof ex, dv, 32);
+            kv_csv_error(err, err_len, c->name, kv_csv_meta_find(c, "shard_digest")->line,
+                         "shard_digest '%s' is not a hexadecimal number", ex);
+            return KV_ERR_FORMAT;
+        }
+        st = rows_digest(c, col[k], res->src[k].shard, &got);
+        if (st == KV_OK && got != want) {
+            kv_csv_error(err, err_len, c->name, c->header_line,
+                         "its %lld rows are not the ones shard %d/%d of its plan assigns it "
+                         "(a row removed, added, moved or with an edited configuration "
+                         "column)", (long long)c->n_rows, res->src[k].shard,
+                         res->src[k].n_shards);
+            return KV_ERR_FORMAT;
+        }
+    }
+    /* complete sets: one file per shard number, the first given */
+    uint8_t *done = kv_alloc((size_t)n);
+    int32_t *file_of = kv_alloc((KV_PLAN_MAX_ROWS + 1) * sizeof *file_of);
+    if (done == NULL || file_of == NULL) {
+        kv_free(done);
+        kv_free(file_of);
+        return KV_ERR_NOMEM;
+    }
+    memset(done, 0, (size_t)n);
+    for (int32_t k = 0; k < n && st == KV_OK; k++) {
+        if (done[k] || res->src[k].n_shards == 0)
+            continue;
+        const char *plan = meta(in[k], "plan");
+        const int32_t N = res->src[k].n_shards;
+        int complete = plan != NULL;
+        for (int32_t i = 0; i <= N; i++)
+            file_of[i] = -1;
+        for (int32_t q = k; q < n; q++) {
+            const char *pq = meta(in[q], "plan");
+            if (res->src[q].n_shards == 0 || strcmp(pq ? pq : "", plan ? plan : "") != 0)
+                continue;
+            done[q] = 1;
+            complete &= !is_partial(in[q]);
+            if (file_of[res->src[q].shard] < 0)
+                file_of[res->src[q].shard] = q;
+        }
+        for (int32_t i = 1; i <= N; i++)
+            complete &= file_of[i] >= 0;
+        if (!complete)
+            continue; /* a gap or a partial shard: refused or allowed elsewhere */
+        uint64_t digest = 0, id;
+        int64_t rows = 0;
+        for (int32_t i = 1; i <= N && st == KV_OK; i++) {
+            uint64_t d;
+            st = rows_digest(in[file_of[i]], col[file_of[i]], i, &d);
+            digest += d;
+            rows += in[file_of[i]]->n_rows;
+        }
+        if (st != KV_OK)
+            break;
+        struct kv_plan_config_key pc;
+        const char *what = NULL;
+        char ex[40];
+        kv_csv_excerpt(ex, sizeof ex, plan, 24);
+        if (plan_config(in[k], col[k], N, &pc, &what) != 0) {
+            kv_csv_error(err, err_len, in[k]->name, 0, "cannot check its rows against plan "
+                         "%s: no valid %s", ex, what);
+            st = KV_ERR_FORMAT;
+            break;
+        }
+        pc.n_rows = rows;
+        if (parse_u64(plan, 16, &id) != 0 || kv_plan_id_of(&pc, digest) != id) {
+            kv_csv_error(err, err_len, in[k]->name, 0,
+                         "the %d shards of plan %s do not hold the rows it assigns them (a "
+                         "row removed, added, moved between shards or with an edited "
+                         "configuration column), or a different kvlab planned them", N, ex);
+            st = KV_ERR_FORMAT;
+        }
+    }
+    kv_free(done);
+    kv_free(file_of);
     return st;
 }
 
@@ -640,6 +816,8 @@ enum kv_status kv_merge_run(struct kv_merge_result **out, const struct kv_csv *c
         st = check_inputs(in, n, o, col, err, err_len);
     if (st == KV_OK)
         st = check_shards(in, n, o, res, err, err_len);
+    if (st == KV_OK)
+        st = check_plans(in, n, col, res, err, err_len);
     if (st == KV_OK)
         st = join_rows(&e, &n_rows, in, n, col, o, res, err, err_len);
     if (st == KV_OK)

@@ -25,7 +25,15 @@
  * key), unless prefer_newest keeps the row of the file with the newest
  * `# date=` (on a tie, the later file on the command line); shards of one
  * plan with some missing (reported by number; unless allow_partial, which
- * marks the output partial); a file that is itself a merge.
+ * marks the output partial); a file that is itself a merge; a file whose
+ * last line has no newline (kvlab always writes one: it was cut short, maybe
+ * inside its last field, so 262144 would read as 2621), whatever the
+ * permissions; shards whose rows are not those their plan assigns them - a
+ * complete set of one plan (all N, none partial) must give back the plan's
+ * id from its rows and metadata (shard.h), and a shard with
+ * `# shard_digest=` must match it alone (checked also in a partial merge,
+ * naming the file): a row removed, added, moved or with an edited
+ * configuration column is refused.
  */
 #ifndef KV_MERGE_H
 #define KV_MERGE_H

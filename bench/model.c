@@ -132,6 +132,8 @@ size_t kv_model_weight_bytes(const struct kv_model_config *c)
 double kv_model_forward_flops(const struct kv_model_config *c, int32_t batch, int32_t n_new,
                               int32_t past)
 {
+    if (kv_model_config_check(c) != KV_OK || batch < 0 || n_new < 0 || past < 0)
+        return 0.0;
     double D = c->dim, KVD = (double)c->n_kv_heads * (c->dim / c->n_heads);
     double per_tok = 2.0 * (2.0 * D * D + 2.0 * D * KVD) * c->n_layers;
     if (c->mlp)
@@ -175,6 +177,8 @@ enum kv_status kv_model_create_synthetic(struct kv_model **out,
                                          const struct kv_model_config *cfg,
                                          uint64_t seed)
 {
+    if (out == NULL)
+        return KV_ERR_INVALID;
     *out = NULL;
     enum kv_status st = kv_model_config_check(cfg);
     if (st != KV_OK)
@@ -252,6 +256,8 @@ void kv_model_destroy(struct kv_model *m)
 
 int64_t kv_flops_total(const struct kv_flops *f)
 {
+    if (f == NULL)
+        return 0;
     return f->gemm + f->attn + f->softmax + f->norm + f->other;
 }
 
@@ -322,6 +328,8 @@ static size_t ws_bytes_for(const struct kv_model_config *c, int32_t batch, int32
 enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m,
                                 int32_t batch, int32_t max_tokens, int32_t n_threads)
 {
+    if (out == NULL)
+        return KV_ERR_INVALID;
     *out = NULL;
     if (m == NULL || batch < 1 || max_tokens < 1)
         return KV_ERR_INVALID;
@@ -406,12 +414,16 @@ void kv_runner_set_window(struct kv_runner *r, int32_t window)
 
 void kv_runner_set_mask(struct kv_runner *r, int32_t window, int32_t n_sink)
 {
+    if (r == NULL)
+        return;
     r->window = window > 0 ? window : 0;
     r->n_sink = r->window > 0 && n_sink > 0 ? n_sink : 0;
 }
 
 void kv_runner_set_probe(struct kv_runner *r, kv_attn_probe_fn fn, void *user)
 {
+    if (r == NULL)
+        return;
     r->probe = fn;
     r->probe_user = user;
 }
@@ -425,6 +437,18 @@ static int same_shape(const struct kv_model_config *a, const struct kv_model_con
            a->n_layers == b->n_layers && a->n_heads == b->n_heads &&
            a->n_kv_heads == b->n_kv_heads && a->vocab_size == b->vocab_size &&
            a->mlp == b->mlp;
+}
+
+/* 1 when every weight a forward of m reads is there (a kv_model a program
+ * filled in itself may lack some: refused, never dereferenced). */
+static int weights_present(const struct kv_model *m)
+{
+    const struct kv_weights *w = &m->w;
+    return w->token_embedding != NULL && w->rms_att != NULL && w->wq != NULL &&
+           w->wk != NULL && w->wv != NULL && w->wo != NULL && w->rms_final != NULL &&
+           w->wcls != NULL &&
+           (!m->cfg.mlp || (w->rms_ffn != NULL && w->w1 != NULL && w->w2 != NULL &&
+                            w->w3 != NULL));
 }
 
 /* The view's mask and the runner's extra one: the narrower window wins,
@@ -454,8 +478,8 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
     const struct kv_model_config *c = &m->cfg;
     const struct kv_weights *w = &m->w;
     const int32_t B = r->batch;
-    if (!same_shape(c, &r->cfg) || n < 1 || n > r->max_tokens || pos0 < 0 ||
-        pos0 > c->max_len - n)
+    if (kv_model_config_check(c) != KV_OK || !same_shape(c, &r->cfg) || !weights_present(m) ||
+        n < 1 || n > r->max_tokens || pos0 < 0 || pos0 > c->max_len - n)
         return KV_ERR_INVALID;
     const int32_t D = c->dim, HS = c->dim / c->n_heads, H = c->hidden_dim;
     const int32_t KVD = c->n_kv_heads * HS;

@@ -25,6 +25,21 @@ final newline (truncated). The page is written to a temporary file in the
 same folder and renamed, so a failed run leaves the previous report or
 nothing. A run-time failure (a write error, an SVG carrying a script) exits 1.
 Only the Python standard library is used (/usr/bin/python3, no pip).
+
+Files, kvlab's rules. Every input (--csv, --steps, --kernel-md, --peers,
+--baseline, each SVG under --plots) is opened with O_NONBLOCK and must be a
+regular file: a FIFO, a device, a socket or a directory is refused at once,
+never waited on, with one line `report.py: --csv 'PATH': is a FIFO, not a
+regular file` and exit 2 (--plots must be a directory). An optional input
+that does not exist is named as absent. The --out target is judged before
+anything is read: a directory, FIFO or device (also through a link), a
+dangling link, a read-only file, a name too long, a folder that does not
+exist or cannot take a new file, or the same file as an input (by resolved
+path and by device and inode) is refused with exit 2. The page is written to
+a temporary file next to the target (through a link; a replaced file keeps
+its mode) and renamed over it; SIGINT and SIGTERM remove the temporary file.
+Paths go to `kvlab compare` as arguments of its own process (absolute, so
+none reads as an option or as standard input), never through a shell.
 """
 import argparse
 import csv
@@ -32,6 +47,8 @@ import datetime
 import html
 import os
 import re
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -75,6 +92,158 @@ def where(path, line=None):
     return f"{path} line {line}" if line else f"{path}"
 
 
+# ------------------------------------------------------------------ files
+
+class Refused(BadInput):
+    """A path the file rules refuse; the message is the whole line."""
+
+
+def q(path):
+    """A path quoted for a message, control characters escaped."""
+    out = []
+    for c in str(path):
+        if c == "'" or c == "\\":
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        else:
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+    return "'" + "".join(out) + "'"
+
+
+def kind(mode):
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
+
+
+def refuse(opt, path, why):
+    raise Refused(f"report.py: --{opt} {q(path)}: {why}")
+
+
+def check_input(opt, path):
+    """True when PATH is a regular file, False when it does not exist (also a
+    dangling link); anything else is refused. Nothing is opened."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        refuse(opt, path, f"cannot be read: {e.strerror}")
+    if not stat.S_ISREG(st.st_mode):
+        refuse(opt, path, f"is {kind(st.st_mode)}, not a regular file")
+    return True
+
+
+def read_input(opt, path):
+    """The bytes of the regular file PATH, opened without blocking (a FIFO
+    put there after check_input is refused, not waited on)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            refuse(opt, path, f"is {kind(st.st_mode)}, not a regular file")
+        chunks = []
+        while True:
+            try:
+                b = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                refuse(opt, path, "would block on reading")
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def same_file(a, b):
+    try:
+        return os.path.samestat(os.stat(a), os.stat(b))
+    except OSError:
+        return False
+
+
+def judge_output(path, inputs):
+    """Refuse --out PATH before any work (see the module's Files paragraph).
+    INPUTS: (option, path) of every input given."""
+    if len(os.fsencode(os.path.basename(path))) > 255:
+        refuse("out", path, "the name is too long")
+    try:
+        lst = os.lstat(path)
+    except FileNotFoundError:
+        lst = None
+    except OSError as e:
+        refuse("out", path, f"cannot be judged: {e.strerror}")
+    st = lst
+    if lst is not None and stat.S_ISLNK(lst.st_mode):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            refuse("out", path, "is a dangling symbolic link")
+        except OSError as e:
+            refuse("out", path, f"cannot be judged: {e.strerror}")
+    target = os.path.realpath(path)
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            refuse("out", path, "is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            refuse("out", path, f"is {kind(st.st_mode)}, not a regular file")
+        if not st.st_mode & 0o222 or not os.access(target, os.W_OK):
+            refuse("out", path, "is read-only")
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        refuse("out", path, f"its folder {q(folder)} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        refuse("out", path, f"its folder {q(folder)} cannot take a new file")
+    for opt, p in inputs:
+        if os.path.realpath(p) == target or (st is not None and same_file(p, target)):
+            refuse("out", path, f"is the same file as --{opt} {q(p)}")
+    return target
+
+
+def svg_files(plots_dir):
+    """The SVG files of --plots (sorted); none when it is not given or absent."""
+    if not plots_dir:
+        return []
+    try:
+        st = os.stat(plots_dir)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        refuse("plots", plots_dir, f"cannot be read: {e.strerror}")
+    if not stat.S_ISDIR(st.st_mode):
+        refuse("plots", plots_dir, f"is {kind(st.st_mode)}, not a directory")
+    return sorted(f for f in os.listdir(plots_dir) if f.endswith(".svg"))
+
+
+def judge_inputs(args):
+    """Every input, before anything is read: (option, path) of those present."""
+    present = []
+    if args.csv:
+        if check_input("csv", args.csv):
+            present.append(("csv", args.csv))
+    for opt, p in (("steps", args.steps), ("kernel-md", args.kernel_md), ("peers", args.peers),
+                   ("baseline", args.baseline)):
+        if p and check_input(opt, p):
+            present.append((opt, p))
+    if not args.check:
+        for f in svg_files(args.plots):
+            path = os.path.join(args.plots, f)
+            check_input("plots", path)
+            present.append(("plots", path))
+    return present
+
+
 # ------------------------------------------------------------------ sweep CSV
 
 
@@ -91,8 +260,7 @@ def read_sweep(path):
 
     Rows are dicts by column name; numeric columns hold floats."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_input("csv", path)
     except FileNotFoundError:
         raise BadInput(f"{path} not found (run 'make bench' first)")
     except OSError as e:
@@ -341,8 +509,7 @@ SYMBOL_FONT.update({chr(k): v for k, v in {
 def svg_text(path):
     """The SVG's text as Unicode, Symbol-font runs translated, any other byte
     that is not UTF-8 read as Latin-1 (gnuplot's default encoding)."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = read_input("plots", path)
     s = raw.decode("utf-8", errors="surrogateescape")
 
     def from_bytes(t):
@@ -469,15 +636,14 @@ def targets_section(files, csv_mtime=None):
     h = ['<section id="targets"><h2>Targets</h2>']
     total_met = total_not = 0
     parts = []
-    for title, path in files:
-        if not path or not os.path.isfile(path):
+    for title, path, opt in files:
+        if not path or not check_input(opt, path):
             parts.append(f"<h3>{E(title)}</h3><p class=\"note\">Not measured in this run: "
                          f"<code>{E(path or '(none given)')}</code> not found "
                          "(<code>make bench</code> writes it).</p>")
             continue
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_input(opt, path).decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise BadInput(f"{path}: cannot read: {e}")
         body, met, notmet = markdown_tables(text)
@@ -514,8 +680,7 @@ def figures_section(series, plots_dir):
          "<h3>Resident cache (MiB)</h3>", pivot(series, "cache_bytes", 2**-20, 3),
          "<h3>Relative logits error against the exact cache</h3>", pivot(series, "rel_err", 1, 2),
          "</section>"]
-    svgs = sorted(f for f in os.listdir(plots_dir) if f.endswith(".svg")) \
-        if plots_dir and os.path.isdir(plots_dir) else []
+    svgs = svg_files(plots_dir)
     known = [n for n, _ in FIGURES]
     order = [f"{n}.svg" for n in known if f"{n}.svg" in svgs] + \
             [f for f in svgs if f[:-4] not in known]
@@ -537,8 +702,7 @@ def figures_section(series, plots_dir):
 def read_plain_csv(path):
     """Comment lines and rows of a CSV of any columns (the peers' file)."""
     try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
+        text = read_input("peers", path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: cannot read: {e}")
     if text and not text.endswith("\n"):
@@ -564,7 +728,7 @@ def read_plain_csv(path):
 
 def peers_section(path):
     h = ['<section id="peers"><h2>Peers</h2>']
-    if not path or not os.path.isfile(path):
+    if not path or not check_input("peers", path):
         h.append(f'<p class="note">Not measured: <code>{E(path or "(none given)")}</code> not '
                  "found, so no peer (llama.cpp/ggml, PyTorch) was measured for this run.</p>")
     else:
@@ -581,12 +745,13 @@ def peers_section(path):
 
 
 def compare_section(baseline, csv_path, kvlab):
-    if not os.path.isfile(baseline):
+    if not check_input("baseline", baseline):
         raise BadInput(f"{baseline}: baseline not found (BASELINE= names a sweep CSV "
                        "of an earlier run)")
-    cmd = [kvlab, "compare", baseline, csv_path, "--format", "csv"]
+    # absolute paths: neither can read as an option or as standard input ("-")
+    cmd = [kvlab, "compare", os.path.abspath(baseline), os.path.abspath(csv_path), "--format", "csv"]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     except OSError as e:
         raise RuntimeError(f"cannot run {kvlab}: {e.strerror}")
     if p.returncode not in (0, 1):
@@ -636,8 +801,8 @@ def compare_section(baseline, csv_path, kvlab):
 def build_page(args):
     meta, meta_lines, header, rows = read_sweep(args.csv)
     series = series_of(rows)
-    targets, met, notmet = targets_section([("Whole decode step and PyTorch", args.steps),
-                                            ("The attention kernel alone", args.kernel_md)],
+    targets, met, notmet = targets_section([("Whole decode step and PyTorch", args.steps, "steps"),
+                                            ("The attention kernel alone", args.kernel_md, "kernel-md")],
                                            os.path.getmtime(args.csv))
     keyfigs, figures, fig_names = figures_section(series, args.plots)
     peers = peers_section(args.peers)
@@ -699,16 +864,24 @@ network access.</footer>
 
 
 def write_atomic(path, text):
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
+    """TEXT into PATH (judged by judge_output): a temporary file next to its
+    target (a link is written through), the target's mode kept, renamed."""
+    target = os.path.realpath(path)
+    d = os.path.dirname(target)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=d)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -732,12 +905,20 @@ def main():
     args = ap.parse_args()
     if not args.check and not args.out:
         ap.error("--out is required (or --check)")
+    # SIGTERM, like SIGINT, unwinds: write_atomic removes its temporary file
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
+        inputs = judge_inputs(args)
+        if not args.check:
+            judge_output(args.out, inputs)
         if args.check:
             read_sweep(args.csv)
             return 0
         page = build_page(args)
         write_atomic(args.out, page)
+    except Refused as e:
+        print(str(e), file=sys.stderr)
+        return 2
     except BadInput as e:
         print(f"report: {e}", file=sys.stderr)
         return 2

@@ -157,27 +157,36 @@ struct probe {
     struct kv_attn_params ap; /* one sequence, one KV head */
     const float *zeros;       /* (max tokens, head_dim) keys and values */
     int32_t len;
-    int64_t scale;            /* n_layers * batch * n_kv_heads */
+    int32_t n_layers;         /* the probe's: 1, or the model's (a pattern) */
+    int64_t layer_mult;       /* model layers / probe layers */
+    int64_t scale;            /* batch * n_kv_heads */
 };
 
-/* Appends n tokens at pos0 and reads the spans: visible pairs (one
- * sequence, one layer) and span bytes (scaled to the model). */
+/* Appends n tokens at pos0 to every probe layer and reads the spans:
+ * visible pairs (one sequence, summed over the model's layers) and span
+ * and copied bytes (scaled to the model). */
 static enum kv_status probe_update(struct probe *pr, int32_t pos0, int32_t n, int64_t *pairs,
                                    int64_t *bytes, int64_t *copied)
 {
     size_t c0 = kv_cache_copied_bytes(pr->cache);
-    enum kv_status st = kv_cache_update(pr->cache, 0, pr->zeros, pr->zeros, n, pos0);
-    if (st != KV_OK)
-        return st;
-    struct kv_view view;
-    st = kv_cache_view(pr->cache, 0, &view);
-    if (st != KV_OK)
-        return st;
+    int64_t pa = 0, by = 0;
     pr->ap.n_q = n;
     pr->ap.q_pos0 = pos0;
-    *pairs = kv_attn_visible_pairs(&pr->ap, &view);
-    *bytes = sat_mul((int64_t)kv_attn_span_bytes(&pr->ap, &view), pr->scale);
-    *copied = sat_mul((int64_t)(kv_cache_copied_bytes(pr->cache) - c0), pr->scale);
+    for (int32_t l = 0; l < pr->n_layers; l++) {
+        enum kv_status st = kv_cache_update(pr->cache, l, pr->zeros, pr->zeros, n, pos0);
+        if (st != KV_OK)
+            return st;
+        struct kv_view view;
+        st = kv_cache_view(pr->cache, l, &view);
+        if (st != KV_OK)
+            return st;
+        pa = sat_add(pa, kv_attn_visible_pairs(&pr->ap, &view));
+        by = sat_add(by, (int64_t)kv_attn_span_bytes(&pr->ap, &view));
+    }
+    const int64_t m = sat_mul(pr->scale, pr->layer_mult);
+    *pairs = sat_mul(pa, pr->layer_mult);
+    *bytes = sat_mul(by, m);
+    *copied = sat_mul((int64_t)(kv_cache_copied_bytes(pr->cache) - c0), m);
     return KV_OK;
 }
 
@@ -203,12 +212,21 @@ static enum kv_status probe_prefill(struct probe *pr, int whole, int32_t target)
     return KV_OK;
 }
 
+/* Row (i, ti) is one of the sweep's: planned (`none` up to none_max), and
+ * in cfg->only when the sweep has one (a frontier: each configuration at
+ * the T it was solved for). */
+static int in_sweep(const struct kv_sweep_config *cfg, int32_t i, int32_t ti)
+{
+    return kv_sweep_row_planned(cfg, i, ti) &&
+           (cfg->only == NULL || ((cfg->only[i] >> ti) & 1u));
+}
+
 /* Whether slot k runs at ti in the whole sweep (sweep.c's slot_runs_at with
  * every row selected: the reference runs wherever any row does). */
 static int whole_runs_at(const struct kv_plan *p, const struct kv_sweep_config *cfg,
                          int32_t k, int32_t ti)
 {
-    if (p->slot_index[k] >= 0 && kv_sweep_row_planned(cfg, p->slot_index[k], ti))
+    if (p->slot_index[k] >= 0 && in_sweep(cfg, p->slot_index[k], ti))
         return 1;
     if (k != 0)
         return 0;
@@ -226,8 +244,15 @@ static struct kv_plan_row *row_of(struct kv_plan *p, int32_t index, int32_t ti)
     return NULL;
 }
 
+/* Why planning failed, for *why (one planning at a time per thread). */
+static _Thread_local char plan_why[384];
+
 /* Drives slot k's probe through the whole sweep, filling step_ns[k][] and,
- * for its rows, the step's FLOPs, bytes and copies. */
+ * for its rows, the step's FLOPs, bytes and copies. The probe has one
+ * sequence and one KV head, and one layer when the strategy takes one
+ * (every layer alike: bytes and pairs scale by the layers), else the
+ * model's layers (a per-layer pattern, whose layers differ: every one is
+ * probed and summed). On a refusal plan_why names the strategy and why. */
 static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config *cfg,
                                  const struct kv_model_config *mc, int32_t k,
                                  const float *zeros)
@@ -237,21 +262,35 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
                                              : kv_sweep_reference_strategy();
     struct kv_cache_config cc;
     kv_sweep_cache_config(&cc, cfg, mc, st);
-    cc.n_layers = 1;
     cc.batch = 1;
     cc.n_kv_heads = 1;
-    struct probe pr = {.zeros = zeros,
-                       .scale = (int64_t)mc->n_layers * cfg->batch * mc->n_kv_heads};
+    const int32_t L = cc.n_layers;
+    cc.n_layers = 1;
+    struct probe pr = {.zeros = zeros};
     enum kv_status s = kv_cache_create(&pr.cache, st->ops, &cc, st->params);
-    if (s != KV_OK)
+    if (s == KV_ERR_INVALID && L > 1) { /* a pattern over the layers */
+        cc.n_layers = L;
+        s = kv_cache_create(&pr.cache, st->ops, &cc, st->params);
+    }
+    if (s != KV_OK) {
+        char sub[256] = "";
+        kv_params_check(st->ops, &cc, st->params, sub, sizeof sub);
+        snprintf(plan_why, sizeof plan_why, "%.32s: its cache refused the sweep's "
+                 "configuration (%.255s)", st->label, sub[0] ? sub : kv_status_str(s));
         return s;
+    }
+    pr.n_layers = cc.n_layers;
+    pr.scale = (int64_t)cfg->batch * mc->n_kv_heads;
+    pr.layer_mult = L / cc.n_layers;
     pr.ap = (struct kv_attn_params){.batch = 1, .n_q = 1, .n_heads = 1, .n_kv_heads = 1,
                                     .head_dim = cc.head_dim, .scale = 1.0f, .n_threads = 1};
     p->slot_whole[k] = kv_sweep_whole_prefill(pr.cache);
     p->slot_window[k] = kv_cache_mask_window(pr.cache);
     const int32_t W = cfg->warmup;
+    int32_t at_T = 0;
     for (int32_t ti = 0; ti < cfg->n_lens && s == KV_OK; ti++) {
         const int32_t T = cfg->seq_lens[ti];
+        at_T = T;
         p->step_ns[k][ti] = 0;
         if (!whole_runs_at(p, cfg, k, ti))
             continue;
@@ -266,7 +305,7 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
             if (s != KV_OK)
                 break;
             int64_t fl = sat_add(sat_add(sat_mul(p->gemm_per_token, T), p->classifier),
-                                 sat_mul(p->attn_per_pair, pairs));
+                                 sat_mul(p->attn_per_layer_pair, pairs));
             int64_t by = sat_add(p->weights, bytes);
             int64_t t = forward_ns(p, fl, by, copied);
             int32_t R = none_reps(cfg, t);
@@ -281,7 +320,11 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
         }
         const int32_t R = p->reps_at[ti];
         const int32_t P = T - 1 - W - (R - 1) / 2;
-        s = probe_prefill(&pr, p->slot_whole[k], P);
+        /* from empty, as sweep.c measures every row */
+        s = kv_cache_reset(pr.cache);
+        pr.len = 0;
+        if (s == KV_OK)
+            s = probe_prefill(&pr, p->slot_whole[k], P);
         int64_t copied_timed = 0;
         for (int32_t j = 0; j < W + R && s == KV_OK; j++) {
             s = probe_update(&pr, pr.len, 1, &pairs, &bytes, &copied);
@@ -289,7 +332,7 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
                 break;
             pr.len++;
             int64_t fl = sat_add(sat_add(p->gemm_per_token, p->classifier),
-                                 sat_mul(p->attn_per_pair, pairs));
+                                 sat_mul(p->attn_per_layer_pair, pairs));
             int64_t by = sat_add(p->weights, bytes);
             p->step_ns[k][ti] = sat_add(p->step_ns[k][ti], forward_ns(p, fl, by, copied));
             if (j >= W)
@@ -305,6 +348,9 @@ static enum kv_status probe_slot(struct kv_plan *p, const struct kv_sweep_config
         }
     }
     kv_cache_destroy(pr.cache);
+    if (s != KV_OK)
+        snprintf(plan_why, sizeof plan_why, "%.32s: its cache refused the sweep's tokens at "
+                 "T = %d (%s)", st->label, at_T, kv_status_str(s));
     return s;
 }
 
@@ -325,7 +371,6 @@ static int64_t simulate(const struct kv_plan *p, const uint8_t *member, int64_t 
     for (int32_t r = 0; r < p->n_rows; r++)
         if (member[r])
             at[p->rows[r].strategy][p->rows[r].len_index] = r;
-    int32_t len[KV_SWEEP_MAX_STRATEGIES + 1] = {0};
     int64_t total = 0;
     for (int32_t ti = 0; ti < p->n_lens; ti++) {
         int any = 0;
@@ -336,11 +381,10 @@ static int64_t simulate(const struct kv_plan *p, const uint8_t *member, int64_t 
             if (r < 0 && !(k == 0 && any))
                 continue;
             int64_t t = p->step_ns[k][ti];
-            if (!p->slot_none[k]) {
+            if (!p->slot_none[k]) { /* every row from an empty cache (sweep.c) */
                 const int32_t R = p->reps_at[ti];
                 const int32_t P = p->seq_lens[ti] - 1 - p->warmup - (R - 1) / 2;
-                t = sat_add(t, prefill_ns(p, k, len[k], P));
-                len[k] = P + p->warmup + R;
+                t = sat_add(t, prefill_ns(p, k, 0, P));
             }
             total = sat_add(total, t);
             if (attr != NULL && r >= 0)
@@ -460,27 +504,83 @@ static uint64_t fnv(uint64_t h, const char *s)
     return h;
 }
 
-static uint64_t plan_id(const struct kv_plan *p, const struct kv_sweep_config *cfg,
-                        const struct kv_model_config *mc)
+#define FNV_BASIS 0xcbf29ce484222325ull
+
+uint64_t kv_plan_row_hash(const struct kv_plan_key *k)
+{
+    char num[32];
+    uint64_t h = fnv(FNV_BASIS, "row|");
+    h = fnv(fnv(h, k->strategy != NULL ? k->strategy : ""), "|");
+    for (int32_t j = 0; j < KV_SWEEP_N_KEY - 1; j++) {
+        snprintf(num, sizeof num, "%lld|", (long long)k->v[j]);
+        h = fnv(h, num);
+    }
+    h = fnv(fnv(h, k->dtype != NULL ? k->dtype : ""), "|");
+    h = fnv(fnv(h, k->params != NULL ? k->params : ""), "|");
+    h = fnv(fnv(h, k->label != NULL ? k->label : ""), "|");
+    snprintf(num, sizeof num, "%d", k->shard);
+    return fnv(h, num);
+}
+
+uint64_t kv_plan_id_of(const struct kv_plan_config_key *c, uint64_t rows_digest)
 {
     char buf[256];
-    uint64_t h = 0xcbf29ce484222325ull;
-    snprintf(buf, sizeof buf, "v2 %d %d %d %d %d %d %d %d | %d %d %d %d %llu | "
-             "%lld %lld %lld | %d\n",
-             mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads, mc->hidden_dim,
-             mc->vocab_size, mc->mlp, mc->max_len, cfg->batch, cfg->threads, cfg->warmup,
-             cfg->reps, (unsigned long long)cfg->seed, (long long)p->rates.gflops,
-             (long long)p->rates.gbps, (long long)p->rates.copy_gbps, p->n_shards);
-    h = fnv(h, buf);
+    snprintf(buf, sizeof buf, "v3 seed=%llu warmup=%lld reps=%lld mlp=%lld rates=%lld,%lld,%lld "
+             "shards=%d rows=%lld digest=%016llx", (unsigned long long)c->seed,
+             (long long)c->warmup, (long long)c->reps, (long long)c->mlp,
+             (long long)c->rates.gflops, (long long)c->rates.gbps,
+             (long long)c->rates.copy_gbps, c->n_shards, (long long)c->n_rows,
+             (unsigned long long)rows_digest);
+    return fnv(FNV_BASIS, buf);
+}
+
+/* The value of the parameter called name, or 0 (the CSV's group and
+ * residual columns, as sweep.c fills them). */
+static int64_t param_or_zero(const struct kv_strategy_ops *ops, const void *params,
+                             const char *name)
+{
+    int32_t i = kv_param_find(ops, name);
+    return i < 0 || ops->params[i].type == KV_PARAM_TEXT ? 0 : kv_params_get(ops, params, i);
+}
+
+/* Every row's identity hash (kv_plan_row_hash, with its shard) and the id. */
+static void plan_hashes(struct kv_plan *p, const struct kv_sweep_config *cfg,
+                        const struct kv_model_config *mc)
+{
+    int32_t window_of[KV_SWEEP_MAX_STRATEGIES] = {0};
+    for (int32_t k = 0; k < p->n_slots; k++)
+        if (p->slot_index[k] >= 0)
+            window_of[p->slot_index[k]] = p->slot_window[k];
+    uint64_t all = 0;
     for (int32_t r = 0; r < p->n_rows; r++) {
-        const struct kv_plan_row *row = &p->rows[r];
+        struct kv_plan_row *row = &p->rows[r];
         const struct kv_sweep_strategy *st = &cfg->strategies[row->strategy];
-        char params[192];
+        const enum kv_dtype d = kv_strategy_dtype(st->ops, st->params);
+        char params[512];
         kv_params_format(st->ops, st->params, params, sizeof params);
-        snprintf(buf, sizeof buf, "%s %s %d %d\n", st->label, params, row->seq_len, row->shard);
-        h = fnv(h, buf);
+        struct kv_plan_key key = {
+            .strategy = st->ops->name, .label = st->label, .params = params,
+            .dtype = kv_type_traits[d].name, .shard = row->shard,
+            .v = {mc->n_layers, mc->dim, mc->n_heads, mc->n_kv_heads, mc->dim / mc->n_heads,
+                  mc->hidden_dim, cfg->batch, window_of[row->strategy], kv_type_traits[d].bits,
+                  param_or_zero(st->ops, st->params, "group"),
+                  param_or_zero(st->ops, st->params, "residual"), cfg->threads, row->seq_len}};
+        row->key_hash = kv_plan_row_hash(&key);
+        all += row->key_hash;
     }
-    return h;
+    const struct kv_plan_config_key c = {.seed = cfg->seed, .warmup = cfg->warmup,
+                                         .reps = cfg->reps, .mlp = mc->mlp, .rates = p->rates,
+                                         .n_shards = p->n_shards, .n_rows = p->n_rows};
+    p->id = kv_plan_id_of(&c, all);
+}
+
+uint64_t kv_plan_shard_digest(const struct kv_plan *p, int32_t shard)
+{
+    uint64_t d = 0;
+    for (int32_t r = 0; r < p->n_rows; r++)
+        if (p->rows[r].shard == shard)
+            d += p->rows[r].key_hash;
+    return d;
 }
 
 enum kv_status kv_plan_create(struct kv_plan **out, const struct kv_sweep_config *cfg,
@@ -519,13 +619,14 @@ enum kv_status kv_plan_create(struct kv_plan **out, const struct kv_sweep_config
     int64_t per_layer = 4 * D * D + 4 * KVD * D + (mc->mlp ? 6 * (int64_t)mc->hidden_dim * D : 0);
     p->gemm_per_token = sat_mul(sat_mul(per_layer, L), B);
     p->classifier = sat_mul(2 * (int64_t)mc->vocab_size * D, B);
-    p->attn_per_pair = sat_mul(sat_mul(4 * HS * mc->n_heads, L), B);
+    p->attn_per_layer_pair = sat_mul(4 * HS * mc->n_heads, B);
+    p->attn_per_pair = sat_mul(p->attn_per_layer_pair, L);
     p->weights = (int64_t)kv_model_weight_bytes(mc);
 
     /* rows, in file order */
     for (int32_t i = 0; i < cfg->n_strategies; i++)
         for (int32_t ti = 0; ti < cfg->n_lens; ti++)
-            if (kv_sweep_row_planned(cfg, i, ti))
+            if (in_sweep(cfg, i, ti))
                 p->rows[p->n_rows++] = (struct kv_plan_row){
                     .strategy = i, .len_index = ti, .seq_len = cfg->seq_lens[ti], .shard = 1};
     if (n_shards < 1 || n_shards > p->n_rows) {
@@ -562,7 +663,7 @@ enum kv_status kv_plan_create(struct kv_plan **out, const struct kv_sweep_config
     kv_free(zeros);
     if (st != KV_OK) {
         if (st == KV_ERR_INVALID || st == KV_ERR_OVERFLOW || st == KV_ERR_FULL)
-            *why = "a strategy's cache refused the sweep's configuration";
+            *why = plan_why;
         kv_free(p);
         return st;
     }
@@ -587,7 +688,7 @@ enum kv_status kv_plan_create(struct kv_plan **out, const struct kv_sweep_config
         kv_free(p);
         return st;
     }
-    p->id = plan_id(p, cfg, mc);
+    plan_hashes(p, cfg, mc);
     *out = p;
     return KV_OK;
 }

@@ -8,9 +8,18 @@
  * computes the whole plan itself, from the sweep's options alone, in integer
  * arithmetic (FLOPs, bytes, nanoseconds at whole-number rates), so N
  * processes on N machines, with different compilers and CPUs, agree on which
- * shard owns which row without talking to each other. The plan's id (a hash
- * of every row, its shard and the configuration) goes into each shard's file,
- * and merge checks that the shards it joins come from one plan.
+ * shard owns which row without talking to each other. The plan's id goes
+ * into each shard's file, and merge checks that the shards it joins come
+ * from one plan and hold exactly its rows: the id is a hash of what the
+ * files themselves record - the configuration metadata (seed, warmup, reps,
+ * the model's mlp, the planning rates, the shard count) and the identity of
+ * every row as its CSV line shows it (strategy, the key columns layers ..
+ * seq_len, dtype, params, label) with its shard (kv_plan_row_hash, summed:
+ * kv_plan_id_of) - so merge recomputes it from a complete set of shards,
+ * and a row missing, added, moved to another shard or with an edited
+ * configuration column changes it. A shard's own digest (the sum of its
+ * rows' hashes, kv_plan_shard_digest, `# shard_digest=`) lets merge check
+ * one file alone and name it.
  *
  * Cost model (predicted wall time of a forward):
  *     t = max(flops / gflops, bytes / gbps) + bytes written into the cache / copy_gbps
@@ -26,19 +35,26 @@
  * all in the prediction without bench/ naming a strategy. Prefill (untimed,
  * but real time) is predicted from its FLOPs.
  *
- * A shard's cost is not the sum of its rows: a cache is prefilled once per
- * shard up to its largest T, and every shard that measures a lossy strategy
- * or `none` at some T also runs the exact reference there. The planner
- * therefore simulates each candidate shard's run (sweep.c's order: T
- * ascending, the reference first) and assigns rows greedily, largest first,
- * to the shard where a row costs least without raising the largest shard's
- * predicted time, else to the shard it leaves smallest.
+ * A shard's cost is not the sum of its rows: every row is prefilled from an
+ * empty cache (sweep.h: a row never depends on the rows before it), but
+ * every shard that measures a lossy strategy or `none` at some T also runs
+ * the exact reference there. The planner therefore simulates each candidate
+ * shard's run (sweep.c's order: T ascending, the reference first) and
+ * assigns rows greedily, largest first, to the shard where a row costs
+ * least without raising the largest shard's predicted time, else to the
+ * shard it leaves smallest.
+ *
+ * A strategy is probed with one layer when it takes one, else (a per-layer
+ * pattern, `hybrid --layers-pattern sliding:1024*3+dynamic`) with the
+ * model's layers, each probed; a probe the strategy refuses is reported
+ * with its name and reason.
  */
 #ifndef KV_SHARD_H
 #define KV_SHARD_H
 
 #include <stdint.h>
 
+#include "csv_schema.h"
 #include "sweep.h"
 
 #define KV_PLAN_MAX_ROWS (KV_SWEEP_MAX_STRATEGIES * KV_SWEEP_MAX_LENS)
@@ -81,6 +97,7 @@ struct kv_plan_row {
     int64_t copy_bytes; /* bytes written into the cache per timed step (mean) */
     int64_t alone_ns;   /* predicted time of a shard holding only this row */
     int64_t cost_ns;    /* its predicted time in its shard: its prefill and steps */
+    uint64_t key_hash;  /* kv_plan_row_hash of its identity and shard */
 };
 
 struct kv_plan {
@@ -106,13 +123,18 @@ struct kv_plan {
     int32_t reps_at[KV_SWEEP_MAX_LENS];             /* cached strategies' R */
     int64_t gemm_per_token, classifier, weights;    /* FLOPs, FLOPs, bytes */
     int64_t attn_per_pair;                          /* FLOPs, all layers and batch */
+    int64_t attn_per_layer_pair;                    /* FLOPs, one layer, all batch */
     int32_t warmup, batch;
 };
 
 /*
- * Plans cfg (strategies, lengths, reps, warmup; cfg->only is ignored) on
- * model mc into n_shards (1 .. number of rows). KV_ERR_INVALID with *why set
- * when n_shards exceeds the rows or the sweep is invalid; KV_ERR_NOMEM.
+ * Plans cfg (strategies, lengths, reps, warmup, and cfg->only when set: a
+ * frontier's rows) on model mc into n_shards (1 .. number of rows).
+ * KV_ERR_INVALID (or KV_ERR_FULL, KV_ERR_OVERFLOW) with *why set to one
+ * sentence when n_shards exceeds the rows, the sweep is invalid or a
+ * strategy's cache refuses the configuration (naming the strategy's label
+ * and the reason); KV_ERR_NOMEM. *why points to storage of this thread,
+ * valid until its next call.
  */
 enum kv_status kv_plan_create(struct kv_plan **out, const struct kv_sweep_config *cfg,
                               const struct kv_model_config *mc,
@@ -123,5 +145,37 @@ void kv_plan_destroy(struct kv_plan *p);
 /* only[i] bit ti set for the rows of shard (1 .. n_shards); for cfg->only. */
 void kv_plan_select(const struct kv_plan *p, int32_t shard,
                     uint32_t only[KV_SWEEP_MAX_STRATEGIES]);
+
+/* ---- what the plan's id is made of (merge recomputes it) ------------- */
+
+/* One row's identity as a sweep CSV line shows it: its strategy, dtype,
+ * params and label cells (NULL: an absent column, hashed as ""), the key's
+ * integer columns layers .. threads, seq_len (csv_schema.h's order, as in
+ * struct kv_sweep_key) and its shard (1 .. N). */
+struct kv_plan_key {
+    const char *strategy, *dtype, *params, *label;
+    int64_t v[KV_SWEEP_N_KEY - 1];
+    int32_t shard;
+};
+uint64_t kv_plan_row_hash(const struct kv_plan_key *k);
+
+/* The configuration the id covers besides the rows, each as the files
+ * record it: `# seed=`, `# warmup=`, reps (`# reps_mode=fixed`: the reps
+ * column, else 0), the `mlp` column, `# plan_rates=`, the N of `# shard=I/N`
+ * and the number of rows of all shards. */
+struct kv_plan_config_key {
+    uint64_t seed;
+    int64_t warmup, reps, mlp;
+    struct kv_plan_rates rates;
+    int32_t n_shards;
+    int64_t n_rows;
+};
+/* The plan id of c and the sum (mod 2^64) of every row's kv_plan_row_hash. */
+uint64_t kv_plan_id_of(const struct kv_plan_config_key *c, uint64_t rows_digest);
+
+/* The sum of kv_plan_row_hash over the rows of shard (1 .. n_shards): what a
+ * shard's `# shard_digest=%016llx` records, so merge can check that file
+ * alone. */
+uint64_t kv_plan_shard_digest(const struct kv_plan *p, int32_t shard);
 
 #endif /* KV_SHARD_H */

@@ -2,20 +2,22 @@
  * sweep.c - the measurement loop of `kvlab sweep` (contract in sweep.h).
  *
  * Shape of a run:
- *   tokens (batch, capacity)      one seeded random sequence, fed to everyone
+ *   tokens (batch, capacity)      one seeded random sequence per batch row
+ *                                 (seed and row alone), fed to everyone
  *   for each T ascending:
  *     for each cached slot (the reference first):
- *       chunked prefill to P = T-1-W-(R-1)/2 tokens   (untimed)
+ *       reset, chunked prefill to P = T-1-W-(R-1)/2 tokens   (untimed)
  *       W warm-up + R timed decode steps at positions P .. P+W+R-1
  *       the reference stores its logits per step, the others compare
  *     `none` (if T <= none_max): W + R full forwards of tokens[0..T)
  *   a row whose timed steps got too little CPU (another program ran) is
  *   measured again, from a fresh prefill (retry_row)
  *
- * The key decision is the lockstep: all caches live for the whole sweep and
- * see the same tokens at the same positions, so the exact `dynamic` cache's
- * logits at each step are the reference for every other strategy, and the
- * prefill work is one pass per strategy. Everything the loop needs (runner,
+ * The key decision is the lockstep: all caches see the same tokens at the
+ * same positions through the same appends, so the exact `dynamic` cache's
+ * logits at each step are the reference for every other strategy. A cache
+ * is emptied before each row, so a row never depends on the rows before it
+ * (sweep.h). Everything the loop needs (runner,
  * caches, token and logit buffers) is allocated before the first timed
  * step; the only allocations inside it are the ones a strategy makes itself
  * (dynamic's doubling, dynamic-concat's copies), which is what they measure.
@@ -47,6 +49,8 @@ struct slot {
     int32_t whole_prefill;    /* no KV_CAP_CHUNKED_APPEND (a ring buffer): the
                                  cache cannot be extended by a multi-token chunk,
                                  so prefill refills it from empty in one forward */
+    int32_t window;           /* the mask window of its views, read once from the
+                                 empty cache (the rows' window column) */
     int32_t prev_T;           /* none: previous measured T (auto reps) */
     int64_t prev_median;      /* none: its median step time */
 };
@@ -197,6 +201,25 @@ static int none_runs_at(const struct kv_sweep_config *cfg, int32_t T)
     return cfg->none_max == 0 || T <= cfg->none_max;
 }
 
+int kv_sweep_same_config(const struct kv_strategy_ops *a_ops, const void *a_params,
+                         const struct kv_strategy_ops *b_ops, const void *b_params)
+{
+    return a_ops != NULL && a_ops == b_ops &&
+           (a_ops->params_size == 0 || memcmp(a_params, b_params, a_ops->params_size) == 0);
+}
+
+int32_t kv_sweep_list_repeat(const int32_t *v, int32_t n, int32_t *first)
+{
+    for (int32_t i = 1; i < n; i++)
+        for (int32_t j = 0; j < i; j++)
+            if (v[i] == v[j]) {
+                if (first != NULL)
+                    *first = j;
+                return i;
+            }
+    return -1;
+}
+
 int kv_sweep_row_planned(const struct kv_sweep_config *cfg, int32_t i, int32_t ti)
 {
     return (cfg->strategies[i].ops->caps & KV_CAP_KEEPS_HISTORY) != 0 ||
@@ -301,20 +324,34 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
         *why = "machine rate estimates must be positive";
     if (*why != NULL)
         return KV_ERR_INVALID;
+    static _Thread_local char msg[256];
     for (int32_t i = 0; i < cfg->n_strategies; i++) {
-        if (cfg->strategies[i].ops == NULL) {
+        const struct kv_sweep_strategy *st = &cfg->strategies[i];
+        if (st->ops == NULL) {
             *why = "unknown strategy";
+            return KV_ERR_INVALID;
+        }
+        /* the text rule (strategy.h), before any work: a label goes into
+         * the CSV, the plots' legends and every message */
+        char sub[192];
+        if (memchr(st->label, '\0', sizeof st->label) == NULL ||
+            kv_label_why(st->label, sub, sizeof sub) != 0) {
+            snprintf(msg, sizeof msg, "strategy %d's label: %s",
+                     (int)i + 1, memchr(st->label, '\0', sizeof st->label) == NULL
+                                     ? "not terminated" : sub);
+            *why = msg;
             return KV_ERR_INVALID;
         }
         for (int32_t j = 0; j < i; j++) {
             /* twice at one T (a row would have two measurements); the same
              * configuration at different T of an `only` mask (a frontier's
              * budgets) is two rows, not a repeat */
-            if (cfg->strategies[j].ops == cfg->strategies[i].ops &&
-                memcmp(cfg->strategies[j].params, cfg->strategies[i].params,
-                       cfg->strategies[i].ops->params_size) == 0 &&
+            if (kv_sweep_same_config(cfg->strategies[j].ops, cfg->strategies[j].params,
+                                     st->ops, st->params) &&
                 (cfg->only == NULL || (cfg->only[i] & cfg->only[j]) != 0)) {
-                *why = "a strategy is listed twice";
+                snprintf(msg, sizeof msg, "a strategy is listed twice (%s and %s are one "
+                         "configuration)", cfg->strategies[j].label, st->label);
+                *why = msg;
                 return KV_ERR_INVALID;
             }
         }
@@ -423,6 +460,7 @@ static enum kv_status sweep_setup(struct sweep *s)
         if (st != KV_OK)
             return st;
         s->slots[i].whole_prefill = kv_sweep_whole_prefill(s->slots[i].cache);
+        s->slots[i].window = kv_cache_mask_window(s->slots[i].cache);
     }
 
     size_t B = (size_t)cfg->batch, V = (size_t)s->vocab;
@@ -436,10 +474,17 @@ static enum kv_status sweep_setup(struct sweep *s)
     if (!s->seq || !s->call || !s->logits || !s->ref_logits || !s->times || !s->attn)
         return KV_ERR_NOMEM;
 
-    /* One fixed token sequence per batch row, from the seed. */
-    uint64_t rng = cfg->seed ^ 0x6B766C6162ull; /* "kvlab" */
-    for (size_t i = 0; i < B * (size_t)s->capacity; i++)
-        s->seq[i] = (int32_t)(kv_rng_next(&rng) % (uint64_t)s->vocab);
+    /* One fixed token sequence per batch row, from the seed and the row's
+     * number alone: token i of sequence b is the same whatever the sweep's
+     * capacity (its largest T), so a row's inputs never depend on the
+     * other rows of the run. Sequence 0 is the stream it always was. */
+    for (size_t b = 0; b < B; b++) {
+        uint64_t rng = (cfg->seed ^ 0x6B766C6162ull) /* "kvlab" */ +
+                       (uint64_t)b * 0x9E3779B97F4A7C15ull;
+        for (size_t i = 0; i < (size_t)s->capacity; i++)
+            s->seq[b * (size_t)s->capacity + i] =
+                (int32_t)(kv_rng_next(&rng) % (uint64_t)s->vocab);
+    }
     return KV_OK;
 }
 
@@ -458,7 +503,9 @@ static enum kv_status forward(struct sweep *s, struct kv_cache *cache, int32_t p
 
 /*
  * Untimed: brings a cached slot to exactly `target` tokens, extending it in
- * chunks of up to KV_SWEEP_PREFILL_CHUNK tokens. A slot with whole_prefill
+ * chunks of up to KV_SWEEP_PREFILL_CHUNK tokens (a row calls it on an empty
+ * cache: timed_attempt resets first, so every row sees the same appends, and
+ * shard.c's probe mirrors it). A slot with whole_prefill
  * set (a strategy with a sliding window: its ring cannot take a
  * multi-token update that would evict keys the same call still needs) is
  * instead refilled from empty in one forward whenever it is not already at
@@ -578,7 +625,7 @@ static void row_config(const struct sweep *s, const struct slot *sl, int32_t ti,
     memset(row, 0, sizeof(*row));
     row->strategy = sl->index;
     row->len_index = ti;
-    row->window = kv_cache_mask_window(sl->cache);
+    row->window = sl->window;
     row->bits = kv_type_traits[kv_cache_dtype(sl->cache)].bits;
     row->group = param_or_zero(sl->ops, sl->params, "group");
     row->residual = param_or_zero(sl->ops, sl->params, "residual");
@@ -651,7 +698,16 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
     const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
     *complete = 0;
     if (!none) {
-        enum kv_status st = prefill_to(s, sl, P);
+        /* from an empty cache, always: what a cache holds at a step (a
+         * quantized cache's residual, which tokens a block flush took)
+         * depends on the appends that brought it there, so every row gets
+         * the same ones - a prefill of P tokens from empty, then its steps -
+         * whichever rows ran before it (another T, another shard) */
+        enum kv_status st = sl->len > 0 ? kv_cache_reset(sl->cache) : KV_OK;
+        if (st != KV_OK)
+            return st;
+        sl->len = 0;
+        st = prefill_to(s, sl, P);
         if (st != KV_OK || stopped(cfg))
             return st;
     }
@@ -710,8 +766,7 @@ static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t t
     const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
     const int32_t R = kv_sweep_reps_cached(cfg, T);
     const int32_t P = T - 1 - W - (R - 1) / 2;
-    double pred = pred_prefill(s, sl->len <= P ? sl->len : 0, P) +
-                  (W + R) * pred_decode(s, T);
+    double pred = pred_prefill(s, 0, P) + (W + R) * pred_decode(s, T);
     *done = 0;
     row_start(s, sl, T);
 
@@ -786,7 +841,6 @@ static int slot_runs_at(const struct sweep *s, int32_t i, int32_t ti)
 static void plan(struct sweep *s)
 {
     const struct kv_sweep_config *cfg = s->cfg;
-    int32_t len[KV_SWEEP_MAX_STRATEGIES + 1] = {0};
     for (int32_t ti = 0; ti < cfg->n_lens; ti++) {
         int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
         int32_t R = kv_sweep_reps_cached(cfg, T), P = T - 1 - W - (R - 1) / 2;
@@ -798,9 +852,7 @@ static void plan(struct sweep *s)
                 int32_t Rn = reps_none(s, sl, T); /* before any row: analytic */
                 s->pred_total += (W + Rn) * flops_none(s, T) / cfg->est_gflops;
             } else {
-                s->pred_total += pred_prefill(s, len[i] <= P ? len[i] : 0, P) +
-                                 (W + R) * pred_decode(s, T);
-                len[i] = P + W + R;
+                s->pred_total += pred_prefill(s, 0, P) + (W + R) * pred_decode(s, T);
             }
             s->rows_total += row_selected(cfg, sl->index, ti);
         }

@@ -3,18 +3,27 @@
  * and every sequence length T, time the decode step that attends over T
  * tokens, and record its FLOPs, bytes, cache memory and logits error.
  *
- * The design decision that matters: all caches advance in lockstep along
- * ONE fixed, seeded token sequence. For each T (ascending), every cache is
- * extended by an untimed, chunked prefill to P = T - 1 - W - (R-1)/2 tokens,
- * then runs W warm-up and R timed decode steps, each feeding the next token
- * of the sequence (teacher forcing). Timed step j (0-based) therefore
- * attends over T - (R-1)/2 + j tokens: the steps are centred on T, step
- * (R-1)/2 attends over exactly T, and the FLOP, byte and memory columns are
- * read at that step. Because every strategy sees the same tokens at the
- * same positions, the exact `dynamic` cache (the reference) gives each
- * other strategy its logits error at every step for free. Caches persist
- * across T, so the prefill work of the whole sweep is one pass to the
- * largest T per strategy, and `static` has one capacity for every row.
+ * The design decision that matters: all caches are fed ONE fixed, seeded
+ * token sequence (token i of batch row b depends on the seed, b and i
+ * only). For each T (ascending), every cache is emptied and prefilled,
+ * untimed and in chunks, to P = T - 1 - W - (R-1)/2 tokens, then runs W
+ * warm-up and R timed decode steps, each feeding the next token of the
+ * sequence (teacher forcing). Timed step j (0-based) therefore attends over
+ * T - (R-1)/2 + j tokens: the steps are centred on T, step (R-1)/2 attends
+ * over exactly T, and the FLOP, byte and memory columns are read at that
+ * step. Because every strategy sees the same tokens at the same positions
+ * through the same appends, the exact `dynamic` cache (the reference) gives
+ * each other strategy its logits error at every step for free.
+ *
+ * A row's figures depend on its own configuration only (strategy,
+ * parameters, T, the model, seed, batch, warmup, reps), never on which
+ * other rows the run measures: a quantized cache's state at a step depends
+ * on the appends that built it (its residual, which tokens a flush took),
+ * so a cache is never carried from one T to the next - a row at T measured
+ * alone, in a shard or in the whole sweep is the same measurement. The
+ * price is a prefill per row instead of one pass per strategy. `static`
+ * still has one capacity for every row (the largest T's), which is what its
+ * cache_bytes reports.
  *
  * `none` keeps nothing: its step is one forward of the whole T-token prefix
  * (positions 0..T-1), repeated W + R times, so its rows attend over exactly
@@ -23,6 +32,9 @@
  * On a shared machine another program can take the cores for seconds; a
  * row whose timed steps got less than KV_SWEEP_MIN_CPU_UTIL of the CPU they
  * asked for is measured again (from an empty cache, prefilled back to P).
+ *
+ * Labels follow the text rule (strategy.h, kv_label_ok): kv_sweep_check
+ * refuses a strategy whose label is not one, before any work.
  *
  * Library code: returns kv_status, never prints; progress goes through
  * callbacks, and an interrupt flag (set by a signal handler) stops the run
@@ -149,6 +161,16 @@ int32_t kv_sweep_capacity(const struct kv_sweep_config *cfg);
 
 /* Timed steps of a cached strategy's row at T (cfg->reps or automatic). */
 int32_t kv_sweep_reps_cached(const struct kv_sweep_config *cfg, int32_t T);
+
+/* ---- repeats, for every command that takes lists -------------------- */
+
+/* 1 when a and b are one configuration: the same table and identical
+ * parameters (what kv_sweep_check refuses twice at one T). */
+int kv_sweep_same_config(const struct kv_strategy_ops *a_ops, const void *a_params,
+                         const struct kv_strategy_ops *b_ops, const void *b_params);
+/* The index of the first value of v[0 .. n) that repeats an earlier one
+ * (*first, if not NULL, <- that earlier index), or -1 when all differ. */
+int32_t kv_sweep_list_repeat(const int32_t *v, int32_t n, int32_t *first);
 
 /* ---- the schedule, for planners that predict a run (shard.c) ---------- */
 

@@ -363,13 +363,13 @@ enum kv_status kv_tokenizer_save(const struct kv_tokenizer *t, const char *path)
 /* ------------------------------------------------------------------------ */
 /* Queries                                                                  */
 
-int32_t kv_tokenizer_vocab_size(const struct kv_tokenizer *t) { return t->n; }
-int32_t kv_tokenizer_bos(const struct kv_tokenizer *t) { return t->bos; }
-int32_t kv_tokenizer_eos(const struct kv_tokenizer *t) { return t->eos; }
+int32_t kv_tokenizer_vocab_size(const struct kv_tokenizer *t) { return t != NULL ? t->n : 0; }
+int32_t kv_tokenizer_bos(const struct kv_tokenizer *t) { return t != NULL ? t->bos : -1; }
+int32_t kv_tokenizer_eos(const struct kv_tokenizer *t) { return t != NULL ? t->eos : -1; }
 
 unsigned kv_tokenizer_default_flags(const struct kv_tokenizer *t)
 {
-    return t->bos >= 0 ? (unsigned)(KV_TOK_BOS | KV_TOK_DUMMY_PREFIX) : 0u;
+    return t != NULL && t->bos >= 0 ? (unsigned)(KV_TOK_BOS | KV_TOK_DUMMY_PREFIX) : 0u;
 }
 
 const char *kv_tokenizer_piece(const struct kv_tokenizer *t, int32_t id, int32_t *len)
@@ -477,6 +477,8 @@ enum kv_status kv_tokenizer_encode(const struct kv_tokenizer *t, const char *tex
 size_t kv_tokenizer_decode(const struct kv_tokenizer *t, int32_t prev, int32_t id,
                            const char **bytes)
 {
+    if (bytes == NULL)
+        return 0;
     *bytes = "";
     if (t == NULL || id < 0 || id >= t->n || id == t->bos || id == t->eos)
         return 0;
@@ -500,7 +502,9 @@ void kv_tokenizer_decode_all(const struct kv_tokenizer *t, const int32_t *ids, i
 {
     size_t total = 0;
     int32_t prev = -1;
-    for (int32_t i = 0; i < n; i++) {
+    if (out == NULL)
+        cap = 0; /* nothing to write into: only the length */
+    for (int32_t i = 0; ids != NULL && i < n; i++) {
         const char *b;
         size_t l = kv_tokenizer_decode(t, prev, ids[i], &b);
         for (size_t j = 0; j < l; j++, total++) {
@@ -521,7 +525,11 @@ void kv_tokenizer_decode_all(const struct kv_tokenizer *t, const int32_t *ids, i
 const char *kv_token_text(const struct kv_tokenizer *t, int32_t vocab, int32_t prev,
                           int32_t id, char *buf, size_t cap)
 {
-    KV_ASSERT(buf != NULL && cap >= 16);
+    if (buf == NULL || cap < 16) { /* the caller's buffer: no room for a token */
+        if (buf != NULL && cap > 0)
+            buf[0] = '\0';
+        return buf;
+    }
     const char *bytes = "";
     size_t len = 0;
     char one[1]; /* the byte of a byte-level token (t == NULL) */

@@ -67,6 +67,7 @@ enum kv_status kv_tokenizer_save(const struct kv_tokenizer *t, const char *path)
 
 void kv_tokenizer_destroy(struct kv_tokenizer *t);
 
+/* (A NULL t: vocabulary 0, no BOS or EOS, no flags.) */
 int32_t kv_tokenizer_vocab_size(const struct kv_tokenizer *t);
 int32_t kv_tokenizer_bos(const struct kv_tokenizer *t); /* -1 when absent */
 int32_t kv_tokenizer_eos(const struct kv_tokenizer *t); /* -1 when absent */
@@ -93,7 +94,7 @@ const char *kv_tokenizer_piece(const struct kv_tokenizer *t, int32_t id, int32_t
  * The bytes token `id` stands for when it follows token `prev` (-1 at the
  * start): "<0xXX>" pieces give their byte, and the leading space of a piece
  * right after BOS is dropped (the dummy prefix). *bytes points into t.
- * Returns the byte count, 0 for an out-of-range id.
+ * Returns the byte count, 0 for an out-of-range id (or a NULL t or bytes).
  */
 size_t kv_tokenizer_decode(const struct kv_tokenizer *t, int32_t prev, int32_t id,
                            const char **bytes);
@@ -101,7 +102,8 @@ size_t kv_tokenizer_decode(const struct kv_tokenizer *t, int32_t prev, int32_t i
 /*
  * Decodes ids[0..n) into out (at most cap bytes, NUL-terminated when cap >
  * 0); *len_out (if not NULL) gets the full length, which may exceed cap-1.
- * BOS and EOS tokens produce no text.
+ * BOS and EOS tokens produce no text; a NULL ids is no tokens, a NULL out
+ * no room (the length only).
  */
 void kv_tokenizer_decode_all(const struct kv_tokenizer *t, const int32_t *ids, int32_t n,
                              char *out, size_t cap, size_t *len_out);
@@ -112,7 +114,8 @@ void kv_tokenizer_decode_all(const struct kv_tokenizer *t, const int32_t *ids, i
  * backslashes as \xNN ('a', '\x9f', ' the'); BOS/EOS show their piece
  * ('<s>'). Without a tokenizer (t == NULL) a token is the byte of that
  * value when vocab <= 256, else "#id". buf gets at most cap bytes
- * (NUL-terminated, cap >= 16; long pieces are cut); returns buf.
+ * (NUL-terminated, cap >= 16; long pieces are cut); returns buf (with
+ * cap < 16 only an empty string when cap > 0; a NULL buf stays NULL).
  */
 const char *kv_token_text(const struct kv_tokenizer *t, int32_t vocab, int32_t prev,
                           int32_t id, char *buf, size_t cap);

@@ -98,10 +98,16 @@ struct kv_span {
     size_t pos_seq_stride, pos_head_stride;
 };
 
-/* Absolute position of token t of span s for (sequence b, kv head h). */
+/* Absolute position of token t of span s for (sequence b, kv head h); -1
+ * for a NULL span. The position table is read only for t in [0, n_tokens)
+ * and b, h >= 0 (other indices get pos0 + t, the arithmetic of a span
+ * without a table); b and h must lie within the view's batch and kv heads,
+ * which a span alone does not know (kv_attn_check holds params to them). */
 static inline int64_t kv_span_pos(const struct kv_span *s, int32_t b, int32_t h, int32_t t)
 {
-    if (s->pos == NULL)
+    if (s == NULL)
+        return -1;
+    if (s->pos == NULL || t < 0 || t >= s->n_tokens || b < 0 || h < 0)
         return (int64_t)s->pos0 + t;
     return s->pos[(size_t)b * s->pos_seq_stride + (size_t)h * s->pos_head_stride + (size_t)t];
 }
@@ -115,11 +121,22 @@ struct kv_mask {
 
 /* What a cache exposes for one layer: spans in position order (a span with
  * a position table may hold any positions), and the mask its storage needs
- * (kv_cache_view fills it). */
+ * (kv_cache_view fills it).
+ *
+ * The shape of the storage behind the spans: the sequences, kv heads and
+ * elements per row its strides and page tables hold. kv_cache_view fills
+ * them from the cache, and kv_attn_check refuses params whose batch,
+ * n_kv_heads or head_dim differ (KV_ERR_INVALID), so no call can address a
+ * sequence, head or element the storage lacks. 0 means not stated (a view
+ * built by hand from the caller's own arrays, which then answers for its
+ * strides); a negative count is invalid. */
 struct kv_view {
     const struct kv_span *spans; /* (n_spans) */
     int32_t n_spans;
     struct kv_mask mask;
+    int32_t batch;      /* sequences of the storage (0: not stated) */
+    int32_t n_kv_heads; /* kv heads of the storage (0: not stated) */
+    int32_t head_dim;   /* elements of a row (0: not stated) */
 };
 
 struct kv_attn_params {
@@ -138,11 +155,12 @@ struct kv_attn_params {
     size_t mass_len;
 };
 
-/* Keys of a view: the sum of its spans' n_tokens (the mass's n_keys). */
+/* Keys of a view: the sum of its spans' n_tokens (the mass's n_keys); 0
+ * for a NULL view or one without spans. */
 static inline int64_t kv_view_keys(const struct kv_view *v)
 {
     int64_t n = 0;
-    for (int32_t i = 0; i < v->n_spans; i++)
+    for (int32_t i = 0; v != NULL && v->spans != NULL && i < v->n_spans; i++)
         n += v->spans[i].n_tokens;
     return n;
 }
@@ -152,12 +170,15 @@ static inline int64_t kv_view_keys(const struct kv_view *v)
  * b at absolute position qpos sees the key at absolute position kpos. The
  * kernel applies the same rule as intervals of positions
  * (kv_attention_impl.h, kv_mask_ranges); the scalar reference and callers
- * that show or check masks (the demo) use this one.
+ * that show or check masks (the demo) use this one. A NULL mask is the
+ * causal mask alone; b indexes the mask's pad (b < 0: no padding applies).
  */
 static inline int kv_attn_key_visible(const struct kv_mask *m, int32_t b, int64_t qpos,
                                       int64_t kpos)
 {
-    return kpos <= qpos && (m->pad == NULL || kpos >= m->pad[b]) &&
+    if (m == NULL)
+        return kpos <= qpos;
+    return kpos <= qpos && (m->pad == NULL || b < 0 || kpos >= m->pad[b]) &&
            (m->window <= 0 || kpos > qpos - m->window || kpos < m->n_sink);
 }
 

@@ -8,7 +8,13 @@
  * read, down to every page pointer of a paged span, so neither the kernel
  * nor the reference can be handed an address it would read out of bounds
  * through a stride that makes rows overlap or a pointer the loads cannot
- * take (float rows must be 4-byte aligned, qparams too).
+ * take (float rows must be 4-byte aligned, qparams too). The params must
+ * describe the storage behind the view: a view states its batch, kv heads
+ * and head_dim (kv_cache_view fills them), and params that ask for more
+ * sequences, other heads or longer rows than it holds are KV_ERR_INVALID,
+ * not reads past its end. The counts (visible pairs, span bytes) make the
+ * checks of the shape that what they read depends on and count 0 for
+ * arguments that fail them.
  */
 #include "kv_attention_impl.h"
 
@@ -97,13 +103,29 @@ static enum kv_status check_span(const struct kv_attn_params *p, const struct kv
     return st != KV_OK ? st : check_tensor(p, s, &s->v);
 }
 
-enum kv_status kv_attn_check(const struct kv_attn_params *p, const struct kv_view *v)
+/* A view's stated shape against the params: each count the view states
+ * (> 0) must equal the params' (0: not stated, a hand-made view). */
+static int shape_matches(const struct kv_attn_params *p, const struct kv_view *v)
+{
+    if (v->batch < 0 || v->n_kv_heads < 0 || v->head_dim < 0)
+        return 0;
+    return (v->batch == 0 || p->batch == v->batch) &&
+           (v->n_kv_heads == 0 || p->n_kv_heads == v->n_kv_heads) &&
+           (v->head_dim == 0 || p->head_dim == v->head_dim);
+}
+
+/* What every function of this file reads before any row: the params' own
+ * shape, the view's spans array and stated shape, the mask, each span's
+ * counts and dtypes (the counts read the traits table by dtype). */
+static enum kv_status check_shape(const struct kv_attn_params *p, const struct kv_view *v)
 {
     if (p == NULL || v == NULL || v->n_spans < 0 || (v->n_spans > 0 && v->spans == NULL))
         return KV_ERR_INVALID;
     if (p->batch < 1 || p->n_q < 1 || p->n_heads < 1 || p->n_kv_heads < 1 ||
         p->n_heads % p->n_kv_heads != 0 || p->head_dim < 1 || p->q_pos0 < 0 ||
-        p->q_pos0 > INT32_MAX - (p->n_q - 1) || p->n_threads < 1 || !isfinite(p->scale))
+        p->q_pos0 > INT32_MAX - (p->n_q - 1))
+        return KV_ERR_INVALID;
+    if (!shape_matches(p, v))
         return KV_ERR_INVALID;
     if (v->mask.window < 0 || v->mask.n_sink < 0)
         return KV_ERR_INVALID;
@@ -113,7 +135,24 @@ enum kv_status kv_attn_check(const struct kv_attn_params *p, const struct kv_vie
                 return KV_ERR_INVALID;
     }
     for (int32_t i = 0; i < v->n_spans; i++) {
-        enum kv_status st = check_span(p, &v->spans[i]);
+        const struct kv_span *s = &v->spans[i];
+        if (s->n_tokens < 0 || s->pos0 < 0 || s->pos0 > INT32_MAX - s->n_tokens ||
+            s->page_tokens < 0 || kv_dtype_traits(s->k.dtype) == NULL ||
+            kv_dtype_traits(s->v.dtype) == NULL)
+            return KV_ERR_INVALID;
+    }
+    return KV_OK;
+}
+
+enum kv_status kv_attn_check(const struct kv_attn_params *p, const struct kv_view *v)
+{
+    enum kv_status st = check_shape(p, v);
+    if (st != KV_OK)
+        return st;
+    if (p->n_threads < 1 || !isfinite(p->scale))
+        return KV_ERR_INVALID;
+    for (int32_t i = 0; i < v->n_spans; i++) {
+        st = check_span(p, &v->spans[i]);
         if (st != KV_OK)
             return st;
     }
@@ -143,6 +182,8 @@ static int64_t table_visible(const struct kv_attn_params *p, const struct kv_mas
 
 int64_t kv_attn_visible_pairs(const struct kv_attn_params *p, const struct kv_view *v)
 {
+    if (check_shape(p, v) != KV_OK)
+        return 0;
     int64_t pairs = 0, table = 0; /* table: summed over kv heads */
     for (int32_t b = 0; b < p->batch; b++) {
         for (int32_t i = 0; i < p->n_q; i++) {
@@ -179,6 +220,8 @@ static size_t tensor_bytes(const struct kv_tensor *x, int32_t d, int32_t n)
 
 size_t kv_attn_span_bytes(const struct kv_attn_params *p, const struct kv_view *v)
 {
+    if (check_shape(p, v) != KV_OK)
+        return 0;
     size_t total = 0;
     for (int32_t s = 0; s < v->n_spans; s++) {
         const struct kv_span *sp = &v->spans[s];

@@ -45,7 +45,8 @@ const char *kv_status_str(enum kv_status s)
 
 size_t kv_dtype_row_bytes(enum kv_dtype t, int32_t n)
 {
-    KV_ASSERT((unsigned)t < KV_DTYPE_COUNT && n >= 0);
+    if ((unsigned)t >= KV_DTYPE_COUNT || n < 0)
+        return 0; /* a caller's value outside the enum or a negative length */
     return ((size_t)n * (size_t)kv_type_traits[t].bits + 7) / 8;
 }
 
@@ -54,6 +55,8 @@ size_t kv_dtype_row_bytes(enum kv_dtype t, int32_t n)
 
 enum kv_status kv_mul_size(size_t *out, size_t a, size_t b)
 {
+    if (out == NULL)
+        return KV_ERR_INVALID;
     if (a != 0 && b > SIZE_MAX / a)
         return KV_ERR_OVERFLOW;
     *out = a * b;
@@ -62,6 +65,8 @@ enum kv_status kv_mul_size(size_t *out, size_t a, size_t b)
 
 enum kv_status kv_mul_sizes(size_t *out, int n, const size_t *factors)
 {
+    if (out == NULL || n < 0 || (n > 0 && factors == NULL))
+        return KV_ERR_INVALID;
     size_t acc = 1;
     for (int i = 0; i < n; i++) {
         if (kv_mul_size(&acc, acc, factors[i]) != KV_OK)
@@ -267,6 +272,8 @@ void kv_isa_limit(enum kv_isa max)
 
 uint64_t kv_rng_next(uint64_t *state)
 {
+    if (state == NULL)
+        return 0;
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

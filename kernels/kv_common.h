@@ -33,7 +33,12 @@ enum kv_status {
 /* A sentence for a status code; never NULL. */
 const char *kv_status_str(enum kv_status s);
 
-/* Programming mistakes (broken invariants, not bad input). */
+/* Programming mistakes (broken invariants, not bad input). Never about what
+ * a caller passes: every function of the installed headers answers a NULL
+ * pointer, an enum outside its range, a negative or overflowing count with
+ * an error code (kv_status_str says which kind) or, where it returns no
+ * status, with the neutral value its comment names (0, -1, NULL, nothing
+ * done); tests/check_api_errors.c calls each one so. */
 #define KV_ASSERT(cond) assert(cond)
 
 /* ------------------------------------------------------------------------ */
@@ -111,21 +116,25 @@ static inline const struct kv_type_traits *kv_dtype_traits(enum kv_dtype t)
 /* The dtype called `name` ("f32", "int8", ...), or -1. */
 int kv_dtype_from_name(const char *name);
 
-/* Bytes that one row of `n` elements occupies (codes only, no qparams). */
+/* Bytes that one row of `n` elements occupies (codes only, no qparams);
+ * 0 for a dtype outside the enum or a negative n. */
 size_t kv_dtype_row_bytes(enum kv_dtype t, int32_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Sizes                                                                    */
 
-/* *out = a * b; returns KV_ERR_OVERFLOW instead of wrapping. */
+/* *out = a * b; returns KV_ERR_OVERFLOW instead of wrapping (KV_ERR_INVALID
+ * for a NULL out). */
 enum kv_status kv_mul_size(size_t *out, size_t a, size_t b);
-/* *out = a * b * c * ...  (n factors) */
+/* *out = a * b * c * ...  (n factors; 1 for none); KV_ERR_INVALID for a
+ * NULL out, n < 0 or NULL factors with n > 0. */
 enum kv_status kv_mul_sizes(size_t *out, int n, const size_t *factors);
 
 /* ------------------------------------------------------------------------ */
 /* Allocation                                                               */
 
-/* 64-byte aligned, zero-filled (which touches every page). NULL on failure. */
+/* 64-byte aligned, zero-filled (which touches every page). NULL on failure
+ * (and for sizes no allocation can have). */
 void *kv_alloc(size_t bytes);
 /*
  * The same, but not zero-filled: for buffers the caller overwrites at once
@@ -134,6 +143,7 @@ void *kv_alloc(size_t bytes);
  * torch.cat-style cache does not pay.
  */
 void *kv_alloc_uninit(size_t bytes);
+/* Frees what kv_alloc or kv_alloc_uninit returned; NULL does nothing. */
 void kv_free(void *p);
 
 /*
@@ -199,7 +209,8 @@ int kv_isa_from_name(const char *name);
 /* Random numbers                                                           */
 
 /* splitmix64: advances the one 64-bit state and returns the next value.
- * Passes BigCrush; enough for synthetic weights and prompts. */
+ * Passes BigCrush; enough for synthetic weights and prompts. 0 (and no
+ * state to advance) for a NULL state. */
 uint64_t kv_rng_next(uint64_t *state);
 
 #endif /* KV_COMMON_H */

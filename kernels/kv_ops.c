@@ -22,6 +22,33 @@
 #define KV_OPS_PAR_MIN 32768
 
 /* ------------------------------------------------------------------------ */
+/* Argument checks (kv_ops.h: nothing is written on an error)               */
+
+/* *n = a * b * c for non-negative factors, KV_ERR_OVERFLOW when the product
+ * (an element count, later scaled by sizeof(float)) passes PTRDIFF_MAX / 8. */
+static enum kv_status count3(int64_t *n, int64_t a, int64_t b, int64_t c)
+{
+    int64_t ab, abc;
+    if (a < 0 || b < 0 || c < 0)
+        return KV_ERR_INVALID;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc) ||
+        abc > (int64_t)(PTRDIFF_MAX / 8))
+        return KV_ERR_OVERFLOW;
+    *n = abc;
+    return KV_OK;
+}
+
+/* RoPE's shape: rows >= 0, head_dim even and positive, heads >= 0, the
+ * element count of rows * heads * head_dim an index. */
+static enum kv_status rope_args(int64_t rows, int32_t heads, int32_t head_dim)
+{
+    int64_t n;
+    if (head_dim < 2 || head_dim % 2 != 0)
+        return KV_ERR_INVALID;
+    return count3(&n, rows, heads, head_dim);
+}
+
+/* ------------------------------------------------------------------------ */
 /* GEMM                                                                     */
 
 /* Rows of x up to which kv_gemm streams W itself (GEMV-like) instead of
@@ -136,22 +163,49 @@ static void sgemm_nt(float *out, const float *x, const float *w, int64_t M, int6
  * two pools (OpenBLAS's and OpenMP's) spinning against each other on few
  * cores cost several times the GEMM itself.
  */
-void kv_gemm(float *out, const float *x, const float *w, int64_t M, int64_t N,
-             int64_t K, float beta, int64_t *flops)
+/* The checks of kv_gemm and kv_gemm_ref; *mnk2 = 2*M*N*K. */
+static enum kv_status gemm_args(const float *out, const float *x, const float *w, int64_t M,
+                                int64_t N, int64_t K, int64_t *mnk2)
 {
-    KV_ASSERT(M >= 0 && N >= 0 && K >= 0);
-    KV_ASSERT(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX);
+    int64_t mnk;
+    if (M < 0 || N < 0 || K < 0 || M > INT_MAX || N > INT_MAX || K > INT_MAX)
+        return KV_ERR_INVALID;
+    if (M > 0 && N > 0 && (out == NULL || (K > 0 && (x == NULL || w == NULL))))
+        return KV_ERR_INVALID;
+    if (__builtin_mul_overflow(M * N, K, &mnk) || __builtin_mul_overflow(mnk, 2, mnk2))
+        return KV_ERR_OVERFLOW;
+    return KV_OK;
+}
+
+/* out (M, N) <- beta * out: a GEMM with K = 0 (no BLAS call takes lda 0). */
+static void gemm_scale(float *out, int64_t M, int64_t N, float beta)
+{
+    for (int64_t i = 0; i < M * N; i++)
+        out[i] = beta == 0.0f ? 0.0f : beta * out[i];
+}
+
+enum kv_status kv_gemm(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                       int64_t K, float beta, int64_t *flops)
+{
+    int64_t mnk2;
+    enum kv_status st = gemm_args(out, x, w, M, N, K, &mnk2);
+    if (st != KV_OK)
+        return st;
     if (flops != NULL)
-        *flops += 2 * M * N * K;
+        *flops += mnk2;
     if (M == 0 || N == 0)
-        return;
+        return KV_OK;
+    if (K == 0) {
+        gemm_scale(out, M, N, beta);
+        return KV_OK;
+    }
     if (M <= GEMV_MAX_M) {
         gemm_small_m(out, x, w, M, N, K, beta);
-        return;
+        return KV_OK;
     }
     if (M * N * K < GEMM_SERIAL_MNK || omp_in_parallel() || omp_get_max_threads() == 1) {
         sgemm_nt(out, x, w, M, N, K, beta, N);
-        return;
+        return KV_OK;
     }
 #pragma omp parallel
     {
@@ -166,13 +220,18 @@ void kv_gemm(float *out, const float *x, const float *w, int64_t M, int64_t N,
                 sgemm_nt(out + m0 * N, x + m0 * K, w, m1 - m0, N, K, beta, N);
         }
     }
+    return KV_OK;
 }
 
-void kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t N,
-                 int64_t K, float beta, int64_t *flops)
+enum kv_status kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                           int64_t K, float beta, int64_t *flops)
 {
+    int64_t mnk2;
+    enum kv_status st = gemm_args(out, x, w, M, N, K, &mnk2);
+    if (st != KV_OK)
+        return st;
     if (flops != NULL)
-        *flops += 2 * M * N * K;
+        *flops += mnk2;
     for (int64_t m = 0; m < M; m++) {
         for (int64_t n = 0; n < N; n++) {
             double acc = 0.0;
@@ -183,6 +242,7 @@ void kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t 
             out[m * N + n] = (float)acc;
         }
     }
+    return KV_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -201,15 +261,33 @@ static void rmsnorm_row(float *o, const float *x, const float *restrict w,
         o[i] = x[i] * inv * w[i];
 }
 
-void kv_rmsnorm(float *out, const float *x, const float *w, int64_t rows, int32_t dim)
+/* The checks of both RMSNorms. */
+static enum kv_status rmsnorm_args(const float *out, const float *x, const float *w,
+                                   int64_t rows, int32_t dim)
 {
+    int64_t n;
+    if (dim < 1 || (rows > 0 && (out == NULL || x == NULL || w == NULL)))
+        return KV_ERR_INVALID;
+    return count3(&n, rows, dim, 1);
+}
+
+enum kv_status kv_rmsnorm(float *out, const float *x, const float *w, int64_t rows, int32_t dim)
+{
+    enum kv_status st = rmsnorm_args(out, x, w, rows, dim);
+    if (st != KV_OK)
+        return st;
 #pragma omp parallel for schedule(static) if (rows * dim >= KV_OPS_PAR_MIN)
     for (int64_t r = 0; r < rows; r++)
         rmsnorm_row(out + r * dim, x + r * dim, w, dim);
+    return KV_OK;
 }
 
-void kv_rmsnorm_ref(float *out, const float *x, const float *w, int64_t rows, int32_t dim)
+enum kv_status kv_rmsnorm_ref(float *out, const float *x, const float *w, int64_t rows,
+                              int32_t dim)
 {
+    enum kv_status st = rmsnorm_args(out, x, w, rows, dim);
+    if (st != KV_OK)
+        return st;
     for (int64_t r = 0; r < rows; r++) {
         double ss = 0.0;
         for (int32_t i = 0; i < dim; i++)
@@ -218,6 +296,7 @@ void kv_rmsnorm_ref(float *out, const float *x, const float *w, int64_t rows, in
         for (int32_t i = 0; i < dim; i++)
             out[r * dim + i] = (float)((double)x[r * dim + i] * inv * (double)w[i]);
     }
+    return KV_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -240,10 +319,25 @@ static void rope_rotate(float *row, int32_t n_heads, int32_t head_dim, int32_t p
     }
 }
 
-void kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
-             int32_t head_dim, const int32_t *pos)
+/* The checks of both RoPEs. */
+static enum kv_status rope_qk_args(const float *q, int32_t n_heads, const float *k,
+                                   int32_t n_kv_heads, int64_t rows, int32_t head_dim,
+                                   const int32_t *pos)
 {
-    KV_ASSERT(head_dim > 0 && head_dim % 2 == 0);
+    enum kv_status st = rope_args(rows, n_heads, head_dim);
+    if (st == KV_OK && k != NULL)
+        st = rope_args(rows, n_kv_heads, head_dim);
+    if (st == KV_OK && rows > 0 && (q == NULL || pos == NULL))
+        st = KV_ERR_INVALID;
+    return st;
+}
+
+enum kv_status kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
+                       int32_t head_dim, const int32_t *pos)
+{
+    enum kv_status st = rope_qk_args(q, n_heads, k, n_kv_heads, rows, head_dim, pos);
+    if (st != KV_OK)
+        return st;
     int32_t half = head_dim / 2;
     for (int32_t p0 = 0; p0 < half; p0 += ROPE_BLOCK) {
         int32_t np = half - p0 < ROPE_BLOCK ? half - p0 : ROPE_BLOCK;
@@ -264,11 +358,17 @@ void kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t ro
                             c, s);
         }
     }
+    return KV_OK;
 }
 
-void kv_rope_shift(float *dst, const float *src, int64_t rows, int32_t head_dim, int32_t delta)
+enum kv_status kv_rope_shift(float *dst, const float *src, int64_t rows, int32_t head_dim,
+                             int32_t delta)
 {
-    KV_ASSERT(head_dim > 0 && head_dim % 2 == 0);
+    enum kv_status st = rope_args(rows, 1, head_dim);
+    if (st != KV_OK)
+        return st;
+    if (rows > 0 && (dst == NULL || src == NULL))
+        return KV_ERR_INVALID;
     const int32_t half = head_dim / 2;
     for (int32_t p0 = 0; p0 < half; p0 += ROPE_BLOCK) {
         const int32_t np = half - p0 < ROPE_BLOCK ? half - p0 : ROPE_BLOCK;
@@ -285,6 +385,7 @@ void kv_rope_shift(float *dst, const float *src, int64_t rows, int32_t head_dim,
             rope_rotate(x, 1, head_dim, p0, np, c, s);
         }
     }
+    return KV_OK;
 }
 
 static void rope_ref_one(float *x, int32_t n_heads, int64_t rows, int32_t head_dim,
@@ -304,40 +405,61 @@ static void rope_ref_one(float *x, int32_t n_heads, int64_t rows, int32_t head_d
     }
 }
 
-void kv_rope_ref(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
-                 int32_t head_dim, const int32_t *pos)
+enum kv_status kv_rope_ref(float *q, int32_t n_heads, float *k, int32_t n_kv_heads,
+                           int64_t rows, int32_t head_dim, const int32_t *pos)
 {
+    enum kv_status st = rope_qk_args(q, n_heads, k, n_kv_heads, rows, head_dim, pos);
+    if (st != KV_OK)
+        return st;
     rope_ref_one(q, n_heads, rows, head_dim, pos);
     if (k != NULL)
         rope_ref_one(k, n_kv_heads, rows, head_dim, pos);
+    return KV_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* SwiGLU                                                                   */
 
-void kv_swiglu(float *a, const float *b, int64_t n)
+static enum kv_status swiglu_args(const float *a, const float *b, int64_t n)
 {
+    int64_t c;
+    if (n > 0 && (a == NULL || b == NULL))
+        return KV_ERR_INVALID;
+    return count3(&c, n, 1, 1);
+}
+
+enum kv_status kv_swiglu(float *a, const float *b, int64_t n)
+{
+    enum kv_status st = swiglu_args(a, b, n);
+    if (st != KV_OK)
+        return st;
 #pragma omp parallel for schedule(static) if (n >= KV_OPS_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float x = a[i];
         a[i] = x / (1.0f + expf(-x)) * b[i];
     }
+    return KV_OK;
 }
 
-void kv_swiglu_ref(float *a, const float *b, int64_t n)
+enum kv_status kv_swiglu_ref(float *a, const float *b, int64_t n)
 {
+    enum kv_status st = swiglu_args(a, b, n);
+    if (st != KV_OK)
+        return st;
     for (int64_t i = 0; i < n; i++) {
         double x = a[i];
         a[i] = (float)(x / (1.0 + exp(-x)) * (double)b[i]);
     }
+    return KV_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Softmax, argmax                                                          */
 
-void kv_softmax(float *x, int32_t n)
+enum kv_status kv_softmax(float *x, int32_t n)
 {
-    KV_ASSERT(n >= 1);
+    if (x == NULL || n < 1)
+        return KV_ERR_INVALID;
     float mx = x[0];
     for (int32_t i = 1; i < n; i++)
         mx = x[i] > mx ? x[i] : mx;
@@ -349,11 +471,13 @@ void kv_softmax(float *x, int32_t n)
     float inv = 1.0f / sum;
     for (int32_t i = 0; i < n; i++)
         x[i] *= inv;
+    return KV_OK;
 }
 
-void kv_softmax_ref(float *x, int32_t n)
+enum kv_status kv_softmax_ref(float *x, int32_t n)
 {
-    KV_ASSERT(n >= 1);
+    if (x == NULL || n < 1)
+        return KV_ERR_INVALID;
     double mx = x[0];
     for (int32_t i = 1; i < n; i++)
         if (x[i] > mx)
@@ -363,11 +487,13 @@ void kv_softmax_ref(float *x, int32_t n)
         sum += exp((double)x[i] - mx);
     for (int32_t i = 0; i < n; i++)
         x[i] = (float)(exp((double)x[i] - mx) / sum);
+    return KV_OK;
 }
 
 int32_t kv_argmax(const float *x, int32_t n)
 {
-    KV_ASSERT(n >= 1);
+    if (x == NULL || n < 1)
+        return -1;
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
         if (x[i] > x[best])

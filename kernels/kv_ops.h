@@ -20,6 +20,12 @@
  *   other   : SwiGLU KV_FLOPS_SWIGLU_ELEM per hidden element
  *             + residual adds KV_FLOPS_RESIDUAL_ELEM per element.
  * Transcendentals (exp, sqrt, sin, cos) count as one FLOP each.
+ *
+ * Arguments: each op returns KV_ERR_INVALID, having written nothing, for a
+ * negative count or size, a NULL array it would read or write, or a shape
+ * it cannot take (an odd head_dim for RoPE), and KV_ERR_OVERFLOW when the
+ * element count of an array does not fit an index; a count of 0 rows is
+ * KV_OK and does nothing. (The arrays' lengths are the caller's promise.)
  */
 #ifndef KV_OPS_H
 #define KV_OPS_H
@@ -50,20 +56,24 @@
  * out[m][n] = beta*out[m][n] + sum_k x[m][k] * W[n][k]  (llama2.c's (out, in)
  * weight layout). beta = 0 overwrites out, beta = 1 accumulates into it (a
  * fused residual add). Adds 2*M*N*K to *flops when flops is not NULL.
- * M, N, K must each fit the BLAS integer (checked by assert).
+ * M, N, K must each be in [0, INT_MAX] (the BLAS integer), else
+ * KV_ERR_INVALID; KV_ERR_OVERFLOW when 2*M*N*K does not fit *flops. K = 0
+ * leaves beta * out.
  */
-void kv_gemm(float *out, const float *x, const float *w, int64_t M, int64_t N,
-             int64_t K, float beta, int64_t *flops);
+enum kv_status kv_gemm(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                       int64_t K, float beta, int64_t *flops);
 /* Triple loop, double accumulation. Same contract. */
-void kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t N,
-                 int64_t K, float beta, int64_t *flops);
+enum kv_status kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                           int64_t K, float beta, int64_t *flops);
 
 /* ------------------------------------------------------------------------ */
 /* RMSNorm                                                                  */
 
-/* out (rows, dim) = x / sqrt(mean(x^2) + eps) * w (dim). out may equal x. */
-void kv_rmsnorm(float *out, const float *x, const float *w, int64_t rows, int32_t dim);
-void kv_rmsnorm_ref(float *out, const float *x, const float *w, int64_t rows, int32_t dim);
+/* out (rows, dim) = x / sqrt(mean(x^2) + eps) * w (dim). out may equal x.
+ * dim >= 1. */
+enum kv_status kv_rmsnorm(float *out, const float *x, const float *w, int64_t rows, int32_t dim);
+enum kv_status kv_rmsnorm_ref(float *out, const float *x, const float *w, int64_t rows,
+                              int32_t dim);
 
 /* ------------------------------------------------------------------------ */
 /* RoPE                                                                     */
@@ -74,14 +84,14 @@ void kv_rmsnorm_ref(float *out, const float *x, const float *w, int64_t rows, in
  * position pos[r]; within each head, the pair (i, i+1), i even, is rotated by
  *     angle = pos[r] * 10000^(-i / head_dim):
  *     (x_i, x_{i+1}) <- (x_i cos - x_{i+1} sin,  x_i sin + x_{i+1} cos).
- * k may be NULL (n_kv_heads ignored). head_dim must be even. The angle and
- * its cosine/sine are computed in double, once per (row, pair), and shared by
- * every head of q and k.
+ * k may be NULL (n_kv_heads ignored). head_dim must be even and positive.
+ * The angle and its cosine/sine are computed in double, once per (row,
+ * pair), and shared by every head of q and k.
  */
-void kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
-             int32_t head_dim, const int32_t *pos);
-void kv_rope_ref(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
-                 int32_t head_dim, const int32_t *pos);
+enum kv_status kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
+                       int32_t head_dim, const int32_t *pos);
+enum kv_status kv_rope_ref(float *q, int32_t n_heads, float *k, int32_t n_kv_heads,
+                           int64_t rows, int32_t head_dim, const int32_t *pos);
 
 /*
  * dst (rows, head_dim) <- src rows rotated by `delta` more positions, the
@@ -89,20 +99,22 @@ void kv_rope_ref(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_
  * for position p, shifted by delta, is the key rotated for p + delta (up to
  * float rounding), which is how a cache moves its keys to new positions.
  */
-void kv_rope_shift(float *dst, const float *src, int64_t rows, int32_t head_dim, int32_t delta);
+enum kv_status kv_rope_shift(float *dst, const float *src, int64_t rows, int32_t head_dim,
+                             int32_t delta);
 
 /* ------------------------------------------------------------------------ */
 /* SwiGLU, softmax, argmax                                                  */
 
 /* a (n) <- silu(a) * b (n), silu(x) = x / (1 + exp(-x)). */
-void kv_swiglu(float *a, const float *b, int64_t n);
-void kv_swiglu_ref(float *a, const float *b, int64_t n);
+enum kv_status kv_swiglu(float *a, const float *b, int64_t n);
+enum kv_status kv_swiglu_ref(float *a, const float *b, int64_t n);
 
 /* x (n) <- exp(x - max x) / sum exp(x - max x), in place; n >= 1. */
-void kv_softmax(float *x, int32_t n);
-void kv_softmax_ref(float *x, int32_t n);
+enum kv_status kv_softmax(float *x, int32_t n);
+enum kv_status kv_softmax_ref(float *x, int32_t n);
 
-/* Index of the largest of x[0..n) (the lowest index on ties); n >= 1. */
+/* Index of the largest of x[0..n) (the lowest index on ties); -1 for a
+ * NULL x or n < 1. */
 int32_t kv_argmax(const float *x, int32_t n);
 
 #endif /* KV_OPS_H */

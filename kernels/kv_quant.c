@@ -336,26 +336,56 @@ int kv_dtype_from_name(const char *name)
 /* ------------------------------------------------------------------------ */
 /* Rows                                                                     */
 
-void kv_quantize_row(void *codes, struct kv_qparams *qp, const float *x,
-                     enum kv_dtype t, int32_t n, int32_t group)
+/* The checks of the row functions (kv_quant.h): a supported (t, n, group)
+ * and the arrays, qparams only where the dtype has them. */
+static enum kv_status row_args(const void *a, const void *b, const void *qp, enum kv_dtype t,
+                               int32_t n, int32_t group)
 {
-    KV_ASSERT(kv_quant_check(t, n, group) == KV_OK);
+    if (kv_quant_check(t, n, group) != KV_OK || a == NULL || b == NULL ||
+        (kv_type_traits[t].has_qparams && qp == NULL))
+        return KV_ERR_INVALID;
+    return KV_OK;
+}
+
+enum kv_status kv_quantize_row(void *codes, struct kv_qparams *qp, const float *x,
+                               enum kv_dtype t, int32_t n, int32_t group)
+{
+    enum kv_status st = row_args(codes, x, qp, t, n, group);
+    if (st != KV_OK)
+        return st;
     kv_type_traits[t].from_float_row(codes, qp, x, n, group);
+    return KV_OK;
 }
 
-void kv_dequantize_row(float *x, const void *codes, const struct kv_qparams *qp,
-                       enum kv_dtype t, int32_t n, int32_t group)
+enum kv_status kv_dequantize_row(float *x, const void *codes, const struct kv_qparams *qp,
+                                 enum kv_dtype t, int32_t n, int32_t group)
 {
-    KV_ASSERT(kv_quant_check(t, n, group) == KV_OK);
+    enum kv_status st = row_args(x, codes, qp, t, n, group);
+    if (st != KV_OK)
+        return st;
     kv_type_traits[t].to_float_row(x, codes, qp, n, group);
+    return KV_OK;
 }
 
-void kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams *qp,
-                              const float *x, size_t x_stride, int32_t n_tok,
-                              enum kv_dtype t, int32_t n)
+/* The checks of the per-channel functions: a dtype with qparams, a row
+ * of n its layout takes as one group, and the arrays. */
+static enum kv_status channel_args(const void *a, const void *b, const void *qp,
+                                   enum kv_dtype t, int32_t n)
 {
     const struct kv_type_traits *tr = kv_dtype_traits(t);
-    KV_ASSERT(tr != NULL && tr->has_qparams && n_tok >= 1 && kv_quant_check(t, n, n) == KV_OK);
+    if (tr == NULL || !tr->has_qparams || kv_quant_check(t, n, n) != KV_OK)
+        return KV_ERR_INVALID;
+    return a == NULL || b == NULL || qp == NULL ? KV_ERR_INVALID : KV_OK;
+}
+
+enum kv_status kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams *qp,
+                                        const float *x, size_t x_stride, int32_t n_tok,
+                                        enum kv_dtype t, int32_t n)
+{
+    enum kv_status st = channel_args(codes, x, qp, t, n);
+    if (st != KV_OK || n_tok < 1)
+        return KV_ERR_INVALID;
+    const struct kv_type_traits *tr = kv_dtype_traits(t);
     for (int32_t c = 0; c < n; c++)
         quant_params(&qp[c], x + c, n_tok, x_stride, tr->levels);
     for (int32_t r = 0; r < n_tok; r++) {
@@ -375,14 +405,18 @@ void kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams
                                    (quant_code(xr[j + half], &qp[j + half], 15) << 4));
         }
     }
+    return KV_OK;
 }
 
-void kv_dequantize_row_channel(float *x, const void *codes, const struct kv_qparams *qp,
-                               enum kv_dtype t, int32_t n)
+enum kv_status kv_dequantize_row_channel(float *x, const void *codes,
+                                         const struct kv_qparams *qp, enum kv_dtype t,
+                                         int32_t n)
 {
-    const struct kv_type_traits *tr = kv_dtype_traits(t);
-    KV_ASSERT(tr != NULL && tr->has_qparams && kv_quant_check(t, n, n) == KV_OK);
-    tr->unpack_row(x, codes, n, n);
+    enum kv_status st = channel_args(x, codes, qp, t, n);
+    if (st != KV_OK)
+        return st;
+    kv_type_traits[t].unpack_row(x, codes, n, n);
     for (int32_t c = 0; c < n; c++)
         x[c] = dequant_value(&qp[c], (int32_t)x[c]);
+    return KV_OK;
 }

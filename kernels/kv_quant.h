@@ -39,26 +39,33 @@
  * is a multiple of the type's min_group. */
 enum kv_status kv_quant_check(enum kv_dtype t, int32_t n, int32_t group);
 
+/*
+ * The row functions below return KV_ERR_INVALID, having written nothing,
+ * when kv_quant_check refuses (t, n, group), or when an array they read or
+ * write is NULL (qp only for dtypes with qparams).
+ */
+
 /* codes <- quantize(x[0..n)), qp <- n/group params (kv_type_traits[t].from_float_row). */
-void kv_quantize_row(void *codes, struct kv_qparams *qp, const float *x,
-                     enum kv_dtype t, int32_t n, int32_t group);
+enum kv_status kv_quantize_row(void *codes, struct kv_qparams *qp, const float *x,
+                               enum kv_dtype t, int32_t n, int32_t group);
 
 /* x[0..n) <- dequantize(codes, qp) (kv_type_traits[t].to_float_row). */
-void kv_dequantize_row(float *x, const void *codes, const struct kv_qparams *qp,
-                       enum kv_dtype t, int32_t n, int32_t group);
+enum kv_status kv_dequantize_row(float *x, const void *codes, const struct kv_qparams *qp,
+                                 enum kv_dtype t, int32_t n, int32_t group);
 
 /*
  * Per channel: qp (n) <- {scale, min} of each channel c over the n_tok rows
  * x[t * x_stride + c], and row t's codes (at codes + t * code_stride bytes)
  * <- those rows quantized with them, in the per-channel layout above.
- * t must have qparams.
+ * t must have qparams and n_tok >= 1 (else KV_ERR_INVALID).
  */
-void kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams *qp,
-                              const float *x, size_t x_stride, int32_t n_tok,
-                              enum kv_dtype t, int32_t n);
+enum kv_status kv_quantize_rows_channel(void *codes, size_t code_stride, struct kv_qparams *qp,
+                                        const float *x, size_t x_stride, int32_t n_tok,
+                                        enum kv_dtype t, int32_t n);
 
 /* x (n) <- row of per-channel codes read back with the block's qp (n). */
-void kv_dequantize_row_channel(float *x, const void *codes, const struct kv_qparams *qp,
-                               enum kv_dtype t, int32_t n);
+enum kv_status kv_dequantize_row_channel(float *x, const void *codes,
+                                         const struct kv_qparams *qp, enum kv_dtype t,
+                                         int32_t n);
 
 #endif /* KV_QUANT_H */

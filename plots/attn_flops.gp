@@ -3,8 +3,11 @@
 # one query attends to T keys: linear. Without one, all T queries are
 # recomputed, each attending to its prefix: T(T+1)/2 pairs, quadratic.
 # Sliding stops at its window.
-plotdir = system("dirname '" . ARG0 . "'")
-load plotdir . "/common.gp"
+#   gnuplot -c plots/attn_flops.gp out/bench.csv out/plots
+plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
+if (!exists("csv") && ARGC >= 1) { csv = ARG1 }
+if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
 set title "Attention FLOPs per decode step vs sequence length\n" . SUB
 set xlabel "sequence length T (tokens attended by the step)"
@@ -13,16 +16,22 @@ set logscale x 2
 set logscale y 10
 set format x "%g"
 set format y "10^{%L}"
-set label 1 "no cache: ∝ T(T+1)/2 (every query again)" \
-    at graph 0.50, graph 0.62 font ",14" tc rgb "#d62728"
+set key outside right top font ",13" spacing 1.0
+# the annotations take the colour of the series they name
+CACHED = has("dynamic") ? "dynamic" : (has("static") ? "static" : "")
+if (has("none")) {
+    set label 1 "no cache: ∝ T(T+1)/2 (every query again)" \
+        at graph 0.40, graph 0.62 font ",14" tc rgb color("none")
+}
 set label 2 "cached (the lines coincide): ∝ T" \
-    at graph 0.12, graph 0.35 font ",14" tc rgb "#1f77b4"
-set label 3 "sliding: flat at its window" at graph 0.66, graph 0.20 font ",14" tc rgb "#9467bd"
+    at graph 0.08, graph 0.35 font ",14" tc rgb (strlen(CACHED) > 0 ? color(CACHED) : "#555555")
+if (has("sliding")) {
+    set label 3 "sliding: flat at its window" at graph 0.56, graph 0.20 font ",14" tc rgb color("sliding")
+}
 do for [fmt in "png svg"] {
     eval TERM(fmt)
-    set output outdir . "/attn_flops." . fmt
-    plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,attn_flops_step") \
-         using 1:2 with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
-         lc rgb color(word(KEYS, i)) title title(word(KEYS, i))
+    set output OUTD . "/attn_flops." . fmt
+    plot for [i = 1:NK] SER(i) using S_T:S_AFLOPS with linespoints lw 2 pt kpt(i) ps 1.3 \
+         lc rgb kcolor(CIDX[i]) title ktitle(i)
     unset output
 }

@@ -2,15 +2,18 @@
 # dynamic cache's median step split into the attention kernel (kv_attn,
 # timed inside the step) and everything else (GEMMs, norms, cache update).
 # Right: the attention share of the step for every strategy.
-plotdir = system("dirname '" . ARG0 . "'")
-load plotdir . "/common.gp"
+#   gnuplot -c plots/breakdown.gp out/bench.csv out/plots
+plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
+if (!exists("csv") && ARGC >= 1) { csv = ARG1 }
+if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
-BKEY = has("dynamic") ? "dynamic" : word(KEYS, 1)
+BI = has("dynamic") ? kidx("dynamic") : 1
 do for [fmt in "png svg"] {
     eval TERM(fmt)
-    set output outdir . "/breakdown." . fmt
+    set output OUTD . "/breakdown." . fmt
     set multiplot layout 1,2 title "Decode step time: attention vs the rest\n" . SUB
-    set title BKEY . ": median step split"
+    set title KT[BI] . ": median step split"
     set style data histograms
     set style histogram rowstacked
     set style fill solid 0.85 border -1
@@ -20,9 +23,9 @@ do for [fmt in "png svg"] {
     set ylabel "time per step (ms)"
     set yrange [0:*]
     set xtics rotate by -45
-    plot DATA("rows", BKEY, "seq_len,attn_ns_median,rest_ns") using ($2 / 1e6):xtic(1) \
+    plot SER(BI) using (column(S_ATTN) / 1e6):xtic(sprintf("%.0f", column(S_T))) \
              title "attention kernel" lc rgb "#1f77b4", \
-         '' using ($3 / 1e6) title "rest (GEMMs, norms, cache update)" lc rgb "#bbbbbb"
+         '' using ((column(S_STEP) - column(S_ATTN)) / 1e6) title "rest (GEMMs, norms, cache update)" lc rgb "#bbbbbb"
     set xtics norotate
     set style data linespoints
     set title "attention share of the step, every strategy"
@@ -31,9 +34,8 @@ do for [fmt in "png svg"] {
     set logscale x 2
     set format x "%g"
     set key inside top left box opaque font ",12"
-    plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,attn_ns_median,step_ns_median") \
-         using 1:(100 * $2 / $3) with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.2 \
-         lc rgb color(word(KEYS, i)) title title(word(KEYS, i))
+    plot for [i = 1:NK] SER(i) using S_T:(100 * column(S_ATTN) / column(S_STEP)) \
+         with linespoints lw 2 pt kpt(i) ps 1.2 lc rgb kcolor(CIDX[i]) title ktitle(i)
     unset logscale x
     unset multiplot
     unset output

@@ -1,19 +1,22 @@
 # latency.gp - figure 1: decode step latency vs sequence length, linear
 # axes: the no-cache step grows super-linearly and dwarfs the cached ones,
 # whose steps grow only linearly (they read a cache of T tokens).
-plotdir = system("dirname '" . ARG0 . "'")
-load plotdir . "/common.gp"
+#   gnuplot -c plots/latency.gp out/bench.csv out/plots
+plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
+if (!exists("csv") && ARGC >= 1) { csv = ARG1 }
+if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
 set title "Decode step latency vs sequence length\n" . SUB
 set xlabel "sequence length T (tokens attended by the step)"
 set ylabel "median step latency (ms)"
 set xrange [0:*]
 set yrange [0:*]
+set key outside right top font ",13" spacing 1.0
 do for [fmt in "png svg"] {
     eval TERM(fmt)
-    set output outdir . "/latency." . fmt
-    plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,step_ms") \
-         using 1:2 with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
-         lc rgb color(word(KEYS, i)) title title(word(KEYS, i))
+    set output OUTD . "/latency." . fmt
+    plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 pt kpt(i) ps 1.3 \
+         lc rgb kcolor(CIDX[i]) title ktitle(i)
     unset output
 }

@@ -5,8 +5,11 @@
 # A no-cache step re-runs all T tokens: its projections and MLP grow like T
 # and its attention like T^2, so its attention time is drawn on its own
 # (dashed): the quadratic term that takes over as T grows.
-plotdir = system("dirname '" . ARG0 . "'")
-load plotdir . "/common.gp"
+#   gnuplot -c plots/latency_loglog.gp out/bench.csv out/plots
+plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
+if (!exists("csv") && ARGC >= 1) { csv = ARG1 }
+if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
 set title "Decode step latency vs sequence length (log-log)\n" . SUB
 set xlabel "sequence length T (tokens attended by the step)"
@@ -24,31 +27,30 @@ then grow like T with the cache.\n\
 A no-cache step re-runs all T tokens:\n\
 projections and MLP grow like T, its\n\
 attention (dashed) like T^2, and that\n\
-term takes over as T grows." at screen 0.64, screen 0.56 left font ",12"
+term takes over as T grows." at screen 0.64, screen 0.36 left font ",12"
 
-# guides: y = a * T^k through an anchor point
-A1KEY = has("dynamic") ? "dynamic" : word(KEYS, words(KEYS))
-T1 = real(LASTT(A1KEY)); Y1 = real(LAST(A1KEY, "step_ms"))
-T2 = has("none") ? real(LASTT("none")) : 0; Y2 = has("none") ? real(LAST("none", "step_ms")) : 0
+# guides: y = a * T^k through an anchor point (a series' largest T)
+A1 = has("dynamic") ? kidx("dynamic") : NK
+T1 = LT[A1]; Y1 = LSTEP[A1] / 1e6
+NI = kidx("none")
+T2 = NI > 0 ? LT[NI] : 0; Y2 = NI > 0 ? LSTEP[NI] / 1e6 : 0
 slope1(x) = Y1 * (x / T1)
 slope2(x) = Y2 * (x / T2)**2
 
 do for [fmt in "png svg"] {
     eval TERM(fmt)
-    set output outdir . "/latency_loglog." . fmt
-    if (has("none")) {
-        plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,step_ms") \
-             using 1:2 with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
-             lc rgb color(word(KEYS, i)) title title(word(KEYS, i)), \
-             DATA("rows", "none", "seq_len,attn_ns_median") using 1:($2 / 1e6) \
+    set output OUTD . "/latency_loglog." . fmt
+    if (NI > 0) {
+        plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 \
+             pt kpt(i) ps 1.3 lc rgb kcolor(CIDX[i]) title ktitle(i), \
+             SER(NI) using S_T:(column(S_ATTN) / 1e6) \
              with linespoints dt 4 lw 2 pt 6 ps 1.1 lc rgb color("none") \
              title "none: its attention kernel time alone", \
              slope2(x) with lines dt 2 lw 1.5 lc rgb "#555555" title "slope 2 (T^2)", \
              slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
     } else {
-        plot for [i = 1:words(KEYS)] DATA("rows", word(KEYS, i), "seq_len,step_ms") \
-             using 1:2 with linespoints lw 2 pt ptype(word(KEYS, i)) ps 1.3 \
-             lc rgb color(word(KEYS, i)) title title(word(KEYS, i)), \
+        plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 \
+             pt kpt(i) ps 1.3 lc rgb kcolor(CIDX[i]) title ktitle(i), \
              slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
     }
     unset output

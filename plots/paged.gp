@@ -4,28 +4,40 @@
 # through one paged span); right, the speed of each paged series relative
 # to dynamic in the same run (dynamic step / paged step; issue 12's target
 # for paged-16 at T >= 2048 is at least 0.95).
-#   gnuplot -e "csv='out/bench.csv'; outdir='out/plots'" plots/paged.gp
-plotdir = system("dirname '" . ARG0 . "'")
-load plotdir . "/common.gp"
+#   gnuplot -c plots/paged.gp out/bench.csv out/plots
+plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
+if (!exists("csv") && ARGC >= 1) { csv = ARG1 }
+if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
 # the series present with rows at some T (a CSV without seq_len has none)
-hasT(k) = has(k) && LASTT(k) ne "" && LASTT(k) ne "NaN"
+hasT(k) = has(k) && LT[kidx(k)] > 0
 PKEYS = ""
 do for [k in "dynamic static paged-16 paged-128"] { if (hasT(k)) { PKEYS = PKEYS . k . " " } }
 PAGED = ""
 do for [k in "paged-16 paged-128"] { if (hasT(k) && hasT("dynamic")) { PAGED = PAGED . k . " " } }
-pcolor(k) = k eq "paged-16" ? "#bcbd22" : k eq "paged-128" ? "#393b79" : color(k)
-# seq_len and dynamic's median step / k's, for the T both have
-RATIO(k) = sprintf("< awk -F, -v a='%s' -v b=dynamic '/^[ \\t]*#/ || /^[ \\t]*$/ { next } " . \
-    "!h++ { for (i = 1; i <= NF; i++) c[$i] = i; next } " . \
-    "$c[\"label\"] == a { x[$c[\"seq_len\"]] = $c[\"step_ns_median\"] } " . \
-    "$c[\"label\"] == b { y[$c[\"seq_len\"]] = $c[\"step_ns_median\"] } " . \
-    "END { for (t in x) if ((t in y) && x[t] > 0) print t, y[t] / x[t] }' '%s' | sort -n", k, csv)
+# dynamic's median step per T, then per paged series: T and dynamic's step / its step
+array DYN_T[200]
+array DYN_S[200]
+ND = 0
+if (words(PAGED) > 0) {
+    stats SER(kidx("dynamic")) using (ND < |DYN_T| ? (ND = ND + 1, DYN_T[ND] = column(S_T), \
+          DYN_S[ND] = column(S_STEP), 0) : 0) nooutput
+}
+dyn_r(t, j) = j > ND ? NaN : (DYN_T[j] == t ? DYN_S[j] : dyn_r(t, j + 1))
+dynstep(t) = dyn_r(t, 1)
+do for [p = 1:words(PAGED)] {
+    eval sprintf("set table $R%d", p)
+    plot SER(kidx(word(PAGED, p))) using (column(S_T)):(dynstep(column(S_T)) / column(S_STEP)) \
+         with table if (dynstep(column(S_T)) > 0 && column(S_STEP) > 0)
+    unset table
+}
+RATIO(p) = sprintf("$R%d", p)
 
 do for [fmt in "png svg"] {
     eval TERM(fmt)
-    set output outdir . "/paged." . fmt
-    set multiplot layout 1,2 title "Paged vs contiguous KV cache, decode (" . META("threads") . " threads)"
+    set output OUTD . "/paged." . fmt
+    set multiplot layout 1,2 title "Paged vs contiguous KV cache, decode (" . kv_esc1(META("threads")) . " threads)"
     set key top left box opaque font ",12"
     set logscale x 2
     set format x "%g"
@@ -33,8 +45,8 @@ do for [fmt in "png svg"] {
     set title "median decode step"
     set ylabel "step time (ms)"
     if (words(PKEYS) > 0) {
-        plot for [i = 1:words(PKEYS)] DATA("rows", word(PKEYS, i), "seq_len,step_ms") using 1:2 \
-             with linespoints lw 2 pt ptype(word(PKEYS, i)) ps 1.4 lc rgb pcolor(word(PKEYS, i)) \
+        plot for [i = 1:words(PKEYS)] SER(kidx(word(PKEYS, i))) using S_T:(column(S_STEP) / 1e6) \
+             with linespoints lw 2 pt ptype(word(PKEYS, i)) ps 1.4 lc rgb color(word(PKEYS, i)) \
              title word(PKEYS, i)
     } else {
         set label 1 "no dynamic, static or paged rows in this CSV" at graph 0.5, 0.5 center
@@ -48,8 +60,8 @@ do for [fmt in "png svg"] {
     set ylabel "dynamic step / paged step"
     set yrange [0:*]
     if (words(PAGED) > 0) {
-        plot for [i = 1:words(PAGED)] RATIO(word(PAGED, i)) using 1:2 with linespoints lw 2 \
-             pt 7 ps 1.4 lc rgb pcolor(word(PAGED, i)) title word(PAGED, i), \
+        plot for [p = 1:words(PAGED)] RATIO(p) using 1:2 with linespoints lw 2 \
+             pt 7 ps 1.4 lc rgb color(word(PAGED, p)) title word(PAGED, p), \
              0.95 with lines dt 2 lc rgb "#d62728" title "target 0.95"
     } else {
         set label 1 "no paged and dynamic rows in this CSV" at graph 0.5, 0.5 center

@@ -2,8 +2,12 @@
 # bit width. Left: memory saved against an f32 cache of the same tokens vs
 # the logits' relative L2 error against the exact cache (one point per T).
 # Right: how often the greedy token still agrees with the exact cache.
-plotdir = system("dirname '" . ARG0 . "'")
-load plotdir . "/common.gp"
+# A sweep without these strategies draws both panels empty, labelled so.
+#   gnuplot -c plots/quantization.gp out/bench.csv out/plots
+plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
+if (!exists("csv") && ARGC >= 1) { csv = ARG1 }
+if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
 QKEYS = ""
 do for [k in "quantized-int8 quantized-int4 quantized-int2 kivi-2 kivi-4"] {
@@ -14,7 +18,7 @@ RKEYS = QKEYS . (has("sliding") ? "sliding" : "")
 
 do for [fmt in "png svg"] {
     eval TERM(fmt)
-    set output outdir . "/quantization." . fmt
+    set output OUTD . "/quantization." . fmt
     set multiplot layout 1,2 title "Quantized KV cache: memory saved vs logits error\n" . SUB
     set key inside bottom left box opaque
     set title "memory saved vs error (points labelled with T)"
@@ -28,21 +32,25 @@ do for [fmt in "png svg"] {
         # the limit for long sequences: codes plus one (scale, min) pair of
         # 8 bytes per group, against 32 bits per f32 element
         do for [i = 1:words(QKEYS)] {
-            qb = real(LAST(word(QKEYS, i), "bits")); qg = real(LAST(word(QKEYS, i), "group"))
+            qi = kidx(word(QKEYS, i))
+            qb = LBITS[qi]; qg = LGROUP[qi]
             lim = 100 * (1 - (qb + 64 / qg) / 32)
             set arrow 10 + i from lim, graph 0 to lim, graph 1 nohead dt 3 lw 1.5 lc rgb color(word(QKEYS, i))
             set label 10 + i sprintf("long-T limit %.1f%%", lim) at lim, graph 0.03 left \
                 rotate by 90 offset -0.6, 0 font ",11" tc rgb color(word(QKEYS, i))
         }
-        plot for [i = 1:words(QKEYS)] DATA("rows", word(QKEYS, i), "seq_len,cache_bytes,f32_bytes,rel_err") \
-             using (100 * (1 - $2 / $3)):($4 > 0 ? $4 : NaN) with linespoints lw 1.5 pt ptype(word(QKEYS, i)) ps 1.6 \
+        plot for [i = 1:words(QKEYS)] SER(kidx(word(QKEYS, i))) \
+             using (100 * (1 - column(S_CBYTES) / column(S_F32))):(column(S_ERR) > 0 ? column(S_ERR) : NaN) \
+             with linespoints lw 1.5 pt ptype(word(QKEYS, i)) ps 1.6 \
              lc rgb color(word(QKEYS, i)) title title(word(QKEYS, i)), \
-             for [i = 1:words(QKEYS)] DATA("rows", word(QKEYS, i), "seq_len,cache_bytes,f32_bytes,rel_err") \
-             using (100 * (1 - $2 / $3)):($4 > 0 ? $4 : NaN):(sprintf("%d", $1)) with labels \
+             for [i = 1:words(QKEYS)] SER(kidx(word(QKEYS, i))) \
+             using (100 * (1 - column(S_CBYTES) / column(S_F32))):(column(S_ERR) > 0 ? column(S_ERR) : NaN): \
+             (sprintf("%.0f", column(S_T))) with labels \
              offset 0, 1 font ",10" tc rgb color(word(QKEYS, i)) notitle
         do for [i = 1:words(QKEYS)] { unset arrow 10 + i; unset label 10 + i }
     } else {
         set label 1 "no quantized rows in this CSV" at graph 0.5, 0.5 center
+        set yrange [1e-4:1]
         plot NaN notitle
         unset label 1
     }
@@ -56,11 +64,14 @@ do for [fmt in "png svg"] {
     set xrange [*:*]
     set yrange [0:105]
     if (words(RKEYS) > 0) {
-        plot for [i = 1:words(RKEYS)] DATA("rows", word(RKEYS, i), "seq_len,token_match") \
-             using 1:(100 * $2) with linespoints lw 2 pt ptype(word(RKEYS, i)) ps 1.3 \
+        plot for [i = 1:words(RKEYS)] SER(kidx(word(RKEYS, i))) using S_T:(100 * column(S_MATCH)) \
+             with linespoints lw 2 pt ptype(word(RKEYS, i)) ps 1.3 \
              lc rgb color(word(RKEYS, i)) title title(word(RKEYS, i))
     } else {
+        set label 1 "no lossy rows in this CSV" at graph 0.5, 0.5 center
+        set xrange [1:2]
         plot NaN notitle
+        unset label 1
     }
     unset logscale x
     unset multiplot

@@ -18,7 +18,12 @@
  * describe, f32 for dtype, the table's caps, KV_ERR_UNSUPPORTED for crop,
  * fork and reorder. The core also owns the span storage of the views
  * (max_spans per layer, allocated at creation) and the attention-mass
- * buffer of a strategy that asks for one (grown to the largest view).
+ * buffer of a strategy that asks for one (grown to the largest view), and
+ * it states the shape of the storage behind every view it returns (batch,
+ * kv heads, head_dim: the kernel's check refuses params that differ).
+ * Every public function here answers a NULL cache, ops table, config or
+ * output with KV_ERR_INVALID or its documented neutral value (0, an empty
+ * string, f32), never a crash.
  */
 #include "strategy.h"
 
@@ -116,7 +121,8 @@ enum kv_status kv_cache_create(struct kv_cache **out, const struct kv_strategy_o
         return KV_ERR_INVALID;
     *out = NULL;
     if (ops == NULL || cfg == NULL || ops->init == NULL || ops->update == NULL ||
-        ops->state_size == 0)
+        ops->state_size == 0 || ops->params_size > KV_PARAMS_MAX_BYTES || ops->n_params < 0 ||
+        (ops->n_params > 0 && (ops->params == NULL || ops->params_size == 0)))
         return KV_ERR_INVALID;
     enum kv_status st = kv_cache_check_config(cfg);
     if (st != KV_OK)
@@ -190,6 +196,10 @@ enum kv_status kv_cache_view(const struct kv_cache *c, int32_t layer, struct kv_
     KV_ASSERT(n >= 0 && n <= c->max_spans);
     view->spans = spans;
     view->n_spans = n;
+    /* the storage's shape: what kv_attn_check holds the params to */
+    view->batch = c->cfg.batch;
+    view->n_kv_heads = c->cfg.n_kv_heads;
+    view->head_dim = c->cfg.head_dim;
     return KV_OK;
 }
 
@@ -274,24 +284,35 @@ size_t kv_cache_copied_bytes(const struct kv_cache *c)
     return c->ops->copied_bytes(c->state);
 }
 
-void kv_cache_stats(const struct kv_cache *c, struct kv_cache_stats *st)
+enum kv_status kv_cache_stats(const struct kv_cache *c, struct kv_cache_stats *st)
 {
+    if (st == NULL)
+        return KV_ERR_INVALID;
     *st = (struct kv_cache_stats){0};
     if (c == NULL)
-        return;
+        return KV_ERR_INVALID;
     if (c->ops->stats != NULL) {
         c->ops->stats(c->state, st);
-        return;
+        return KV_OK;
     }
     st->resident = kv_cache_resident_bytes(c);
     st->tokens = st->resident;
+    return KV_OK;
+}
+
+/* buf[0] <- '\0' when there is room; 0, snprintf's count of nothing. */
+static int empty_text(char *buf, size_t n)
+{
+    if (buf != NULL && n > 0)
+        buf[0] = '\0';
+    return 0;
 }
 
 int kv_cache_show(const struct kv_cache *c, int32_t layer, char *buf, size_t n)
 {
-    if (n > 0)
-        buf[0] = '\0';
-    if (c == NULL || c->ops->show == NULL || layer < 0 || layer >= c->cfg.n_layers)
+    empty_text(buf, n);
+    if (c == NULL || buf == NULL || c->ops->show == NULL || layer < 0 ||
+        layer >= c->cfg.n_layers)
         return 0;
     return c->ops->show(c->state, layer, buf, n);
 }
@@ -315,44 +336,67 @@ int kv_cache_has(const struct kv_cache *c, uint32_t caps)
 uint32_t kv_strategy_caps(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
                           const void *params)
 {
+    if (ops == NULL)
+        return 0;
     if (ops->caps_of == NULL || cfg == NULL || (ops->params_size > 0 && params == NULL))
         return ops->caps;
     return ops->caps_of(cfg, params) & ops->caps; /* never more than the table */
 }
 
-/* params, or the table's defaults in d when params is NULL. */
+/* params, or the table's defaults in d when params is NULL; NULL for a
+ * table whose parameters cannot be held (more than KV_PARAMS_MAX_BYTES, or
+ * a parameter table without a struct: kv_strategy_validate refuses both). */
 static const void *params_or_defaults(const struct kv_strategy_ops *ops, const void *params,
                                       unsigned char d[KV_PARAMS_MAX_BYTES])
 {
+    if (ops->params_size > KV_PARAMS_MAX_BYTES || ops->n_params < 0 ||
+        (ops->n_params > 0 && (ops->params == NULL || ops->params_size == 0)))
+        return NULL;
     if (params != NULL)
         return params;
-    KV_ASSERT(ops->params_size <= KV_PARAMS_MAX_BYTES); /* kv_strategy_validate */
     memset(d, 0, KV_PARAMS_MAX_BYTES);
     kv_params_defaults(ops, d);
     return d;
+}
+
+/* snprintf(buf, n, "%s", text) that takes a NULL buf (as n = 0) and text. */
+static int put_text(char *buf, size_t n, const char *text)
+{
+    return snprintf(buf, buf != NULL ? n : 0, "%s", text != NULL ? text : "");
 }
 
 int kv_strategy_describe(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
                          const void *params, char *buf, size_t n)
 {
     _Alignas(16) unsigned char d[KV_PARAMS_MAX_BYTES];
-    if (ops->describe != NULL)
-        return ops->describe(cfg, params_or_defaults(ops, params, d), buf, n);
-    return snprintf(buf, n, "%s", ops->description);
+    if (ops == NULL)
+        return empty_text(buf, n);
+    const void *pp = params_or_defaults(ops, params, d);
+    /* a describe of its own reads the shape and the parameters */
+    if (ops->describe != NULL && cfg != NULL && pp != NULL && buf != NULL)
+        return ops->describe(cfg, pp, buf, n);
+    return put_text(buf, n, ops->description);
 }
 
 int kv_strategy_label(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n)
 {
     _Alignas(16) unsigned char d[KV_PARAMS_MAX_BYTES];
-    if (ops->label != NULL)
-        return ops->label(params_or_defaults(ops, params, d), buf, n);
-    return snprintf(buf, n, "%s", ops->name);
+    if (ops == NULL)
+        return empty_text(buf, n);
+    const void *pp = params_or_defaults(ops, params, d);
+    if (ops->label != NULL && pp != NULL && buf != NULL)
+        return ops->label(pp, buf, n);
+    return put_text(buf, n, ops->name);
 }
 
 enum kv_dtype kv_strategy_dtype(const struct kv_strategy_ops *ops, const void *params)
 {
     _Alignas(16) unsigned char d[KV_PARAMS_MAX_BYTES];
-    return ops->dtype != NULL ? ops->dtype(params_or_defaults(ops, params, d)) : KV_DTYPE_F32;
+    if (ops == NULL || ops->dtype == NULL)
+        return KV_DTYPE_F32;
+    const void *pp = params_or_defaults(ops, params, d);
+    const enum kv_dtype t = pp != NULL ? ops->dtype(pp) : KV_DTYPE_F32;
+    return kv_dtype_traits(t) != NULL ? t : KV_DTYPE_F32;
 }
 
 const struct kv_strategy_ops *kv_strategy_with(uint32_t have, uint32_t lack)
@@ -367,17 +411,21 @@ const struct kv_strategy_ops *kv_strategy_with(uint32_t have, uint32_t lack)
 
 int kv_cache_describe(const struct kv_cache *c, char *buf, size_t n)
 {
+    if (c == NULL)
+        return empty_text(buf, n);
     return kv_strategy_describe(c->ops, &c->cfg, c->params, buf, n);
 }
 
 int kv_cache_label(const struct kv_cache *c, char *buf, size_t n)
 {
+    if (c == NULL)
+        return empty_text(buf, n);
     return kv_strategy_label(c->ops, c->params, buf, n);
 }
 
 enum kv_dtype kv_cache_dtype(const struct kv_cache *c)
 {
-    return kv_strategy_dtype(c->ops, c->params);
+    return c != NULL ? kv_strategy_dtype(c->ops, c->params) : KV_DTYPE_F32;
 }
 
 enum kv_status kv_cache_bytes_for(const struct kv_strategy_ops *ops,

@@ -18,6 +18,56 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
+/* Labels (strategy.h: the one text rule)                                   */
+
+int kv_label_char_ok(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr(KV_LABEL_PUNCT, c) != NULL);
+}
+
+int kv_label_why(const char *s, char *why, size_t n)
+{
+    if (why != NULL && n > 0)
+        why[0] = '\0';
+    if (s == NULL || s[0] == '\0') {
+        if (why != NULL && n > 0)
+            snprintf(why, n, "a label may not be empty");
+        return -1;
+    }
+    size_t i = 0;
+    for (; s[i] != '\0'; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (i == KV_LABEL_MAX) {
+            if (why != NULL && n > 0)
+                snprintf(why, n, "a label has at most %d characters", KV_LABEL_MAX);
+            return -1;
+        }
+        if (kv_label_char_ok(c))
+            continue;
+        if (why != NULL && n > 0) {
+            /* the bad byte is named, never echoed unless it is plainly printable */
+            char what[16];
+            if (c > ' ' && c < 127 && c != '\'' && c != '\\' && c != '"')
+                snprintf(what, sizeof what, "'%c'", c);
+            else if (c == ' ')
+                snprintf(what, sizeof what, "a space");
+            else
+                snprintf(what, sizeof what, "byte 0x%02x", c);
+            snprintf(why, n, "character %zu (%s) is not allowed: a label has only letters, "
+                     "digits and %s", i + 1, what, KV_LABEL_PUNCT);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int kv_label_ok(const char *s)
+{
+    return kv_label_why(s, NULL, 0) == 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Fields                                                                   */
 
 static int32_t *field(const struct kv_param *p, void *params)
@@ -120,7 +170,8 @@ void kv_params_defaults(const struct kv_strategy_ops *ops, void *params)
     }
 }
 
-/* 1 when text may be the value of text parameter p (see strategy.h). */
+/* 1 when text may be the value of text parameter p (see strategy.h): label
+ * characters but '=', and ',' (stored as '+'). */
 static int text_ok(const struct kv_param *p, const char *text)
 {
     const size_t n = strlen(text);
@@ -128,7 +179,7 @@ static int text_ok(const struct kv_param *p, const char *text)
         return 0;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)text[i];
-        if (c <= ' ' || c >= 127 || c == ';' || c == '=' || c == '"')
+        if (c == '=' || (c != ',' && !kv_label_char_ok(c)))
             return 0;
     }
     return 1;
@@ -195,8 +246,8 @@ enum kv_status kv_params_check(const struct kv_strategy_ops *ops,
             const char *t = (const char *)params + p->offset;
             if (memchr(t, '\0', (size_t)p->text_size) == NULL || !text_ok(p, t)) {
                 if (why != NULL && why_len > 0)
-                    snprintf(why, why_len, "%s expects %s", p->flag, "a text without spaces, "
-                             "';', '=' or quotes");
+                    snprintf(why, why_len, "%s expects a text of letters, digits and "
+                             "%s but '='", p->flag, KV_LABEL_PUNCT);
                 return KV_ERR_INVALID;
             }
             continue;

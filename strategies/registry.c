@@ -7,9 +7,16 @@
  * file); the conformance suite in tests/check_strategies.c then tests it,
  * because it walks this list. Order is the order `kvlab strategies` prints,
  * from the no-cache baseline to the lossy cache, then the paged cache.
+ *
+ * Registration is where a table's names are checked against the text rule
+ * (every name, preset, parameter, choice and label() a label: strategy.h),
+ * and against the commands' own options: the CLI reserves those at start-up
+ * (kv_strategy_reserve_flags) and a parameter with a reserved flag is
+ * refused, so `--seed` can never mean a strategy's option.
  */
 #include "strategy.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct kv_strategy_ops *const kv_registry[] = {
@@ -63,15 +70,34 @@ static int name_taken(const char *name)
     return 0;
 }
 
+/* A parameter's CLI flag: "--" and a label. */
+static int flag_ok(const char *flag)
+{
+    return flag != NULL && strncmp(flag, "--", 2) == 0 && kv_label_ok(flag + 2);
+}
+
+/* The label() of params is a label (a strategy without label() is filed
+ * under its name, checked already). */
+static int label_of_ok(const struct kv_strategy_ops *o, const void *params)
+{
+    if (o->label == NULL)
+        return 1;
+    char buf[KV_LABEL_MAX + 2];
+    const int k = o->label(params, buf, sizeof buf);
+    return k > 0 && (size_t)k < sizeof buf && kv_label_ok(buf);
+}
+
 /* The table's promises hang together: a capability flag exactly when its
  * method is there, parameters with a struct to hold them, presets that
- * parse. */
+ * parse; and every name it shows is a label (strategy.h's text rule). */
 enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
 {
     if (o == NULL)
         return KV_ERR_INVALID;
     if (o->name == NULL || o->name[0] == '\0' || o->description == NULL || o->init == NULL ||
         o->update == NULL || o->view == NULL || o->state_size == 0 || (o->caps & ~KV_CAP_ALL))
+        return KV_ERR_INVALID;
+    if (!kv_label_ok(o->name))
         return KV_ERR_INVALID;
     if (!(o->caps & KV_CAP_CROP) != (o->crop == NULL) ||
         !(o->caps & KV_CAP_FORK) != (o->fork == NULL) ||
@@ -84,7 +110,8 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
         return KV_ERR_INVALID;
     for (int32_t i = 0; i < o->n_params; i++) {
         const struct kv_param *p = &o->params[i];
-        if (p->name == NULL || p->flag == NULL || strncmp(p->flag, "--", 2) != 0 ||
+        if (p->name == NULL || !kv_label_ok(p->name) || strchr(p->name, '=') != NULL ||
+            !flag_ok(p->flag) ||
             p->help == NULL || (unsigned)p->type >= KV_PARAM_TYPE_COUNT ||
             (p->type == KV_PARAM_CHOICE) != (p->n_choices > 0) ||
             (p->names != NULL && p->type != KV_PARAM_CHOICE))
@@ -96,7 +123,8 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
                 : p->offset + sizeof(int32_t) > o->params_size || !kv_param_accepts(p, p->def))
             return KV_ERR_INVALID;
         for (int32_t c = 0; p->names != NULL && c < p->n_choices; c++)
-            if (p->names[c] == NULL || p->names[c][0] == '\0')
+            if (p->names[c] == NULL || !kv_label_ok(p->names[c]) ||
+                strchr(p->names[c], '=') != NULL)
                 return KV_ERR_INVALID;
     }
     if (o->n_presets > 0 && o->presets == NULL)
@@ -105,14 +133,73 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
     if (o->params_size > 0 && params == NULL)
         return KV_ERR_NOMEM;
     enum kv_status st = KV_OK;
+    kv_params_defaults(o, params);
+    if (!label_of_ok(o, params))
+        st = KV_ERR_INVALID;
     for (int32_t i = 0; i < o->n_presets && st == KV_OK; i++) {
         kv_params_defaults(o, params);
-        if (o->presets[i].name == NULL || o->presets[i].params == NULL ||
-            kv_params_parse(o, params, o->presets[i].params) != KV_OK)
+        if (o->presets[i].name == NULL || !kv_label_ok(o->presets[i].name) ||
+            o->presets[i].params == NULL ||
+            kv_params_parse(o, params, o->presets[i].params) != KV_OK ||
+            !label_of_ok(o, params))
             st = KV_ERR_INVALID;
     }
     kv_free(params);
     return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reserved flags: the commands' own options                                */
+
+static char kv_reserved[KV_STRATEGY_MAX_RESERVED][KV_LABEL_MAX + 3];
+static int32_t kv_n_reserved;
+
+int kv_strategy_flag_reserved(const char *flag)
+{
+    for (int32_t i = 0; flag != NULL && i < kv_n_reserved; i++)
+        if (strcmp(kv_reserved[i], flag) == 0)
+            return 1;
+    return 0;
+}
+
+/* 1 when a parameter of o has this flag. */
+static int has_flag(const struct kv_strategy_ops *o, const char *flag)
+{
+    for (int32_t i = 0; i < o->n_params; i++)
+        if (o->params[i].flag != NULL && strcmp(o->params[i].flag, flag) == 0)
+            return 1;
+    return 0;
+}
+
+enum kv_status kv_strategy_reserve_flags(const char *const *flags, int32_t n)
+{
+    if (n == 0) {
+        kv_n_reserved = 0;
+        return KV_OK;
+    }
+    if (flags == NULL || n < 0)
+        return KV_ERR_INVALID;
+    /* every check first, so a refusal reserves nothing */
+    for (int32_t k = 0; k < n; k++) {
+        if (!flag_ok(flags[k]))
+            return KV_ERR_INVALID;
+        for (int32_t i = 0; i < kv_strategy_count(); i++)
+            if (has_flag(kv_strategy_at(i), flags[k]))
+                return KV_ERR_INVALID;
+    }
+    int32_t fresh = 0;
+    for (int32_t k = 0; k < n; k++) {
+        int dup = kv_strategy_flag_reserved(flags[k]);
+        for (int32_t j = 0; j < k && !dup; j++)
+            dup = strcmp(flags[j], flags[k]) == 0;
+        fresh += !dup;
+    }
+    if (fresh > KV_STRATEGY_MAX_RESERVED - kv_n_reserved)
+        return KV_ERR_FULL;
+    for (int32_t k = 0; k < n; k++)
+        if (!kv_strategy_flag_reserved(flags[k]))
+            snprintf(kv_reserved[kv_n_reserved++], sizeof kv_reserved[0], "%s", flags[k]);
+    return KV_OK;
 }
 
 enum kv_status kv_strategy_register(const struct kv_strategy_ops *ops)
@@ -120,6 +207,9 @@ enum kv_status kv_strategy_register(const struct kv_strategy_ops *ops)
     enum kv_status st = kv_strategy_validate(ops);
     if (st != KV_OK)
         return st;
+    for (int32_t i = 0; i < ops->n_params; i++)
+        if (kv_strategy_flag_reserved(ops->params[i].flag))
+            return KV_ERR_INVALID;
     if (name_taken(ops->name))
         return KV_ERR_INVALID;
     for (int32_t p = 0; p < ops->n_presets; p++)

@@ -104,9 +104,9 @@ enum kv_param_type {
     KV_PARAM_INT = 0, /* any integer in [lo, hi] */
     KV_PARAM_CHOICE,  /* one of choices[0 .. n_choices) */
     /* a text of at most text_size - 1 bytes, in a char field of that size:
-     * printable, without ';', '=', '"' or spaces (it goes into `k=v;k=v`
-     * and a CSV cell); a ',' given is stored as '+', so lists inside it
-     * are '+'-separated. The strategy's check() says what it means. */
+     * label characters (kv_label_ok) but '=' (it goes into `k=v;k=v` and a
+     * CSV cell); a ',' given is stored as '+', so lists inside it are
+     * '+'-separated. The strategy's check() says what it means. */
     KV_PARAM_TEXT,
     KV_PARAM_TYPE_COUNT
 };
@@ -320,6 +320,34 @@ struct kv_strategy_ops {
 };
 
 /* ------------------------------------------------------------------------ */
+/* Labels: the one text rule (params.c)                                     */
+
+/*
+ * Every name that ends up in a CSV cell, a plot title or legend, or a
+ * message kvlab prints - a strategy's name, a preset's, the label() a
+ * strategy returns, a frontier list's labels, a --layers-pattern, the CSV's
+ * strategy and label columns - is a label: 1 to KV_LABEL_MAX bytes, each a
+ * letter, a digit or one of KV_LABEL_PUNCT. So no comma, quote, backslash,
+ * space, ';', '$', backtick or control byte ever reaches a file or a
+ * terminal from a label. Checked where a label is made (kv_strategy_register,
+ * the frontier list, kv_sweep_check) and again where one is read (the CSV
+ * readers of compare and merge).
+ */
+#define KV_LABEL_MAX 63
+#define KV_LABEL_PUNCT "._+-:*=@%"
+/* 1 when s is a label (NULL is not). */
+int kv_label_ok(const char *s);
+/* 1 when c is a character of labels. */
+int kv_label_char_ok(int c);
+/* 0 when s is a label; else -1 and one sentence in why, naming the first
+ * bad character by position and (printable) value or code, e.g. "character
+ * 1 (';') is not allowed: a label has only letters, digits and ._+-:*=@%".
+ * Only a printable ASCII character is shown as itself; a control byte, a
+ * byte past 0x7e, a quote or backslash is named by its code, so the sentence
+ * is one clean line whatever s holds. */
+int kv_label_why(const char *s, char *why, size_t n);
+
+/* ------------------------------------------------------------------------ */
 /* Registry (registry.c)                                                    */
 
 /* NULL when no strategy has that name. */
@@ -341,8 +369,26 @@ const struct kv_strategy_ops *kv_strategy_at(int32_t i);
 enum kv_status kv_strategy_register(const struct kv_strategy_ops *ops);
 
 /* The completeness checks kv_strategy_register makes (KV_OK for every
- * built-in table: a test says so). */
+ * built-in table: a test says so), and the text rule: the name, every
+ * preset's name, every parameter's name (no '='), flag ("--" and a label)
+ * and choice names, and the label() of the defaults and of every preset
+ * are labels (kv_label_ok). */
 enum kv_status kv_strategy_validate(const struct kv_strategy_ops *ops);
+
+/*
+ * Reserves command-level option names ("--seed", "--threads", "--out" ...):
+ * from then on kv_strategy_register refuses (KV_ERR_INVALID) a table with a
+ * parameter whose flag is one of them, so a strategy's option can never
+ * shadow a command's. KV_ERR_INVALID, reserving nothing, when a flag does
+ * not start with "--" or an already registered strategy (built-in or extra)
+ * has a parameter with one of these flags; KV_ERR_FULL past
+ * KV_STRATEGY_MAX_RESERVED flags in all. Calls add up; n = 0 clears the
+ * reservation. Not thread-safe: call at start-up, like kv_strategy_register.
+ */
+#define KV_STRATEGY_MAX_RESERVED 256
+enum kv_status kv_strategy_reserve_flags(const char *const *flags, int32_t n);
+/* 1 when flag is reserved. */
+int kv_strategy_flag_reserved(const char *flag);
 
 /*
  * Resolves a name or a preset name: *ops and, when params is not NULL
@@ -413,14 +459,24 @@ struct kv_cache {
 };
 
 /* Validates the shape (positive sizes, overflow) and the parameters
- * (kv_params_check; params NULL: the table's defaults), then ops->init. */
+ * (kv_params_check; params NULL: the table's defaults), then ops->init.
+ * KV_ERR_INVALID for a NULL out, ops or cfg, and for a table without init
+ * or update, state_size 0, parameters past KV_PARAMS_MAX_BYTES or a
+ * parameter table without a struct.
+ *
+ * Every function of this section takes a NULL cache (or table): the ones
+ * returning a status return KV_ERR_INVALID, the size and count getters 0,
+ * the text ones an empty string (when buf has room) and 0, the dtype ones
+ * f32, kv_cache_has 0, kv_cache_destroy nothing. */
 enum kv_status kv_cache_create(struct kv_cache **out, const struct kv_strategy_ops *ops,
                                const struct kv_cache_config *cfg, const void *params);
 void kv_cache_destroy(struct kv_cache *c);
 enum kv_status kv_cache_update(struct kv_cache *c, int32_t layer, const float *k_new,
                                const float *v_new, int32_t n_new, int32_t pos0);
-/* *view <- the spans and mask of one layer (after its update); KV_ERR_INVALID
- * for a bad layer. The spans live in the cache (see pointer lifetime). */
+/* *view <- the spans and mask of one layer (after its update), and the
+ * shape of the cache's storage (view->batch, n_kv_heads, head_dim: the
+ * cache's, so kv_attn refuses params that differ); KV_ERR_INVALID for a bad
+ * layer. The spans live in the cache (see pointer lifetime). */
 enum kv_status kv_cache_view(const struct kv_cache *c, int32_t layer, struct kv_view *view);
 int32_t kv_cache_seq_len(const struct kv_cache *c, int32_t layer);
 size_t kv_cache_resident_bytes(const struct kv_cache *c);
@@ -428,16 +484,18 @@ size_t kv_cache_resident_bytes(const struct kv_cache *c);
 size_t kv_cache_layer_bytes(const struct kv_cache *c, int32_t layer);
 size_t kv_cache_copied_bytes(const struct kv_cache *c);
 /* *st <- the breakdown of the resident bytes (ops->stats, else everything
- * resident as tokens); all zero for a NULL cache. */
-void kv_cache_stats(const struct kv_cache *c, struct kv_cache_stats *st);
+ * resident as tokens). KV_ERR_INVALID for a NULL st, and for a NULL cache
+ * (*st then all zero). */
+enum kv_status kv_cache_stats(const struct kv_cache *c, struct kv_cache_stats *st);
 /* The strategy's picture of layer's storage (ops->show); 0 and an empty
- * string when it has none. */
+ * string when it has none (and for a bad layer or a NULL buf). */
 int kv_cache_show(const struct kv_cache *c, int32_t layer, char *buf, size_t n);
 enum kv_status kv_cache_reset(struct kv_cache *c);
 /* 1 when the cache has every flag of caps (its strategy's, for its
  * parameters: ops->caps_of). */
 int kv_cache_has(const struct kv_cache *c, uint32_t caps);
-/* The capabilities a cache of this strategy and parameters has. */
+/* The capabilities a cache of this strategy and parameters has (0 for a
+ * NULL table). */
 uint32_t kv_strategy_caps(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
                           const void *params);
 
@@ -457,13 +515,15 @@ enum kv_status kv_cache_mass_buffer(struct kv_cache *c, int32_t layer, const str
 enum kv_status kv_cache_observe(struct kv_cache *c, int32_t layer, const float *mass,
                                 int32_t n_heads);
 /* The strategy's one line for this cache (describe, else the description)
- * and its label (label, else the name); snprintf's count. */
+ * and its label (label, else the name); snprintf's count (buf NULL: the
+ * count of the plain description or name, nothing written). */
 int kv_cache_describe(const struct kv_cache *c, char *buf, size_t n);
 int kv_cache_label(const struct kv_cache *c, char *buf, size_t n);
 /* The dtype the cache stores tokens in (ops->dtype, else f32). */
 enum kv_dtype kv_cache_dtype(const struct kv_cache *c);
 /* The same for a strategy and parameters, before any cache exists
- * (params NULL: the table's defaults). */
+ * (params NULL: the table's defaults; cfg NULL: the plain description; a
+ * dtype outside the enum from the table's dtype method: f32). */
 int kv_strategy_describe(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,
                          const void *params, char *buf, size_t n);
 int kv_strategy_label(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n);

@@ -26,6 +26,7 @@
 
 #include "../kernels/kv_attention.h"
 #include "../kernels/kv_quant.h"
+#include "../strategies/strategy.h" /* a cache's view: test_view_shape_rejects */
 
 /*
  * Tolerance. The kernel works in float: a score is a dot product of head_dim
@@ -539,7 +540,8 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
     f->view = (struct kv_view){
         .spans = f->spans, .n_spans = f->n_spans,
         .mask = {.window = c->window, .n_sink = c->n_sink,
-                 .pad = c->batch > 1 || c->pad[0] ? f->c.pad : NULL}};
+                 .pad = c->batch > 1 || c->pad[0] ? f->c.pad : NULL},
+        .batch = c->batch, .n_kv_heads = c->kv_heads, .head_dim = d};
 }
 
 static void fixture_free(struct fixture *f)
@@ -1288,6 +1290,13 @@ START_TEST(test_check_rejects)
     } while (0)
     EXPECT_BAD_P(p.n_kv_heads = 3);
     EXPECT_BAD_P(p.n_kv_heads = 0);
+    /* params that differ from the shape the view states */
+    EXPECT_BAD_P(p.batch = 3);
+    EXPECT_BAD_P(p.n_kv_heads = 4);
+    EXPECT_BAD_P(p.head_dim = 32);
+    EXPECT_BAD_S(v.batch = -1);
+    EXPECT_BAD_S(v.n_kv_heads = -1);
+    EXPECT_BAD_S(v.head_dim = -1);
     EXPECT_BAD_P(p.batch = 0);
     EXPECT_BAD_P(p.n_q = 0);
     EXPECT_BAD_P(p.head_dim = 0);
@@ -1394,6 +1403,66 @@ START_TEST(test_check_rejects)
 }
 END_TEST
 
+/*
+ * Params asking for more sequences and kv heads than the cache behind the
+ * view holds: a view from kv_cache_view states the cache's shape, so
+ * kv_attn, kv_attn_ref, the check and the counts refuse the call instead of
+ * reading past the storage (before views stated it, the call returned
+ * KV_OK having read past the end of the cache's buffer).
+ */
+START_TEST(test_view_shape_rejects)
+{
+    enum { B = 2, KVH = 2, G = 2, D = 16, T = 5 };
+    const struct kv_strategy_ops *ops = kv_strategy_find("dynamic");
+    ck_assert_ptr_nonnull(ops);
+    const struct kv_cache_config cc = {.n_layers = 1, .batch = B, .n_kv_heads = KVH,
+                                       .head_dim = D};
+    struct kv_cache *c;
+    ck_assert_int_eq(kv_cache_create(&c, ops, &cc, NULL), KV_OK);
+    float kv[B * T * KVH * D];
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        kv[i] = (float)rnd(-1.0, 1.0);
+    ck_assert_int_eq(kv_cache_update(c, 0, kv, kv, T, 0), KV_OK);
+    struct kv_view v;
+    ck_assert_int_eq(kv_cache_view(c, 0, &v), KV_OK);
+    /* q and out sized for the largest call below: only the cache is short */
+    enum { QN = (B + 1) * (KVH + 1) * G * D };
+    float q[QN], out[QN], ref[QN];
+    for (int i = 0; i < QN; i++)
+        q[i] = (float)rnd(-1.0, 1.0);
+    const struct kv_attn_params good = {.batch = B, .n_q = 1, .n_heads = KVH * G,
+                                        .n_kv_heads = KVH, .head_dim = D, .q_pos0 = T - 1,
+                                        .scale = 0.25f, .n_threads = 1};
+    struct kv_attn_params bad[3] = {good, good, good};
+    bad[0].batch = B + 1;
+    bad[1].n_kv_heads = KVH + 1;
+    bad[1].n_heads = (KVH + 1) * G;
+    bad[2].batch = B + 1;
+    bad[2].n_kv_heads = KVH + 1;
+    bad[2].n_heads = (KVH + 1) * G;
+    size_t wsb = kv_attn_workspace_bytes(&bad[2]);
+    void *ws = kv_alloc(wsb);
+    ck_assert_ptr_nonnull(ws);
+    ck_assert_uint_ge(wsb, kv_attn_workspace_bytes(&good));
+    ck_assert_int_eq(kv_attn(out, q, &good, &v, ws, wsb), KV_OK);
+    ck_assert_int_eq(kv_attn_ref(ref, q, &good, &v), KV_OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_ge(wsb, kv_attn_workspace_bytes(&bad[i]));
+        ck_assert_int_eq(kv_attn_check(&bad[i], &v), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_attn(out, q, &bad[i], &v, ws, wsb), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_attn_ref(ref, q, &bad[i], &v), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_attn_visible_pairs(&bad[i], &v), 0);
+        ck_assert_uint_eq(kv_attn_span_bytes(&bad[i], &v), 0);
+    }
+    /* a shorter row than the cache's is in bounds but not its data */
+    struct kv_attn_params shorter = good;
+    shorter.head_dim = D / 2;
+    ck_assert_int_eq(kv_attn(out, q, &shorter, &v, ws, wsb), KV_ERR_INVALID);
+    kv_free(ws);
+    kv_cache_destroy(c);
+}
+END_TEST
+
 /* The workspace depends on the call's shape, never on the number of keys. */
 START_TEST(test_workspace_independent_of_keys)
 {
@@ -1438,6 +1507,7 @@ static Suite *attention_suite(void)
     tcase_add_loop_test(tc, test_visible_pairs, 0, N_TABLE);
     tcase_add_test(tc, test_span_bytes);
     tcase_add_test(tc, test_check_rejects);
+    tcase_add_test(tc, test_view_shape_rejects);
     tcase_add_test(tc, test_workspace_independent_of_keys);
     suite_add_tcase(s, tc);
     return s;

@@ -3,10 +3,12 @@
  * per-row limits on merged files.
  *
  * Inputs are written in the test, as the CSV text kvlab sweep writes: a few
- * metadata lines, schema v1's columns plus `label`, and rows. Each refusal
- * of merge.h is checked with its message (partial, repeated key, mixed
- * commit and schema, missing shards, a file that is not a kvlab CSV, a
- * merge of a merge), each permission (--allow-partial, --prefer newest,
+ * metadata lines, schema v1's columns plus `label` and `mlp`, and rows; the
+ * shards carry the id the planner would give their plan (shard.h). Each
+ * refusal of merge.h is checked with its message (partial, repeated key,
+ * mixed commit and schema, missing shards, a file that is not a kvlab CSV,
+ * a merge of a merge, a file cut short, rows away from their plan), each
+ * permission (--allow-partial, --prefer newest,
  * --allow-mixed) with what it produces, and every allocation failure in
  * turn must leave nothing allocated.
  */
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "../bench/merge.h"
+#include "../bench/shard.h"
 
 /* ------------------------------------------------------------------------ */
 /* Writing and reading test files                                           */
@@ -26,18 +29,55 @@
     "strategy,layers,dim,heads,kv_heads,head_dim,hidden,batch,window,bits,group,"        \
     "residual,threads,seq_len,reps,step_ns_median,step_ns_p95,attn_ns_median,"           \
     "flops_step,attn_flops_step,bytes_step,cache_bytes,copy_bytes_step,peak_rss_bytes,"  \
-    "max_abs_err,rel_err,token_match,label\n"
+    "max_abs_err,rel_err,token_match,label,mlp\n"
+
+static const char *strategy_of(const char *label)
+{
+    return strncmp(label, "quantized", 9) == 0 ? "quantized" : label;
+}
+
+static int bits_of(const char *label)
+{
+    return strcmp(label, "quantized-int4") == 0 ? 4 : strcmp(label, "quantized-int8") == 0 ? 8 : 32;
+}
 
 /* One row of (label, T); flops and bytes derived from T so rows differ. */
 static void add_row(char *buf, size_t cap, const char *label, int T, long step_ns)
 {
-    const char *strategy = strncmp(label, "quantized", 9) == 0 ? "quantized" : label;
-    int bits = strcmp(label, "quantized-int4") == 0 ? 4 : strcmp(label, "quantized-int8") == 0 ? 8 : 32;
     size_t n = strlen(buf);
     snprintf(buf + n, cap - n,
-             "%s,2,64,4,2,16,128,1,0,%d,0,0,2,%d,3,%ld,%ld,%ld,%d,%d,%d,%d,512,1000,0,0,1,%s\n",
-             strategy, bits, T, step_ns, step_ns + 100, step_ns / 4, 1000 * T, 100 * T,
-             5000 + 64 * T, 64 * T, label);
+             "%s,2,64,4,2,16,128,1,0,%d,0,0,2,%d,3,%ld,%ld,%ld,%d,%d,%d,%d,512,1000,0,0,1,%s,1\n",
+             strategy_of(label), bits_of(label), T, step_ns, step_ns + 100, step_ns / 4,
+             1000 * T, 100 * T, 5000 + 64 * T, 64 * T, label);
+}
+
+/* The rows of the test plan: shard 1 holds dynamic, shard 2 none and
+ * quantized-int8 (shard_text). */
+static const struct {
+    const char *label;
+    int T, shard;
+} plan_rows[] = {{"dynamic", 64, 1},        {"dynamic", 128, 1}, {"quantized-int8", 64, 2},
+                 {"none", 128, 2},          {"none", 64, 2}};
+#define N_PLAN_ROWS ((int)(sizeof plan_rows / sizeof plan_rows[0]))
+
+static uint64_t row_hash(int i)
+{
+    struct kv_plan_key k = {.strategy = strategy_of(plan_rows[i].label),
+                            .label = plan_rows[i].label, .shard = plan_rows[i].shard,
+                            .v = {2, 64, 4, 2, 16, 128, 1, 0, bits_of(plan_rows[i].label), 0, 0,
+                                  2, plan_rows[i].T}};
+    return kv_plan_row_hash(&k);
+}
+
+/* The id the planner gives that plan (shard.h), as the metadata records it. */
+static uint64_t test_plan_id(void)
+{
+    struct kv_plan_config_key c = {.seed = 7, .warmup = 1, .reps = 3, .mlp = 1,
+                                   .rates = {160, 18, 2}, .n_shards = 2, .n_rows = N_PLAN_ROWS};
+    uint64_t d = 0;
+    for (int i = 0; i < N_PLAN_ROWS; i++)
+        d += row_hash(i);
+    return kv_plan_id_of(&c, d);
 }
 
 /* Metadata block: commit, date, host, limits, optional shard/plan/partial. */
@@ -49,10 +89,12 @@ static void add_meta(char *buf, size_t cap, const char *commit, const char *date
                           "# kvlab sweep\n# schema=1\n# commit=%s\n# date=%s\n# cpu=Test CPU, "
                           "rev 2\n# host=%s\n# threads=2\n# read_gbps=%.1f\n"
                           "# sgemm_gflops=100.0\n# strategies=none,dynamic,quantized-int8\n"
+                          "# seed=7\n# warmup=1\n# reps_mode=fixed\n"
                           "# partial=%d\n# sweep_s=2.5\n# pred_s=2.0\n",
                           commit, date, host, read_gbps, partial);
     if (shard != NULL)
-        snprintf(buf + n, cap - n, "# shard=%s\n# plan=00000000000000aa\n", shard);
+        snprintf(buf + n, cap - n, "# shard=%s\n# plan=%016llx\n# plan_rates=160,18,2\n",
+                 shard, (unsigned long long)test_plan_id());
 }
 
 struct files {
@@ -327,11 +369,13 @@ START_TEST(mixed_commits_and_schemas_need_allow_mixed)
     char extra[8192] = "";
     const char *h = strstr(t2, "strategy,");
     memcpy(extra, t2, (size_t)(h - t2));
-    strcat(extra, "strategy,layers,dim,heads,kv_heads,head_dim,hidden,batch,window,bits,group,"
-                  "residual,threads,seq_len,reps,step_ns_median,step_ns_p95,attn_ns_median,"
-                  "flops_step,attn_flops_step,bytes_step,cache_bytes,copy_bytes_step,"
-                  "peak_rss_bytes,max_abs_err,rel_err,token_match,label,extra\n"
-                  "none,2,64,4,2,16,128,1,0,32,0,0,2,64,3,10,20,5,1,1,1,0,0,1,0,0,1,none,7\n");
+    /* the same rows, each with one more column */
+    for (const char *line = h; *line != '\0';) {
+        const char *e = strchr(line, '\n');
+        strncat(extra, line, (size_t)(e - line));
+        strcat(extra, line == h ? ",extra\n" : ",7\n");
+        line = e + 1;
+    }
     parse_into(&f, t1, "shard-1.csv");
     parse_into(&f, extra, "shard-2.csv");
     ck_assert_int_eq(merge(&r, &f, (struct kv_merge_opts){0}, err), KV_ERR_FORMAT);
@@ -343,7 +387,7 @@ START_TEST(mixed_commits_and_schemas_need_allow_mixed)
     ck_assert_int_ge(je, 0);
     ck_assert_int_lt(je, kv_csv_col(m, "source"));
     ck_assert_str_eq(kv_csv_cell(m, 0, je), "7");  /* none 64, from shard 2 */
-    ck_assert_str_eq(kv_csv_cell(m, 1, je), "");   /* dynamic 64, shard 1: no such column */
+    ck_assert_str_eq(kv_csv_cell(m, 2, je), "");   /* dynamic 64, shard 1: no such column */
     kv_csv_destroy(m);
     kv_merge_destroy(r);
     files_free(&f);
@@ -509,6 +553,112 @@ START_TEST(compare_normalizes_merged_rows_by_their_own_limits)
 }
 END_TEST
 
+/* A shard cut inside its last field (no final newline) is refused, naming
+ * the file and line, even when what is left still parses: 262144 cut to
+ * 2621 is a number too. */
+START_TEST(truncated_shard_is_refused)
+{
+    struct files f = {0};
+    shard_text(t1, sizeof t1, 1, "abc", "2025-01-01T10:00:00Z", "node1", 20.0, 0);
+    shard_text(t2, sizeof t2, 2, "abc", "2025-01-01T10:05:00Z", "node2", 30.0, 0);
+    t2[strlen(t2) - 1] = '\0'; /* "...,none,1\n" -> "...,none,1" */
+    parse_into(&f, t1, "shard-1.csv");
+    parse_into(&f, t2, "shard-2.csv");
+    struct kv_merge_result *r = NULL;
+    char err[KV_CSV_ERR_LEN];
+    for (int allow = 0; allow < 2; allow++) {
+        ck_assert_int_eq(merge(&r, &f, (struct kv_merge_opts){.allow_partial = allow,
+                                                              .allow_mixed = allow}, err),
+                         KV_ERR_FORMAT);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(strncmp(err, "shard-2.csv:", 12) == 0 && strstr(err, "no newline") != NULL,
+                      "%s", err);
+        ck_assert_ptr_null(strchr(err, '\n'));
+    }
+    files_free(&f);
+}
+END_TEST
+
+/* Rows edited away from the plan: a configuration column changed, a row
+ * moved to the other shard, a row swapped for another (the counts still
+ * right): the complete set of shards no longer gives the plan's id. */
+START_TEST(rows_away_from_the_plan_are_refused)
+{
+    struct files f = {0};
+    struct kv_merge_result *r = NULL;
+    char err[KV_CSV_ERR_LEN];
+    for (int how = 0; how < 4; how++) {
+        shard_text(t1, sizeof t1, 1, "abc", "2025-01-01T10:00:00Z", "node1", 20.0, 0);
+        shard_text(t2, sizeof t2, 2, "abc", "2025-01-01T10:05:00Z", "node2", 30.0, 0);
+        char *p = strstr(t2, "\nnone,2,64,4,2,16,128,1,0,32,0,0,2,128,");
+        ck_assert_ptr_nonnull(p);
+        if (how == 0) { /* seq_len 128 -> 256 */
+            memcpy(p + 35, "256", 3);
+        } else if (how == 1) { /* threads 2 -> 4 */
+            p[33] = '4';
+        } else if (how == 2) { /* the none 128 row moved to shard 1 */
+            char *e = strchr(p + 1, '\n');
+            char row[512];
+            snprintf(row, sizeof row, "%.*s", (int)(e - p), p + 1);
+            memmove(p, e, strlen(e) + 1);
+            strcat(t1, row);
+            strcat(t1, "\n");
+        } else { /* its label edited */
+            char *l = strstr(p + 1, ",none,1\n");
+            ck_assert_ptr_nonnull(l);
+            memcpy(l + 1, "nada", 4);
+        }
+        parse_into(&f, t1, "shard-1.csv");
+        parse_into(&f, t2, "shard-2.csv");
+        ck_assert_int_eq(merge(&r, &f, (struct kv_merge_opts){0}, err), KV_ERR_FORMAT);
+        ck_assert_msg(strstr(err, "do not hold the rows it assigns") != NULL, "%d: %s", how,
+                      err);
+        ck_assert_ptr_null(strchr(err, '\n'));
+        files_free(&f);
+    }
+}
+END_TEST
+
+/* A shard with `# shard_digest=` (kv_plan_shard_digest) is checked alone and
+ * named, also in a merge missing other shards. */
+START_TEST(shard_digest_checks_one_file)
+{
+    struct files f = {0};
+    struct kv_merge_result *r = NULL;
+    char err[KV_CSV_ERR_LEN];
+    uint64_t d1 = 0;
+    for (int i = 0; i < N_PLAN_ROWS; i++)
+        if (plan_rows[i].shard == 1)
+            d1 += row_hash(i);
+    for (int edit = 0; edit < 2; edit++) {
+        shard_text(t1, sizeof t1, 1, "abc", "2025-01-01T10:00:00Z", "node1", 20.0, 0);
+        char *h = strstr(t1, "strategy,");
+        char rest[8192];
+        snprintf(rest, sizeof rest, "%s", h);
+        snprintf(h, sizeof t1 - (size_t)(h - t1), "# shard_digest=%016llx\n%s",
+                 (unsigned long long)d1, rest);
+        if (edit) {
+            char *p = strstr(t1, "\ndynamic,2,64,4,2,16,128,1,0,32,0,0,2,128,");
+            ck_assert_ptr_nonnull(p);
+            memcpy(p + 38, "129", 3);
+        }
+        parse_into(&f, t1, "shard-1.csv");
+        enum kv_status st = merge(&r, &f, (struct kv_merge_opts){.allow_partial = 1}, err);
+        if (!edit) {
+            ck_assert_msg(st == KV_OK, "%s", err);
+            kv_merge_destroy(r);
+            r = NULL;
+        } else {
+            ck_assert_int_eq(st, KV_ERR_FORMAT);
+            ck_assert_msg(strncmp(err, "shard-1.csv:", 12) == 0 &&
+                              strstr(err, "not the ones shard 1/2 of its plan assigns") != NULL,
+                          "%s", err);
+        }
+        files_free(&f);
+    }
+}
+END_TEST
+
 /* Every allocation failure in turn: an error, nothing leaked. */
 START_TEST(allocation_failures_clean_up)
 {
@@ -555,6 +705,9 @@ static Suite *merge_suite(void)
     tcase_add_test(t, schema2_params_are_in_the_key);
     tcase_add_test(t, foreign_and_merged_files_are_refused);
     tcase_add_test(t, compare_normalizes_merged_rows_by_their_own_limits);
+    tcase_add_test(t, truncated_shard_is_refused);
+    tcase_add_test(t, rows_away_from_the_plan_are_refused);
+    tcase_add_test(t, shard_digest_checks_one_file);
     tcase_add_test(t, allocation_failures_clean_up);
     suite_add_tcase(s, t);
     return s;

@@ -436,6 +436,142 @@ START_TEST(shards_of_a_sweep_are_the_whole_sweep)
 }
 END_TEST
 
+/*
+ * A row's figures depend on its own configuration only, never on the rows
+ * around it: every shard's rows - and each row measured alone - have the
+ * whole sweep's error columns, bit for bit. KIVI's residual and block
+ * flushes depend on the appends that built the cache, and a batch row's
+ * tokens must not depend on the sweep's capacity.
+ */
+START_TEST(rows_do_not_depend_on_the_other_rows)
+{
+    static const char *const names[] = {"dynamic", "kivi-2", "quantized-int4", "sliding",
+                                        "h2o", "none"};
+    static const int32_t lens[] = {32, 48, 64};
+    struct kv_sweep_config cfg;
+    config(&cfg, names, 6, lens, 3);
+    cfg.batch = 2;
+    cfg.reps = 3;
+    struct kv_model_config mc = tiny_model_config(kv_sweep_capacity(&cfg));
+    struct kv_model *m = NULL;
+    ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 7), KV_OK);
+    static struct collect whole, part;
+    memset(&whole, 0, sizeof whole);
+    cfg.on_row = collect_row;
+    cfg.user = &whole;
+    int32_t interrupted = 0;
+    ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+    ck_assert_int_eq(whole.n, 18);
+    static uint32_t only[KV_SWEEP_MAX_STRATEGIES];
+    cfg.user = &part;
+    cfg.only = only;
+    /* every row alone, then the shards of a 3-way plan */
+    for (int pass = 0; pass < 2; pass++) {
+        cfg.only = NULL; /* the plan is of the whole sweep */
+        struct kv_plan *p = pass == 1 ? plan_of(&cfg, &mc, 3) : NULL;
+        cfg.only = only;
+        const int n_runs = pass == 0 ? whole.n : 3;
+        for (int k = 0; k < n_runs; k++) {
+            memset(&part, 0, sizeof part);
+            if (pass == 0) {
+                memset(only, 0, sizeof only);
+                only[whole.rows[k].strategy] = 1u << whole.rows[k].len_index;
+            } else {
+                kv_plan_select(p, k + 1, only);
+            }
+            ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+            for (int i = 0; i < part.n; i++) {
+                const struct kv_sweep_row *a = &part.rows[i];
+                const struct kv_sweep_row *w = find_row(&whole, a->strategy, a->len_index);
+                ck_assert_ptr_nonnull(w);
+                ck_assert_msg(a->rel_err == w->rel_err && a->max_abs_err == w->max_abs_err &&
+                                  a->token_match == w->token_match &&
+                                  a->cache_bytes == w->cache_bytes &&
+                                  a->copy_bytes_step == w->copy_bytes_step,
+                              "%s T=%d (%s): rel_err %.9g, whole sweep %.9g",
+                              names[a->strategy], a->seq_len, pass ? "shard" : "alone",
+                              a->rel_err, w->rel_err);
+            }
+        }
+        kv_plan_destroy(p);
+    }
+    cfg.only = NULL;
+    kv_model_destroy(m);
+}
+END_TEST
+
+/* A per-layer pattern of more than one entry (the README's
+ * sliding:1024*3+dynamic, here on 2 layers) is planned, every layer probed:
+ * the predicted FLOPs and bytes are the measured ones. A pattern the model
+ * refuses is named, with its reason. */
+START_TEST(hybrid_patterns_are_planned)
+{
+    static const char *const names[] = {"dynamic", "hybrid"};
+    struct kv_sweep_config cfg;
+    config(&cfg, names, 2, tiny_lens, 3);
+    ck_assert_int_eq(kv_params_set_text(cfg.strategies[1].ops, cfg.strategies[1].params,
+                                        "pattern", "sliding:8*1+dynamic"), KV_OK);
+    struct kv_model_config mc = tiny_model_config(kv_sweep_capacity(&cfg));
+    struct kv_plan *p = plan_of(&cfg, &mc, 2);
+    ck_assert_int_eq(p->n_rows, 6);
+    struct kv_model *m = NULL;
+    ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 7), KV_OK);
+    static struct collect whole;
+    memset(&whole, 0, sizeof whole);
+    cfg.on_row = collect_row;
+    cfg.user = &whole;
+    int32_t interrupted = 0;
+    ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+    for (int32_t r = 0; r < p->n_rows; r++) {
+        const struct kv_plan_row *pr = &p->rows[r];
+        const struct kv_sweep_row *w = find_row(&whole, pr->strategy, pr->len_index);
+        ck_assert_ptr_nonnull(w);
+        ck_assert_msg(pr->flops_step == w->gemm_flops_step + w->attn_flops_step &&
+                          pr->bytes_step == (int64_t)w->bytes_step &&
+                          pr->copy_bytes == (int64_t)w->copy_bytes_step,
+                      "%s T=%d: predicted %lld FLOPs %lld bytes, measured %lld %zu",
+                      names[pr->strategy], pr->seq_len, (long long)pr->flops_step,
+                      (long long)pr->bytes_step,
+                      (long long)(w->gemm_flops_step + w->attn_flops_step), w->bytes_step);
+    }
+    kv_plan_destroy(p);
+    kv_model_destroy(m);
+    /* 4 layers of pattern on a 2-layer model: refused, naming it and why */
+    ck_assert_int_eq(kv_params_set_text(cfg.strategies[1].ops, cfg.strategies[1].params,
+                                        "pattern", "sliding:8*3+dynamic"), KV_OK);
+    snprintf(cfg.strategies[1].label, sizeof cfg.strategies[1].label, "hybrid");
+    struct kv_plan_rates rates;
+    kv_plan_rates_default(&rates);
+    const char *why = NULL;
+    ck_assert_int_eq(kv_plan_create(&p, &cfg, &mc, &rates, 1, &why), KV_ERR_INVALID);
+    ck_assert_ptr_nonnull(why);
+    ck_assert_msg(strncmp(why, "hybrid: ", 8) == 0 && strstr(why, "does not divide") != NULL,
+                  "%s", why);
+}
+END_TEST
+
+/* A sweep with an `only` mask (a frontier: each configuration at its T) is
+ * planned on those rows only, so its shards measure what the unsharded
+ * sweep does and nothing more. */
+START_TEST(plan_keeps_the_sweeps_only_mask)
+{
+    struct kv_sweep_config cfg;
+    config(&cfg, all_names + 1, 3, tiny_lens, 4);
+    static uint32_t only[KV_SWEEP_MAX_STRATEGIES];
+    memset(only, 0, sizeof only);
+    only[0] = 0xfu;       /* dynamic at every T */
+    only[1] = 1u << 2;    /* dynamic-concat at 64 */
+    only[2] = 1u << 3;    /* static at 128 */
+    cfg.only = only;
+    struct kv_model_config mc = tiny_model_config(kv_sweep_capacity(&cfg));
+    struct kv_plan *p = plan_of(&cfg, &mc, 3);
+    ck_assert_int_eq(p->n_rows, 6);
+    for (int32_t r = 0; r < p->n_rows; r++)
+        ck_assert((only[p->rows[r].strategy] >> p->rows[r].len_index) & 1u);
+    kv_plan_destroy(p);
+}
+END_TEST
+
 /* A selection with no row is refused up front. */
 START_TEST(an_empty_selection_is_refused)
 {
@@ -479,6 +615,9 @@ static Suite *shard_suite(void)
     tcase_set_timeout(run, 120);
     tcase_add_test(run, shards_of_a_sweep_are_the_whole_sweep);
     tcase_add_test(run, an_empty_selection_is_refused);
+    tcase_add_test(run, rows_do_not_depend_on_the_other_rows);
+    tcase_add_test(run, hybrid_patterns_are_planned);
+    tcase_add_test(run, plan_keeps_the_sweeps_only_mask);
     suite_add_tcase(s, run);
     return s;
 }

@@ -1020,6 +1020,60 @@ START_TEST(test_conformance_attention)
 }
 END_TEST
 
+/*
+ * Every view states the shape of the cache behind it (batch, kv heads,
+ * head_dim, each layer, and the batch again after a reorder), so the kernel
+ * refuses params asking for one sequence or kv head more than the storage
+ * holds (KV_ERR_INVALID) instead of reading past it.
+ */
+START_TEST(test_conformance_view_shape)
+{
+    const struct variant var = variant_at(_i);
+    const struct conf *cfg = &conf_cfgs[0];
+    if (variant_refuses(var, cfg))
+        return;
+    struct feed f;
+    feed_init(&f, cfg, 8, 41);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(tcreate_v(&c, var, cfg), KV_OK);
+    ck_assert_int_eq(feed_step(&f, c, 0, 4), KV_OK);
+    for (int32_t l = 0; l < cfg->n_layers; l++) {
+        struct kv_view v;
+        ck_assert_int_eq(kv_cache_view(c, l, &v), KV_OK);
+        REQUIRE(v.batch == cfg->batch && v.n_kv_heads == cfg->n_kv_heads &&
+                    v.head_dim == cfg->head_dim,
+                "%s layer %d: view states %d x %d x %d, the cache is %d x %d x %d",
+                var.ops->name, l, v.batch, v.n_kv_heads, v.head_dim, cfg->batch,
+                cfg->n_kv_heads, cfg->head_dim);
+        const int hist = kv_cache_has(c, KV_CAP_KEEPS_HISTORY);
+        const struct kv_attn_params good = {
+            .batch = cfg->batch, .n_q = hist ? 1 : 4, .n_heads = 2 * cfg->n_kv_heads,
+            .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim, .q_pos0 = hist ? 3 : 0,
+            .scale = 0.25f, .n_threads = 1};
+        ck_assert_int_eq(kv_attn_check(&good, &v), KV_OK);
+        struct kv_attn_params p = good;
+        p.batch++;
+        p.n_kv_heads++;
+        p.n_heads = 2 * p.n_kv_heads;
+        ck_assert_int_eq(kv_attn_check(&p, &v), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_attn_ref(NULL, NULL, &p, &v), KV_ERR_INVALID);
+        p = good;
+        p.batch++;
+        ck_assert_int_eq(kv_attn_check(&p, &v), KV_ERR_INVALID);
+    }
+    if (kv_cache_has(c, KV_CAP_REORDER)) {
+        const int32_t src[1] = {cfg->batch - 1};
+        ck_assert_int_eq(kv_cache_reorder(c, src, 1), KV_OK);
+        struct kv_view v;
+        ck_assert_int_eq(kv_cache_view(c, 0, &v), KV_OK);
+        REQUIRE(v.batch == 1, "%s: after a reorder to one sequence the view states %d",
+                var.ops->name, v.batch);
+    }
+    kv_cache_destroy(c);
+    feed_free(&f);
+}
+END_TEST
+
 /* The table: complete, self-describing, parameters that round-trip through
  * their text form and refuse what their range refuses, presets that
  * resolve and pass the strategy's own check on a shape they fit. */
@@ -2173,6 +2227,122 @@ START_TEST(test_static_sliding_bad_configs)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Registration: reserved flags and the text rule                           */
+
+/* dynamic's table with one parameter of a given flag, no presets: a table
+ * kv_strategy_validate accepts, so a refusal is the registry's. */
+static const struct kv_param flag_test_param[] = {
+    {.name = "depth", .flag = "--seed", .type = KV_PARAM_INT, .lo = 0, .hi = 2, .def = 0,
+     .help = "a test parameter whose flag is a command's", .offset = 0},
+};
+
+static struct kv_strategy_ops flag_test_ops(const char *name,
+                                            const struct kv_param *params)
+{
+    struct kv_strategy_ops o = *kv_strategy_find("dynamic");
+    o.name = name;
+    o.params = params;
+    o.n_params = 1;
+    o.presets = NULL;
+    o.n_presets = 0;
+    return o;
+}
+
+/* A strategy parameter whose flag is a command's option (reserved by the
+ * CLI at start-up) is refused at registration; reserving a flag that a
+ * registered strategy (built-in or extra) already has is refused and
+ * reserves nothing. */
+START_TEST(test_reserved_flags)
+{
+    static const char *const cmd_flags[] = {"--seed", "--threads", "--out"};
+    const int32_t n0 = kv_strategy_count();
+    const struct kv_strategy_ops seed_ops = flag_test_ops("seed-test", flag_test_param);
+    ck_assert_int_eq(kv_strategy_validate(&seed_ops), KV_OK);
+    ck_assert_int_eq(kv_strategy_reserve_flags(cmd_flags, 3), KV_OK);
+    ck_assert(kv_strategy_flag_reserved("--seed") && kv_strategy_flag_reserved("--out"));
+    ck_assert(!kv_strategy_flag_reserved("--window"));
+    ck_assert_int_eq(kv_strategy_register(&seed_ops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_strategy_count(), n0);
+    ck_assert_ptr_null(kv_strategy_find("seed-test"));
+    ck_assert_int_eq(kv_strategy_reserve_flags(cmd_flags, 3), KV_OK); /* again: no-op */
+    /* a built-in's flag (sliding's --window), an extra's (the test-only
+     * paged caches' --page): refused, and "--fresh" with it not reserved */
+    static const char *const clash[] = {"--fresh", "--window"};
+    ck_assert_int_eq(kv_strategy_reserve_flags(clash, 2), KV_ERR_INVALID);
+    ck_assert(!kv_strategy_flag_reserved("--fresh"));
+    static const char *const clash_extra[] = {"--page"};
+    ck_assert_ptr_nonnull(kv_strategy_find("test-pages"));
+    ck_assert_int_eq(kv_strategy_reserve_flags(clash_extra, 1), KV_ERR_INVALID);
+    static const char *const bad[] = {"seed", "--", "--a b", "--x\"y"};
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_eq(kv_strategy_reserve_flags(&bad[k], 1), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_strategy_reserve_flags(NULL, 1), KV_ERR_INVALID);
+    /* cleared: the table is fine again (validated, not registered here) */
+    ck_assert_int_eq(kv_strategy_reserve_flags(NULL, 0), KV_OK);
+    ck_assert(!kv_strategy_flag_reserved("--seed"));
+    ck_assert_int_eq(kv_strategy_validate(&seed_ops), KV_OK);
+    ck_assert_int_eq(kv_strategy_count(), n0);
+}
+END_TEST
+
+static int quote_label(const void *params, char *buf, size_t n)
+{
+    (void)params;
+    return snprintf(buf, n, "dyn\"amic");
+}
+
+static const struct kv_preset comma_preset[] = {{.name = "dyn,f16", .params = "dtype=f16"}};
+static const struct kv_param bad_name_param[] = {
+    {.name = "a=b", .flag = "--ab", .type = KV_PARAM_INT, .lo = 0, .hi = 2, .def = 0,
+     .help = "x", .offset = 0},
+};
+static const struct kv_param bad_flag_param[] = {
+    {.name = "ab", .flag = "--a;b", .type = KV_PARAM_INT, .lo = 0, .hi = 2, .def = 0,
+     .help = "x", .offset = 0},
+};
+
+/* Every name a table shows is a label (strategy.h's text rule): its name,
+ * its presets', its parameters' and flags, and what label() returns; every
+ * built-in table and preset passes. */
+START_TEST(test_registration_text_rule)
+{
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *o = kv_strategy_at(i);
+        ck_assert_msg(kv_label_ok(o->name), "%s", o->name);
+        for (int32_t p = 0; p < o->n_presets; p++)
+            ck_assert_msg(kv_label_ok(o->presets[p].name), "%s", o->presets[p].name);
+        ck_assert_int_eq(kv_strategy_validate(o), KV_OK);
+    }
+    const int32_t n0 = kv_strategy_count();
+    struct kv_strategy_ops o = *kv_strategy_find("dynamic");
+    static const char *const bad_names[] = {"my cache", "a,b", "q\"x", "e\x1b", "$x", "",
+                                            "semi;colon", "back\\slash", "tick`"};
+    for (size_t k = 0; k < sizeof bad_names / sizeof bad_names[0]; k++) {
+        o = *kv_strategy_find("dynamic");
+        o.name = bad_names[k];
+        o.presets = NULL;
+        o.n_presets = 0;
+        ck_assert_int_eq(kv_strategy_validate(&o), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_strategy_register(&o), KV_ERR_INVALID);
+    }
+    o = *kv_strategy_find("dynamic");
+    o.name = "fresh-name";
+    o.presets = comma_preset;
+    o.n_presets = 1;
+    ck_assert_int_eq(kv_strategy_validate(&o), KV_ERR_INVALID);
+    o.presets = NULL;
+    o.n_presets = 0;
+    o.label = quote_label;
+    ck_assert_int_eq(kv_strategy_validate(&o), KV_ERR_INVALID);
+    o = flag_test_ops("fresh-name", bad_name_param);
+    ck_assert_int_eq(kv_strategy_validate(&o), KV_ERR_INVALID);
+    o = flag_test_ops("fresh-name", bad_flag_param);
+    ck_assert_int_eq(kv_strategy_validate(&o), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_strategy_count(), n0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Suites                                                                   */
 
 static Suite *strategies_suite(void)
@@ -2188,6 +2358,7 @@ static Suite *strategies_suite(void)
     tcase_add_loop_test(tc, test_conformance_bad_configs, 0, n);
     tcase_add_loop_test(tc, test_conformance_alloc_failure, 0, 2 * n);
     tcase_add_loop_test(tc, test_conformance_attention, 0, 3 * n);
+    tcase_add_loop_test(tc, test_conformance_view_shape, 0, n);
     tcase_add_loop_test(tc, test_conformance_table, 0, n);
     tcase_add_loop_test(tc, test_conformance_memory, 0, n * N_SCHEDS);
     tcase_add_loop_test(tc, test_conformance_bounds, 0, n);
@@ -2197,6 +2368,8 @@ static Suite *strategies_suite(void)
     tc = tcase_create("core");
     tcase_add_test(tc, test_registry);
     tcase_add_test(tc, test_wrapper_defaults);
+    tcase_add_test(tc, test_reserved_flags);
+    tcase_add_test(tc, test_registration_text_rule);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("per-strategy");

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../bench/cli_cmd.h"
 #include "../bench/commands.h"
 #include "../bench/csv_write.h"
 #include "../bench/roofline.h"
@@ -393,6 +394,51 @@ START_TEST(sweep_rejects_bad_configs)
 }
 END_TEST
 
+/* The text rule (strategy.h) before any work: a label that is not one -
+ * a quote, an escape byte, a comma, a space - is refused by kv_sweep_check,
+ * so a sweep never writes what compare and merge then refuse; the repeat
+ * checks every list-taking command shares. */
+START_TEST(sweep_refuses_bad_labels_and_repeats)
+{
+    static const char *const names[] = {"dynamic", "quantized-int8"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 2);
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    const char *why = NULL;
+    ck_assert_int_eq(kv_sweep_check(&cfg, m, &why), KV_OK);
+    static const char *const bad_labels[] = {"q\"x", "e\x1b[31m", "a,b", "a b", "", "x;rm",
+                                             "$(id)", "`id`", "back\\slash"};
+    for (size_t k = 0; k < sizeof bad_labels / sizeof bad_labels[0]; k++) {
+        struct kv_sweep_config bad = cfg;
+        snprintf(bad.strategies[1].label, sizeof bad.strategies[1].label, "%s", bad_labels[k]);
+        ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+        ck_assert_ptr_nonnull(why);
+        ck_assert_msg(strstr(why, "label") != NULL && strpbrk(why, "\x1b\n\"") == NULL,
+                      "%zu: %s", k, why);
+        int32_t interrupted = 0;
+        ck_assert_int_eq(kv_sweep_run(&bad, m, &interrupted), KV_ERR_INVALID);
+    }
+    struct kv_sweep_config ok = cfg;
+    snprintf(ok.strategies[1].label, sizeof ok.strategies[1].label, "int8@12.5%%");
+    ck_assert_int_eq(kv_sweep_check(&ok, m, &why), KV_OK);
+    /* repeats */
+    ck_assert(kv_sweep_same_config(cfg.strategies[0].ops, cfg.strategies[0].params,
+                                   cfg.strategies[0].ops, cfg.strategies[0].params));
+    ck_assert(!kv_sweep_same_config(cfg.strategies[0].ops, cfg.strategies[0].params,
+                                    cfg.strategies[1].ops, cfg.strategies[1].params));
+    struct kv_sweep_strategy q4 = cfg.strategies[1];
+    ck_assert_int_eq(kv_params_set(q4.ops, q4.params, "bits", 4), KV_OK);
+    ck_assert(!kv_sweep_same_config(q4.ops, q4.params, cfg.strategies[1].ops,
+                                    cfg.strategies[1].params));
+    static const int32_t b1[] = {1, 2, 4, 8}, b2[] = {4, 2, 4};
+    int32_t first = -1;
+    ck_assert_int_eq(kv_sweep_list_repeat(b1, 4, &first), -1);
+    ck_assert_int_eq(kv_sweep_list_repeat(b2, 3, &first), 2);
+    ck_assert_int_eq(first, 0);
+    kv_model_destroy(m);
+}
+END_TEST
+
 /*
  * The data-loss rule of `kvlab sweep` (cmd_sweep.c), in process: with every
  * allocation failed in turn (alone, and with all after it), a run either
@@ -410,7 +456,7 @@ START_TEST(sweep_failed_run_keeps_previous_file)
     snprintf(out, sizeof out, "%s/results.csv", dir);
     char *argv[] = {"sweep", "--layers", "1", "--dim", "16", "--heads", "2", "--kv-heads", "2",
                     "--hidden", "24", "--vocab", "64", "--seq-lens", "16,32", "--reps", "1",
-                    "--warmup", "0", "--threads", "1", "--group", "8", "--strategies", "dynamic,static",
+                    "--warmup", "0", "--threads", "1", "--strategies", "dynamic,static",
                     "--no-roofline", "--quiet", "--out", out, NULL};
     int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
     ck_assert_ptr_nonnull(freopen("/dev/null", "w", stderr)); /* one line per failure */
@@ -422,7 +468,7 @@ START_TEST(sweep_failed_run_keeps_previous_file)
         fputs("previous results\n", f);
         fclose(f);
         kv_alloc_fail_at(k, sticky);
-        int rc = kv_cmd_sweep(argc, argv);
+        int rc = kv_cmd_main(&kv_cmd_sweep_def, argc, argv);
         kv_alloc_fail_at(0, 0);
         ck_assert_int_ge(slurp(out, buf, sizeof buf), 0);
         if (rc == 0) {
@@ -529,6 +575,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(sw, sweep_rows_are_centred_and_counted);
     tcase_add_test(sw, sweep_interrupt_drops_the_row_in_flight);
     tcase_add_test(sw, sweep_rejects_bad_configs);
+    tcase_add_test(sw, sweep_refuses_bad_labels_and_repeats);
     tcase_add_test(sw, sweep_nan_is_a_difference);
     tcase_add_test(sw, sweep_alloc_failures_clean_up);
     tcase_add_test(sw, sweep_failed_run_keeps_previous_file);

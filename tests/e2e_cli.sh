@@ -22,7 +22,7 @@ bad() {
 
 # A small model so every run takes milliseconds.
 SMALL=(--layers 2 --dim 64 --heads 4 --kv-heads 2 --hidden 96 --vocab 256 --max-len 128
-    --threads 1 --group 8)
+    --threads 1)
 
 # run ARGS...: runs kvlab, sets rc, leaves stdout/stderr in $tmp/out, $tmp/err
 run() {
@@ -89,9 +89,21 @@ expect_bad "strategies with an argument" strategies extra
 # ---------------------------------------------------------------------------
 # kvlab generate: good runs
 
+# each strategy gets the small values of the parameters its own table has
+# (`kvlab strategies` lists them in brackets): an option a strategy does
+# not take is refused
+small_params() {
+    local line
+    line=$(awk -v s="$1" '$1 == s' "$tmp/strategies.txt")
+    for p in "--window 8" "--residual 4" "--group 8"; do
+        case $line in *"[${p%% *} "* | *" ${p%% *} "*) printf '%s\n' $p ;; esac
+    done
+}
+"$KVLAB" strategies >"$tmp/strategies.txt"
 for s in "${names[@]}"; do
+    mapfile -t sp < <(small_params "$s")
     expect_tokens "generate $s" 1 12 generate --strategy "$s" "${SMALL[@]}" \
-        --prompt-len 10 --new-tokens 12 --window 8 --residual 4
+        --prompt-len 10 --new-tokens 12 "${sp[@]}"
     grep '^tokens:' "$tmp/out" >"$tmp/tokens.$s"
     grep -q 'prefill' "$tmp/out" && grep -q 'flops' "$tmp/out" && grep -q 'cache' "$tmp/out" &&
         ok || bad "generate $s: no summary"
@@ -111,10 +123,10 @@ expect_tokens "mlp off" 1 5 generate --strategy static "${SMALL[@]}" --mlp off \
 expect_tokens "--opt=value form" 1 4 generate --strategy=dynamic --layers=1 --dim=32 \
     --heads=2 --kv-heads=1 --hidden=48 --max-len=64 --prompt-len=3 --new-tokens=4 --threads=1
 expect_tokens "int4 quantized" 1 6 generate --strategy quantized "${SMALL[@]}" --bits 4 \
-    --residual 2 --prompt-len 9 --new-tokens 6
+    --group 8 --residual 2 --prompt-len 9 --new-tokens 6
 expect_tokens "default model" 1 3 generate --strategy dynamic --prompt-len 4 --new-tokens 3
-expect_tokens "prompt + new == max-len" 1 6 generate --strategy static "${SMALL[@]}" \
-    --max-len 16 --prompt-len 10 --new-tokens 6
+expect_tokens "prompt + new == max-len" 1 6 generate --strategy static "${SMALL[@]:0:12}" \
+    --threads 1 --max-len 16 --prompt-len 10 --new-tokens 6
 
 # the seed decides the prompt and the weights
 run generate --strategy dynamic "${SMALL[@]}" --seed 7 --new-tokens 16

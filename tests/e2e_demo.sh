@@ -196,10 +196,33 @@ NO_COLOR=1 "$KVLAB" demo --strategy static --slots 10 --steps 4 >/dev/null 2>"$t
 # Every registered strategy on the smallest inputs, every display path (the
 # full walk, --brief, --compare against none): exit 0, nothing on stderr.
 # Under SANITIZE=1 (build/san/kvlab) this is the sanitizer run of T = 1.
+# A strategy parameter goes only to a strategy that takes it (any other is
+# refused: a flag that does nothing is bad input), and --compare names two
+# different strategies.
 mapfile -t strategies < <("$KVLAB" strategies | awk '{ print $1 }')
 [ "${#strategies[@]}" -ge 6 ] || bad "kvlab strategies listed ${#strategies[@]} strategies"
+# own_params S EDGE...: EDGE without the --window/--sinks/--residual/--heavy
+# values strategy S does not take (its [--flag default ...] in kvlab strategies)
+own_params() {
+    local s=$1 takes
+    shift
+    takes=$("$KVLAB" strategies | awk -v s="$s" '$1 == s { i = index($0, "["); if (i) print substr($0, i) }')
+    set -- $*
+    local out=()
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --window | --sinks | --residual | --heavy)
+            case "$takes" in *"$1 "*) out+=("$1" "$2") ;; esac
+            shift 2 ;;
+        *) out+=("$1"); shift ;;
+        esac
+    done
+    echo "${out[*]}"
+}
 for s in "${strategies[@]}"; do
-    for args in "--strategy $s" "--strategy $s --brief" "--compare none,$s"; do
+    cmp_with=none
+    [ "$s" = none ] && cmp_with=dynamic
+    for args in "--strategy $s" "--strategy $s --brief" "--compare $cmp_with,$s"; do
         # (--slots sizes a static cache only: other strategies refuse it)
         slots=""
         [ "$s" = static ] && slots="--slots 3"
@@ -207,6 +230,7 @@ for s in "${strategies[@]}"; do
                     "--prompt-tokens 5 --steps 2 --window 1 --sinks 1 --residual 1 $slots" \
                     "--prompt-tokens 5 --steps 1 --batch 4 --window 1 --sinks 0" \
                     "--prompt-tokens 5 --steps 3 --window 1 --sinks 1 --heavy 1" "--prompt z --steps 1"; do
+            edge=$(own_params "$s" $edge)
             # shellcheck disable=SC2086
             NO_COLOR=1 "$KVLAB" demo $args $edge >"$tmp/edge.out" 2>"$tmp/edge.err"
             rc=$?
@@ -231,6 +255,11 @@ awk 'length > 80 { exit 1 }' "$tmp/w.out" && grep -q '^ *sliding ' "$tmp/w.out" 
     bad "--width 80 did not override COLUMNS=160"
 COLUMNS=abc NO_COLOR=1 "$KVLAB" demo --steps 60 >"$tmp/w.out" 2>&1
 awk 'length > 100 { exit 1 }' "$tmp/w.out" || bad "COLUMNS=abc: not the default 100 columns"
+# a COLUMNS the demo cannot honour is said on stderr (one line), not ignored
+# silently: below the narrowest width (80) it gets 80
+COLUMNS=39 NO_COLOR=1 "$KVLAB" demo --steps 2 >"$tmp/w.out" 2>"$tmp/w.err"
+[ "$(wc -l <"$tmp/w.err")" = 1 ] && grep -q "COLUMNS='39'" "$tmp/w.err" &&
+    awk 'length > 80 { exit 1 }' "$tmp/w.out" || bad "COLUMNS=39: $(cat "$tmp/w.err")"
 # Colour (mask, shades, evicted slots) survives wrapping: escapes take no columns.
 COLUMNS=80 "$KVLAB" demo --strategy sliding --window 4 --steps 6 --color always >"$tmp/c.out"
 sed 's/\x1b\[[0-9;]*m//g' "$tmp/c.out" | awk 'length > 80 { exit 1 }' ||
@@ -261,6 +290,7 @@ bad_input --batch 9
 bad_input --steps -1
 bad_input --prompt ""
 bad_input --width 39
+bad_input --width 79
 bad_input --width 1001
 bad_input --width abc
 bad_input --color sometimes
@@ -312,7 +342,7 @@ bad_input --model "$ck" --tokenizer "$tmp/trunc_tok.bin"
 [ $? = 2 ] || bad "export with --out == --tokenizer-out should exit 2"
 "$KVLAB" export-synthetic --out "$tmp/nodir/x.bin" --dim 16 --hidden 16 --layers 1 --heads 2 --kv-heads 2 \
     --vocab 256 --max-len 16 >/dev/null 2>&1
-[ $? = 1 ] || bad "export into a missing directory should exit 1"
+[ $? = 2 ] || bad "export into a missing directory should exit 2 (refused before any work)"
 ls "$tmp"/nodir 2>/dev/null && bad "export left files behind"
 
 if [ $fail = 0 ]; then echo "e2e_demo: all passed"; else echo "e2e_demo: FAILED"; fi

@@ -144,6 +144,7 @@ bad_opt hot-is-a-flag "${K[@]}" --hot=1
 bad_opt cold-bytes-zero "${K[@]}" --cold-bytes 0
 bad_opt cold-bytes-text "${K[@]}" --cold-bytes lots
 bad_opt cold-bytes-missing "${K[@]}" --cold-bytes
+bad_opt cold-bytes-with-hot "${K[@]}" --hot --cold-bytes 100
 
 # ---------------------------------------------------------------- the table
 TABLE="$ROOT/bench/kernel_table.sh"

@@ -57,7 +57,10 @@ P=(perplexity --model "$M" --text "$T" --threads 1)
 
 # ---------------------------------------------------------------- good runs
 for s in none dynamic dynamic-concat static sliding; do
-    run "${P[@]}" --strategy "$s" --context 100 --window 100 --csv "$tmp/$s.csv"
+    # (--window only for the strategy that takes it: any other refuses it)
+    w=()
+    [ "$s" = sliding ] && w=(--window 100)
+    run "${P[@]}" --strategy "$s" --context 100 "${w[@]}" --csv "$tmp/$s.csv"
     if [ "$rc" -ne 0 ]; then
         bad "perplexity $s: exit $rc: $(head -c 300 "$tmp/err")"
         continue
@@ -124,6 +127,28 @@ expect_bad "--csv is the text" "${P[@]}" --context 64 --csv "$T"
 expect_bad "quantized group not dividing head_dim" "${P[@]}" --context 64 --strategy quantized \
     --group 12
 expect_bad "a tokenizer of another size" "${P[@]}" --context 64 --tokenizer "$M"
+# every file judged before the run (the command layer): inputs regular and
+# opened without blocking, --csv never an input, a read-only file, a
+# directory, a FIFO, a device, a dangling link or a missing folder
+"$KVLAB" export-synthetic --out "$tmp/junk.bin" --layers 1 --dim 16 --heads 2 --kv-heads 2 \
+    --hidden 24 --max-len 16 --tokenizer-out "$tmp/tok.bin" >/dev/null
+cp "$tmp/tok.bin" "$tmp/tok.copy"
+expect_bad "--csv is the tokenizer" "${P[@]}" --context 64 --tokenizer "$tmp/tok.bin" \
+    --csv "$tmp/tok.bin"
+cmp -s "$tmp/tok.bin" "$tmp/tok.copy" && ok || bad "--csv overwrote the tokenizer"
+cp "$T" "$tmp/ro.csv" && chmod 444 "$tmp/ro.csv"
+expect_bad "--csv read-only" "${P[@]}" --context 64 --csv "$tmp/ro.csv"
+cmp -s "$T" "$tmp/ro.csv" && [ "$(stat -c %a "$tmp/ro.csv")" = 444 ] && ok ||
+    bad "--csv replaced a read-only file"
+mkfifo "$tmp/fifo"
+ln -s "$tmp/none/x" "$tmp/dangling"
+for target in "$tmp" "$tmp/fifo" /dev/null "$tmp/dangling" "$tmp/no/such/x.csv"; do
+    expect_bad "--csv $target" "${P[@]}" --context 64 --csv "$target"
+done
+timeout 20 "$KVLAB" "${P[@]}" --text "$tmp/fifo" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && ok || bad "--text FIFO: not refused at once"
+expect_bad "--window past the memory" "${P[@]}" --context 64 --strategy sliding --window 1073741824
+expect_bad "a control character in --text" "${P[@]}" --text "$tmp/no"$'\n'"such.txt"
 
 # ---------------------------------------------------------------- scripts
 # their configurations are written for the trained model: head_dim 32

@@ -69,6 +69,17 @@ expect_bad "token out of the vocabulary" stale-cache --model "$tmp/a.bin" --upda
     --prompt-tokens 1,256
 expect_bad "unknown option" "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/b.bin" --frob
 expect_bad "--batch 2" "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/b.bin" --batch 2
+# --strategy picks the exact cache: an unknown one, one that evicts or rounds
+# is refused; another exact one gives the same numbers
+expect_bad "--strategy nosuch" "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/b.bin" --strategy nosuch
+expect_bad "--strategy sliding" "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/b.bin" --strategy sliding
+expect_bad "--dtype f16" "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/b.bin" --dtype f16
+expect_bad "a control character in --updated" "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/x"$'\n'".bin"
+run "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/b.bin"
+grep -v '^  cache: ' "$tmp/out" >"$tmp/dyn.out"
+run "${S[@]}" --model "$tmp/a.bin" --updated "$tmp/b.bin" --strategy static
+[ "$rc" -eq 0 ] && grep -q '^  cache: static' "$tmp/out" && ok || bad "--strategy static: exit $rc"
+grep -v '^  cache: ' "$tmp/out" | cmp -s - "$tmp/dyn.out" && ok || bad "static and dynamic differ"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

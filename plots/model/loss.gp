@@ -3,10 +3,16 @@
 # against the training step. Not a bench.csv figure: `make train-model`
 # draws it next to the checkpoint.
 #   gnuplot -e "csv='notebooks_data/fortunes-model-loss.csv'; out='notebooks_data/fortunes-model-loss'" plots/model/loss.gp
-# writes OUT.png (and OUT.svg when svg=1).
-if (!exists("csv")) csv = "notebooks_data/fortunes-model-loss.csv"
-if (!exists("out")) out = "notebooks_data/fortunes-model-loss"
+#   gnuplot -c plots/model/loss.gp notebooks_data/fortunes-model-loss.csv notebooks_data/fortunes-model-loss
+# writes OUT.png (and OUT.svg when svg=1). The paths are only ever file
+# names (a relative one gets "./" in front: never a command or a datablock);
+# nothing here starts a command.
+if (!exists("csv")) { csv = ARGC >= 1 ? ARG1 : "notebooks_data/fortunes-model-loss.csv" }
+if (!exists("out")) { out = ARGC >= 2 ? ARG2 : "notebooks_data/fortunes-model-loss" }
 if (!exists("svg")) svg = 0
+kvpath(p) = p[1:1] eq "/" ? p : "./" . p
+CSV = kvpath(csv)
+OUT = kvpath(out)
 set datafile separator comma
 set datafile commentschars "#"
 set grid lw 0.5 lc rgb "#cccccc"
@@ -24,8 +30,8 @@ do for [fmt in fmts] {
     } else {
         set terminal svg size 1280,800 enhanced font "DejaVu Sans,17" linewidth 2 background "#ffffff"
     }
-    set output out . "." . fmt
-    plot csv using "step":"train_bpb" with linespoints lw 2 pt 7 ps 1.0 lc rgb "#1f77b4" title "training text", \
-         csv using "step":"heldout_bpb" with linespoints lw 2 pt 5 ps 1.0 lc rgb "#d62728" title "held-out text"
+    set output OUT . "." . fmt
+    plot CSV using "step":"train_bpb" with linespoints lw 2 pt 7 ps 1.0 lc rgb "#1f77b4" title "training text", \
+         CSV using "step":"heldout_bpb" with linespoints lw 2 pt 5 ps 1.0 lc rgb "#d62728" title "held-out text"
     unset output
 }

@@ -3,12 +3,22 @@
 # several times longer than the 512-byte training context, one line per
 # cache configuration. Not a bench.csv figure: `make streaming` draws it.
 #   gnuplot -e "dat='out/streaming.dat'; outdir='out/plots'" plots/model/streaming.gp
+#   gnuplot -c plots/model/streaming.gp out/streaming.dat out/plots
 # The data file holds one block per configuration (a quoted label line, then
 # "position bits_per_byte" rows), blocks separated by two blank lines.
-if (!exists("dat")) dat = "out/streaming.dat"
-if (!exists("outdir")) outdir = "out/plots"
+if (!exists("dat")) dat = ARGC >= 1 ? ARG1 : "out/streaming.dat"
+if (!exists("outdir")) outdir = ARGC >= 2 ? ARG2 : "out/plots"
 if (!exists("context")) context = 512
-system("mkdir -p '" . outdir . "'")
+# the output folder: mkdir -p through a pipe whose command is a constant, the
+# path on its standard input (xargs hands it to mkdir as one argument); a
+# relative path gets "./" in front, so it never names a command or a datablock
+if (strstrt(outdir, "\n") > 0 || strstrt(dat, "\n") > 0) { print ARG0 . ": a path holding a newline is refused"; exit status 2 }
+kvpath(p) = p[1:1] eq "/" ? p : "./" . p
+DAT = kvpath(dat)
+OUTD = kvpath(outdir)
+set print "| xargs -d '\\n' mkdir -p --"
+print OUTD
+unset print
 set grid lw 0.5 lc rgb "#cccccc"
 set border lw 1
 set key inside top left box opaque samplen 2 font ",15"
@@ -26,10 +36,10 @@ do for [fmt in "png svg"] {
     } else {
         set terminal svg size 1280,800 enhanced font "DejaVu Sans,17" linewidth 2 background "#ffffff"
     }
-    set output outdir . "/streaming." . fmt
+    set output OUTD . "/streaming." . fmt
     # thinner, dashed lines for the later configurations, so a line that
     # coincides with an earlier one still shows
-    plot for [i = 0:*] dat index i using 1:2 with linespoints lw 4 - i % 3 \
+    plot for [i = 0:*] DAT index i using 1:2 with linespoints lw 4 - i % 3 \
          dashtype i % 4 + 1 pt 5 + 2 * (i % 4) ps 1.1 lc rgb word(COLORS, i % 8 + 1) \
          title columnheader(1)
     unset output
