@@ -816,73 +816,13 @@ static int print_plan(const struct kv_plan *p, const struct kv_sweep_config *cfg
 /* ------------------------------------------------------------------------ */
 /* The command                                                              */
 
-/* The command line the CSV records (# command=), rebuilt from what the
- * parser accepted: every option given, in the table's order, then the
- * shared groups' and the strategy parameter flags, each with its value. */
+/* The command line the CSV records (# command=): the words as given (the
+ * writer keeps the line one line, buf_add_line_safe). */
 static void command_line(const struct kv_cmd_ctx *x, char *cmd, size_t cap)
 {
-    const struct sweep_opts *o = x->opts;
-    const struct kv_cli_common *c = &x->c;
-    size_t len = (size_t)snprintf(cmd, cap, "kvlab sweep");
-#define ADD(...)                                                                             \
-    do {                                                                                     \
-        if (len < cap)                                                                       \
-            len += (size_t)snprintf(cmd + len, cap - len, __VA_ARGS__);                      \
-    } while (0)
-    for (int32_t i = 0; i < N_SWEEP_OPTS; i++) {
-        const struct kv_opt *t = &sweep_table[i];
-        if (!kv_cmd_given(x, t->name))
-            continue;
-        const char *f = (const char *)o + t->off;
-        ADD(" %s", t->name);
-        if (t->kind == KV_OPT_INT) {
-            ADD(" %" PRId32, *(const int32_t *)(const void *)f);
-        } else if (t->kind == KV_OPT_INTS) {
-            const struct kv_opt_ints *l = (const void *)f;
-            for (int32_t k = 0; k < l->n; k++)
-                ADD("%s%" PRId32, k ? "," : " ", l->v[k]);
-        } else if (t->kind == KV_OPT_STRATEGIES || t->kind == KV_OPT_INPUT ||
-                   t->kind == KV_OPT_OUTPUT) {
-            ADD(" %s", *(const char *const *)(const void *)f);
-        } else if (t->kind == KV_OPT_CUSTOM) {
-            const char *text = f == (const char *)&o->shard     ? o->shard.text
-                               : f == (const char *)&o->rates   ? o->rates.text
-                               : f == (const char *)&o->budgets ? o->budgets.text
-                                                                : NULL;
-            ADD(" %s", text != NULL ? text : "?");
-        }
-    }
-    const struct {
-        const char *name;
-        const int32_t *v;
-    } ints[] = {{"--layers", &c->model.n_layers},  {"--dim", &c->model.dim},
-                {"--heads", &c->model.n_heads},    {"--kv-heads", &c->model.n_kv_heads},
-                {"--hidden", &c->model.hidden_dim}, {"--vocab", &c->model.vocab_size},
-                {"--max-len", &c->model.max_len},  {"--batch", &c->batch},
-                {"--threads", &c->threads}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (kv_cmd_given(x, ints[i].name))
-            ADD(" %s %" PRId32, ints[i].name, *ints[i].v);
-    if (kv_cmd_given(x, "--mlp"))
-        ADD(" --mlp %s", c->model.mlp ? "on" : "off");
-    if (kv_cmd_given(x, "--seed"))
-        ADD(" --seed %" PRIu64, c->seed);
-    if (c->model_path != NULL)
-        ADD(" --model %s", c->model_path);
-    if (c->strategy != NULL)
-        ADD(" --strategy %s", c->strategy);
-    for (int32_t f = 0; f < c->n_flags; f++) {
-        const struct kv_cli_flag *fl = &c->flags[f];
-        if (!fl->given)
-            continue;
-        char v[128];
-        if (fl->param->type == KV_PARAM_TEXT)
-            snprintf(v, sizeof v, "%s", fl->text != NULL ? fl->text : "");
-        else
-            kv_param_value_str(fl->param, fl->value, v, sizeof v);
-        ADD(" %s %s", fl->param->flag, v);
-    }
-#undef ADD
+    size_t len = (size_t)snprintf(cmd, cap, "kvlab");
+    for (int i = 0; i < x->argc && len < cap; i++)
+        len += (size_t)snprintf(cmd + len, cap - len, " %s", x->argv[i]);
 }
 
 static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si,
