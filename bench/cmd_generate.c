@@ -38,7 +38,13 @@ static const struct {
     {KV_CAP_CHUNKED_APPEND, "chunked-append"}, {KV_CAP_CROP, "crop"},
     {KV_CAP_FORK, "fork"},                   {KV_CAP_REORDER, "reorder"},
     {KV_CAP_SHARES_STORAGE, "shares-storage"}, {KV_CAP_BOUNDED, "bounded"},
+    {KV_CAP_ATTN_MASS, "attention-mass"},    {KV_CAP_SCORE_EVICTS, "score-evicts"},
+    {KV_CAP_REPOSITIONS, "repositions"},
 };
+/* every flag has its name: a flag added to strategy.h without one here is
+ * one bit of KV_CAP_ALL too many */
+_Static_assert(sizeof cap_names / sizeof cap_names[0] == 13 && KV_CAP_ALL == (1u << 13) - 1,
+               "cap_names must name every KV_CAP_ flag");
 
 /* One line per strategy: name, description, then its parameters' flags
  * with their defaults and its presets in brackets; --verbose adds the

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# e2e_docs.sh - the documentation stays true: README transcripts are run,
-# and the figures quoted about the reference run are recomputed from the
-# committed notebooks_data/bench.csv.
+# e2e_docs.sh - the documentation stays true: the transcripts of README.md
+# and of every docs/*.md page are run, every relative link points at a file
+# (and a heading) that exists, and the figures quoted about the reference
+# run are recomputed from the committed notebooks_data/bench.csv.
 #
-# RULES FOR WHOEVER EDITS README.md OR notebooks_data/README.md
+# RULES FOR WHOEVER EDITS README.md, docs/*.md OR notebooks_data/README.md
 #
 # 1. Transcripts. A fenced block (```) whose first line is `$ build/kvlab ARGS`
 #    is a transcript: this test runs `kvlab ARGS` (stdout, NO_COLOR=1; exit
@@ -28,7 +29,9 @@
 #    per block. Only a plain ``` fence opens a transcript: shell blocks
 #    (```sh) and output that depends on files other targets make or on the
 #    machine (```text: the held-out text of `make bench-perplexity`, the
-#    PyTorch step of `make stale-cache`) are never run.
+#    PyTorch step of `make stale-cache`) are never run. Help text belongs
+#    to `kvlab COMMAND --help`, not to the pages: a transcript of `--help`
+#    is refused (show the command in a ```sh block instead).
 # 2. Reference-run figures. notebooks_data/README.md, up to its section
 #    "Loading it" (what the file is, where it came from, what it shows), may
 #    hold only numbers this test
@@ -36,17 +39,31 @@
 #    metadata): each check below names a phrase with its numbers; after the
 #    checked phrases are taken out, no digit may remain there (code spans
 #    aside).
-#    A new number there needs a new check here. The README's sentences and
-#    table that quote the reference run are checked the same way (phrase by
-#    phrase, in README_CHECKS). Regenerating bench.csv (make notebooks-data)
-#    makes this test name every figure to update.
+#    A new number there needs a new check here. The pages' sentences that
+#    quote the reference run (docs/tutorial.md, docs/performance.md) are
+#    checked the same way, phrase by phrase. Regenerating bench.csv (make
+#    notebooks-data) makes this test name every figure to update.
 # 3. Machine-specific figures (times, bandwidths, cache sizes) appear only in
-#    tables generated from a named run with that run's metadata (the
-#    reference run here; the performance tables name theirs).
+#    tables generated from a named run with that run's metadata (make bench
+#    writes them into out/; the pages never paste them), or in prose that
+#    names the run or gives a range with the machine.
+# 4. Links. Every relative link of README.md and docs/*.md, `[text](path)`
+#    or `![alt](path)` outside code, must name an existing file or folder,
+#    relative to the page; a `#anchor` (alone: the same page) must be the
+#    GitHub anchor of a heading of the target page (lower-cased, everything
+#    but letters, digits, spaces, `_` and `-` dropped, spaces turned into
+#    `-`; a repeated heading gets `-1`, `-2`, ...).
+# 5. The front door. README.md stays at most 300 lines and links every
+#    docs/*.md page; no page carries editor notes (`<!-- ... -->`), issue
+#    numbers, or "this machine" / "this VM" for the machine a figure came
+#    from (name it).
 set -u
 KVLAB=${KVLAB:-build/kvlab}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 README=${DOCS_README:-$ROOT/README.md}
+DOCS=${DOCS_DIR:-$ROOT/docs}
+TUTORIAL=$DOCS/tutorial.md
+PERF=$DOCS/performance.md
 DICT=${DOCS_DICT:-$ROOT/notebooks_data/README.md}
 CSV=${DOCS_CSV:-$ROOT/notebooks_data/bench.csv}
 tmp=$(mktemp -d)
@@ -143,29 +160,130 @@ match_transcript() {
     }' atol="$DOC_ATOL" rtol="$DOC_RTOL" "$1" "$2"
 }
 
-# The transcript blocks of README.md, one file each: line 1 the command.
-awk -v dir="$tmp" '
-    /^```/ { if (inb) { inb = 0; if (f) close(f); f = ""; next } inb = 1; first = ($0 == "```"); next }
-    inb && first { first = 0; if ($0 ~ /^\$ build\/kvlab /) { n++; f = sprintf("%s/block%02d", dir, n); print > f } ; next }
-    inb && f { print > f }
-' "$README"
-nblocks=$(ls "$tmp" | grep -c '^block' || true)
-[ "$nblocks" -ge 8 ] && ok || bad "README.md has $nblocks transcript blocks (expected the tutorial's 8 or more)"
-for b in "$tmp"/block*; do
+# The pages: the README, then every docs page.
+pages=("$README")
+for f in "$DOCS"/*.md; do [ -f "$f" ] && pages+=("$f"); done
+[ "${#pages[@]}" -ge 2 ] && ok || bad "no docs/*.md page next to README.md ($DOCS)"
+rel() { case $1 in "$ROOT"/*) echo "${1#"$ROOT"/}" ;; *) echo "$1" ;; esac; }
+
+# The transcript blocks of every page, one file each: line 1 the command.
+mkdir -p "$tmp/tr"
+k=0
+for page in "${pages[@]}"; do
+    k=$((k + 1))
+    awk -v dir="$tmp/tr" -v k="$k" '
+        /^```/ { if (inb) { inb = 0; if (f) close(f); f = ""; next } inb = 1; first = ($0 == "```"); next }
+        inb && first { first = 0; if ($0 ~ /^\$ build\/kvlab /) { n++; f = sprintf("%s/p%02d-block%02d", dir, k, n); print > f } ; next }
+        inb && f { print > f }
+    ' "$page"
+    printf '%s\n' "$(rel "$page")" >"$tmp/tr/p$(printf %02d "$k").name"
+done
+ntut=0
+for ((i = 1; i <= ${#pages[@]}; i++)); do
+    [ "${pages[i - 1]}" = "$TUTORIAL" ] && ntut=$(ls "$tmp/tr" | grep -c "^p$(printf %02d "$i")-block" || true)
+done
+[ "$ntut" -ge 8 ] && ok || bad "docs/tutorial.md has $ntut transcript blocks (expected 8 or more)"
+for b in "$tmp"/tr/p*-block*; do
+    [ -f "$b" ] || continue
+    case $b in *.want | *.out | *.err | *.why) continue ;; esac
+    where=$(cat "${b%-block*}.name")
     cmd=$(head -n 1 "$b" | sed 's/^\$ build\/kvlab //')
     tail -n +2 "$b" >"$b.want"
-    # the README's own quoting ("The cache"): the words as a shell reads them
+    # the page's own quoting ("The cache"): the words as a shell reads them
     eval "set -- $cmd"
+    case " $* " in
+    *" --help "* | *" -h "*)
+        bad "$where: transcript 'kvlab $cmd' shows help text (show the command in a \`\`\`sh block)"
+        continue ;;
+    esac
     NO_COLOR=1 timeout 300 "$KVLAB" "$@" >"$b.out" 2>"$b.err" </dev/null
     rc=$?
     if [ "$rc" -gt 1 ]; then
-        bad "README transcript 'kvlab $cmd' exited $rc: $(head -c 200 "$b.err")"
+        bad "$where: transcript 'kvlab $cmd' exited $rc: $(head -c 200 "$b.err")"
     elif match_transcript "$b.want" "$b.out" >"$b.why"; then
         ok
     else
-        bad "README transcript 'kvlab $cmd' does not match its output:"
+        bad "$where: transcript 'kvlab $cmd' does not match its output:"
         cat "$b.why"
     fi
+done
+
+# ---- links and anchors -----------------------------------------------------
+
+# anchors FILE: the GitHub anchor of every heading of FILE, one a line.
+anchors() {
+    LC_ALL=C awk '
+        /^```/ { inb = !inb; next }
+        inb || !/^#+ / { next }
+        {
+            h = $0; sub(/^#+ +/, "", h); sub(/ +#* *$/, "", h)
+            h = tolower(h); gsub(/[^a-z0-9 _-]/, "", h); gsub(/ /, "-", h)
+            if (h in seen) { seen[h]++; print h "-" seen[h] } else { seen[h] = 0; print h }
+        }' "$1"
+}
+# links FILE: "LINE<TAB>TARGET" for every [..](TARGET) outside code.
+links() {
+    awk '
+        /^```/ { inb = !inb; next }
+        inb { next }
+        {
+            line = $0; gsub(/`[^`]*`/, "", line)
+            while (match(line, /\]\([^) ]*\)/)) {
+                print FNR "\t" substr(line, RSTART + 2, RLENGTH - 3)
+                line = substr(line, RSTART + RLENGTH)
+            }
+        }' "$1"
+}
+nlinks=0
+for page in "${pages[@]}"; do
+    where=$(rel "$page")
+    dir=$(dirname "$page")
+    while IFS=$'\t' read -r ln target; do
+        case $target in http://* | https://* | mailto:*) continue ;; esac
+        nlinks=$((nlinks + 1))
+        path=${target%%#*}
+        anchor=
+        case $target in *'#'*) anchor=${target#*#} ;; esac
+        if [ -z "$path" ]; then file=$page; else file=$dir/$path; fi
+        if [ ! -e "$file" ]; then
+            bad "$where:$ln: link '$target': no such file ($(rel "$file"))"
+            continue
+        fi
+        if [ -n "$anchor" ]; then
+            if [ ! -f "$file" ] || [ "${file%.md}" = "$file" ]; then
+                bad "$where:$ln: link '$target': an anchor into a file that is not a page"
+                continue
+            fi
+            if ! anchors "$file" | grep -qxF -- "$anchor"; then
+                bad "$where:$ln: link '$target': no heading of $(rel "$file") has the anchor '#$anchor'"
+                continue
+            fi
+        fi
+        ok
+    done < <(links "$page")
+done
+[ "$nlinks" -ge 20 ] && ok || bad "only $nlinks relative links found in the pages: is the link scanner broken?"
+# the scanner itself: it must see a link, skip code, and slug a heading
+printf '# A. Heading (`x`), too\n\n[a](b.md#a-heading-x-too) `[c](d)`\n```\n[e](f)\n```\n' >"$tmp/l.md"
+[ "$(links "$tmp/l.md" | cut -f2)" = "b.md#a-heading-x-too" ] && ok || bad "link scanner: found '$(links "$tmp/l.md" | tr '\n' ' ')'"
+[ "$(anchors "$tmp/l.md")" = "a-heading-x-too" ] && ok || bad "anchor slug: got '$(anchors "$tmp/l.md")'"
+
+# ---- the front door ----------------------------------------------------------
+
+nl=$(wc -l <"$README")
+[ "$nl" -le 300 ] && ok || bad "README.md has $nl lines (the front door stays at most 300)"
+for f in "$DOCS"/*.md; do
+    [ -f "$f" ] || continue
+    name=docs/$(basename "$f")
+    grep -qF "]($name" "$README" && ok || bad "README.md does not link $name"
+done
+for page in "${pages[@]}"; do
+    where=$(rel "$page")
+    if grep -n '<!--' "$page" >"$tmp/hit"; then bad "$where: editor notes: $(head -c 200 "$tmp/hit")"; else ok; fi
+    if grep -niE '\bissues? #?[0-9]+' "$page" >"$tmp/hit"; then bad "$where: issue numbers: $(head -c 200 "$tmp/hit")"; else ok; fi
+    if grep -niE '\bthis (machine|vm)\b' "$page" >"$tmp/hit"; then
+        bad "$where: 'this machine' / 'this VM': name the machine: $(head -c 200 "$tmp/hit")"
+    else ok; fi
 done
 
 # The matcher itself must reject what a stale transcript looks like.
@@ -387,26 +505,19 @@ else
     ok
 fi
 
-# The README's figures from the reference run (its table and the tutorial).
-R=$README
-phrase "$R" "(commit {commit}, {threads} threads; read {read} GB/s, sgemm {sgemm} GFLOP/s measured in the same run)"
-phrase "$R" "| \`none\` step (ms) | {t_none_ms_512} | {t_none_ms_2048} | {t_none_ms_4096} | {t_none_ms_8192} |"
-phrase "$R" "| \`dynamic\` step (ms) | {t_dyn_ms_512} | {t_dyn_ms_2048} | {t_dyn_ms_4096} | {t_dyn_ms_8192} |"
-phrase "$R" "| \`dynamic-concat\` step (ms) | {t_concat_ms_512} | {t_concat_ms_2048} | {t_concat_ms_4096} | {t_concat_ms_8192} |"
-phrase "$R" "| \`none\` / \`dynamic\` | {t_ratio_512} | {t_ratio_2048} | {t_ratio_4096} | {t_ratio_8192} |"
-phrase "$R" "| \`dynamic\` cache (MiB) | {t_dyn_mib_512} | {t_dyn_mib_2048} | {t_dyn_mib_4096} | {t_dyn_mib_8192} |"
-phrase "$R" "| \`static\` cache (MiB) | {t_static_mib_512} | {t_static_mib_2048} | {t_static_mib_4096} | {t_static_mib_8192} |"
-phrase "$R" "| \`sliding\` cache (MiB) | {t_sliding_mib_512} | {t_sliding_mib_2048} | {t_sliding_mib_4096} | {t_sliding_mib_8192} |"
-phrase "$R" "| int8 / int4 cache vs \`dynamic\` | | | | {int8_ratio2}x / {int4_ratio2}x |"
-phrase "$R" "The log-log slope of attention FLOPs per step vs T is {slope_none3} for \`none\`, {slope_cached_min} for every cached strategy that keeps all T tokens"
-phrase "$R" "and {slope_sliding} for \`sliding\`"
-phrase "$R" "takes {none_2048_ms} ms without a cache and {dyn_2048_ms} ms with \`dynamic\` ({ratio_2048}x); at T = 4096, {none_4096_ms} ms vs {dyn_4096_ms} ms"
-phrase "$R" "({concat_copy_8192_mb} MB per step at T = 8192) and its step takes {concat_8192_ms} ms against \`dynamic\`'s {dyn_8192_ms} ms"
-phrase "$R" "the sliding cache holds {sliding_mib} MiB at every T"
-phrase "$R" "agree with the full cache in {sliding_match_2048}% of the steps at T >= 2048"
-phrase "$R" "int8 holds the cache in {int8_ratio2}x of \`dynamic\`'s bytes"
-phrase "$R" "relative logits error of {int8_rel_8192}% and every greedy token equal; int4 in {int4_ratio2}x with {int4_rel_8192}% error"
-phrase "$R" "faster: {int8_attn_8192_ms} ms (int8) and {int4_attn_8192_ms} ms (int4) against {dyn_attn_8192_ms} ms (f32, \`dynamic\`) of attention per step at T = 8192"
+# The pages' figures from the reference run: the tutorial's prose and the
+# performance page's FLOP slopes.
+T=$TUTORIAL
+phrase "$T" "\`notebooks_data/bench.csv\` (commit {commit}, {threads} threads on the project's 2-core Intel Xeon VM"
+phrase "$T" "takes {none_2048_ms} ms without a cache and {dyn_2048_ms} ms with \`dynamic\` ({ratio_2048}x); at T = 4096, {none_4096_ms} ms vs {dyn_4096_ms} ms"
+phrase "$T" "({concat_copy_8192_mb} MB per step at T = 8192) and its step takes {concat_8192_ms} ms against \`dynamic\`'s {dyn_8192_ms} ms"
+phrase "$T" "the sliding cache holds {sliding_mib} MiB at every T"
+phrase "$T" "agree with the full cache in {sliding_match_2048}% of the steps at T >= 2048"
+phrase "$T" "int8 holds the cache in {int8_ratio2}x of \`dynamic\`'s bytes"
+phrase "$T" "relative logits error of {int8_rel_8192}% and every greedy token equal; int4 in {int4_ratio2}x with {int4_rel_8192}% error"
+phrase "$T" "faster: {int8_attn_8192_ms} ms (int8) and {int4_attn_8192_ms} ms (int4) against {dyn_attn_8192_ms} ms (f32, \`dynamic\`) of attention per step at T = 8192"
+P=$PERF
+phrase "$P" "is {slope_none3} for \`none\`, {slope_cached_min} for every cached strategy that keeps all T tokens, and {slope_sliding} for \`sliding\`"
 [ "$(fact slope_cached_max)" = "$(fact slope_cached_min)" ] && ok ||
     bad "bench.csv: the cached strategies' slopes differ ($(fact slope_cached_min)..$(fact slope_cached_max))"
 
