@@ -419,7 +419,7 @@ report-check:
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(REPORT_CHECK_PKGS)"
 	@$(fresh_quick)
 	KVLAB=$(CLI) PY3=$(PY3) bash tests/report_check.sh notebooks_data/bench.csv $(BENCH_QUICK_CSV)
-# ---- sweeps beyond one machine (README: Sweeps beyond one machine) ------
+# ---- sweeps beyond one machine (docs/scaling.md) ------
 .PHONY: bench-slurm bench-shards test-slurm
 # shards of one sweep, their options (the same for every shard: they decide
 # the plan), CPUs per Slurm task (= each shard's --threads), extra sbatch

@@ -53,7 +53,7 @@ struct kv_cli_common {
     uint32_t flags_given;         /* which flags[] the command line gave (not defaults) */
 };
 
-/* Defaults: DESIGN.md's model, the strategies' parameter defaults, batch 1,
+/* Defaults: docs/design.md's model, the strategies' parameter defaults, batch 1,
  * threads = available cores, seed 42. */
 void kv_cli_common_defaults(struct kv_cli_common *c);
 

@@ -1,6 +1,6 @@
 /*
  * cmd_sweep.c - `kvlab sweep`: measure every strategy over sequence
- * lengths and write the schema-v1 CSV (../shared/DESIGN.md).
+ * lengths and write the schema-v1 CSV (docs/design.md).
  *
  *   kvlab sweep [--strategies LIST] [--seq-lens LIST | --max-seq N]
  *               [--none-max N] [--reps R] [--warmup W] [--out FILE]
@@ -47,7 +47,7 @@
 #include "sysinfo.h"
 
 /* ------------------------------------------------------------------------ */
-/* Columns: schema v2 (DESIGN.md, in this order), then extras               */
+/* Columns: schema v2 (docs/design.md, in this order), then extras               */
 
 /*
  * The extras after the schema's columns: X(ID, "name", printf format,
@@ -106,7 +106,7 @@
 
 #define SWEEP_EXTRA_NAME_(id, name, fmt, val) name,
 static const char *const sweep_columns[] = {
-    KV_SCHEMA_V2_NAMES /* schema v2, in DESIGN.md's order (csv_schema.h) */
+    KV_SCHEMA_V2_NAMES /* schema v2, in docs/design.md's order (csv_schema.h) */
     SWEEP_EXTRA_COLUMNS(SWEEP_EXTRA_NAME_)};
 #undef SWEEP_EXTRA_NAME_
 #define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))

@@ -62,7 +62,7 @@
 #include "../kernels/kv_common.h"
 
 /* ------------------------------------------------------------------------ */
-/* The sweep CSV schema (DESIGN.md, schema v1)                              */
+/* The sweep CSV schema (docs/design.md, schema v1)                              */
 
 /* Schema v1's columns, KV_SWEEP_N_REQUIRED/N_KEY, KV_SWEEP_COL_ATTN_BYTES and
  * kv_sweep_required[] are in csv_schema.h. */

@@ -1,5 +1,5 @@
 /*
- * csv_schema.h - the sweep CSV's schema columns (../shared/DESIGN.md: v1,
+ * csv_schema.h - the sweep CSV's schema columns (docs/design.md: v1,
  * and v2 = v1 + dtype + params), written once for the file's writer
  * (cmd_sweep.c) and its reader (compare.c).
  *
@@ -12,7 +12,7 @@
 #define KV_CSV_SCHEMA_H
 
 /* ------------------------------------------------------------------------ */
-/* Schema v1: required columns in DESIGN.md's order                         */
+/* Schema v1: required columns in docs/design.md's order                         */
 
 /* What `kvlab sweep` writes; readers take both. */
 #define KV_SWEEP_SCHEMA "2"
@@ -59,7 +59,7 @@ enum kv_schema_col { KV_SCHEMA_V1_COLUMNS(KV_SCHEMA_COL_ENUM_) KV_SCHEMA_COL_COU
 /* Optional extra column: K/V bytes attention read per step (compare.h). */
 #define KV_SWEEP_COL_ATTN_BYTES "attn_bytes_step"
 
-/* Required columns in DESIGN.md's order (compare.c); the first 14 are the key's. */
+/* Required columns in docs/design.md's order (compare.c); the first 14 are the key's. */
 extern const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED];
 
 #endif /* KV_CSV_SCHEMA_H */

@@ -2,7 +2,7 @@
 # frontier_table.sh - the memory-accuracy frontier as markdown: the tables
 # of a frontier CSV (`kvlab sweep --frontier bench/frontier.list`, what
 # `make frontier` and `make bench` write to out/frontier.csv), so that the
-# run frontier.png draws can be read as numbers and pasted into the README.
+# run frontier.png draws can be read as numbers (docs/performance.md says how to read them).
 #
 #   bash bench/frontier_table.sh FRONTIER.csv [OUT.md]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kernel_table.sh - the markdown tables of the README's performance section,
+# kernel_table.sh - the markdown tables of docs/performance.md describes (generated, never pasted),
 # recomputed from result files: kvlab's own CSVs and out/peers.csv, the
 # peers (ggml, llama.cpp, PyTorch) measured by the same `make bench` run.
 #

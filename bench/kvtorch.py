@@ -4,7 +4,7 @@ the PyTorch oracle test (tests/torch_oracle.py) and the sink and stale-cache
 experiments (bench/attn_sinks.py, bench/stale_cache.py).
 
 The one design decision that matters: this module is a second, independent
-implementation of exactly the model kvlab runs (../shared/DESIGN.md, "The
+implementation of exactly the model kvlab runs (docs/design.md, "The
 model the workload runs"), written from the definition and not from
 bench/model.c, so that PyTorch agreeing with kvlab token for token is a real
 check of both. Every convention is the one the C side documents:
@@ -240,7 +240,7 @@ def chunked_losses(model, data, context):
 
 
 # ---------------------------------------------------------------------------
-# llama2.c checkpoint and tokenizer.bin (format: ../shared/DESIGN.md)
+# llama2.c checkpoint and tokenizer.bin (format: docs/design.md)
 
 
 def _f32(t):

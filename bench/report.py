@@ -64,7 +64,7 @@ V1_COLUMNS = (
 ).split()
 TEXT_COLUMNS = {"strategy", "label", "dtype", "params"}
 
-# Figures in the order of the README's plot table; others follow by name.
+# Figures in the order of docs/performance.md's plot table; others follow by name.
 FIGURES = [
     ("latency", "Median decode step time vs T, linear axes: without a cache (none) "
                 "the step climbs steeply; the cached strategies stay near the floor."),

@@ -62,7 +62,7 @@
 /*
  * Default planning rates, whole GB/s and GFLOP/s: the sweep's own ETA
  * factors (0.6 of sgemm, 0.7 of read bandwidth) applied to the 2-core
- * reference machine of the README (sgemm 250-290 GFLOP/s, read 25-28 GB/s),
+ * reference run of docs/performance.md (sgemm 250-290 GFLOP/s, read 25-28 GB/s),
  * and the rate at which dynamic-concat's per-step copies into freshly
  * allocated memory ran there (the 8192 row: 134 MB in ~80 ms, page faults
  * included). Only their ratios shape the plan; --plan-rates changes them.

@@ -6,7 +6,7 @@ write its model card and loss curve.
     /usr/bin/python3 bench/train_model.py [--out-dir notebooks_data] [options]
 
 The model is exactly kvlab's decoder (bench/kvtorch.py says how each piece
-matches ../shared/DESIGN.md), trained on Debian's fortunes (apt-get install
+matches docs/design.md), trained on Debian's fortunes (apt-get install
 fortunes) with a held-out split of whole fortunes, a fixed seed and a fixed
 number of steps. The design decisions that matter:
 - Reproducible: one seed drives the split, the initialisation and the

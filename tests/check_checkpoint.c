@@ -2,7 +2,7 @@
  * check_checkpoint.c - llama2.c legacy checkpoints: export then load gives
  * the same model (same weights, same logits, same greedy tokens) for shared
  * and unshared classifiers, GQA and MLP-less models; the bytes on disk
- * follow DESIGN.md's layout (checked here with offsets computed by hand,
+ * follow docs/design.md's layout (checked here with offsets computed by hand,
  * independently of checkpoint.c's layout table); malformed files are
  * rejected with KV_ERR_FORMAT before any weight is touched; a NaN or
  * infinity in any weight tensor is rejected on load, naming the tensor and
@@ -146,7 +146,7 @@ START_TEST(test_round_trip)
     tmp_path(path, sizeof path, k->name);
     ck_assert_int_eq(kv_checkpoint_export(path, m), KV_OK);
 
-    /* Size: header + every array of DESIGN.md, counted here by hand. */
+    /* Size: header + every array of docs/design.md, counted here by hand. */
     size_t L = (size_t)k->layers, D = (size_t)k->dim, H = (size_t)k->hidden;
     size_t V = (size_t)k->vocab, hs = D / (size_t)k->heads, kvd = hs * (size_t)k->kv_heads;
     size_t floats = V * D + L * D + L * D * D + 2 * L * D * kvd + L * D * D + L * D +
@@ -167,7 +167,7 @@ START_TEST(test_round_trip)
     ck_assert_int_eq(hdr[4], k->kv_heads);
     ck_assert_int_eq(hdr[5], k->shared ? k->vocab : -k->vocab);
     ck_assert_int_eq(hdr[6], k->max_len);
-    /* Every array at the offset DESIGN.md's order gives it (absent MLP
+    /* Every array at the offset docs/design.md's order gives it (absent MLP
      * weights are written as zeros); the RoPE tables hold cos/sin of
      * pos * 10000^(-2i/hs). */
     const float *fl = (const float *)(raw + 28);

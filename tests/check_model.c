@@ -231,7 +231,7 @@ static int strategy_is_lossy(const struct kv_model *m, const struct kv_strategy_
 /*
  * logits (vocab) of the last of tokens[0..n), positions 0..n-1, causal
  * attention over all of them (window 0 = none), written as directly as the
- * math of DESIGN.md reads.
+ * math of docs/design.md reads.
  */
 static void naive_forward(double *logits, const struct kv_model *m, const int32_t *tokens,
                           int32_t n, int32_t window)
@@ -1018,7 +1018,7 @@ END_TEST
 
 START_TEST(test_default_model)
 {
-    /* DESIGN.md's default model: O(1) logits after a short prefill. */
+    /* docs/design.md's default model: O(1) logits after a short prefill. */
     struct kv_model_config mc = kv_model_default_config();
     ck_assert_int_eq(mc.dim, 512);
     ck_assert_int_eq(mc.n_layers, 4);

@@ -92,7 +92,7 @@ static struct kv_plan *plan_of(const struct kv_sweep_config *cfg,
     return p;
 }
 
-/* The default sweep of `kvlab sweep` (DESIGN.md's model, T 64 .. 8192,
+/* The default sweep of `kvlab sweep` (docs/design.md's model, T 64 .. 8192,
  * `none` to 4096), for planning only: no weights are made. */
 static void default_sweep(struct kv_sweep_config *cfg, struct kv_model_config *mc)
 {
@@ -500,7 +500,7 @@ START_TEST(rows_do_not_depend_on_the_other_rows)
 }
 END_TEST
 
-/* A per-layer pattern of more than one entry (the README's
+/* A per-layer pattern of more than one entry (docs/strategies.md's
  * sliding:1024*3+dynamic, here on 2 layers) is planned, every layer probed:
  * the predicted FLOPs and bytes are the measured ones. A pattern the model
  * refuses is named, with its reason. */

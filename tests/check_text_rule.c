@@ -5,7 +5,7 @@
  *
  * What it proves: every legitimate label passes (each built-in strategy,
  * preset and label(), bench/frontier.list with the budgets' "@B%" suffix,
- * the README's hybrid patterns); every hostile byte is refused (comma,
+ * docs/strategies.md's hybrid patterns); every hostile byte is refused (comma,
  * quote, backslash, space, ';', '$', backtick, control and non-ASCII bytes)
  * with one clean sentence naming its position; and each place a label is
  * made or read refuses one: a --layers-pattern (KV_PARAM_TEXT), a frontier

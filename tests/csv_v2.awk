@@ -4,7 +4,7 @@
 #   awk -f tests/csv_v2.awk notebooks_data/bench.csv >v2.csv
 #
 # Schema 2 keeps the 27 v1 columns in order and adds `dtype` and `params`
-# (../shared/DESIGN.md). The fixture inserts them after the v1 columns, with
+# (docs/design.md). The fixture inserts them after the v1 columns, with
 # values derived from the row's own bits/window/group/residual, and drops the
 # `label` extra, so a reader that found columns by position, or leaned on
 # `label`, fails. Every measured value is the input's own.

@@ -50,7 +50,7 @@ label mlp warmup seq_len_lo seq_len_hi gemm_flops_step attn_bytes_step"
 "$KVLAB" sweep $SWEEP --out "$TMP/whole.csv" 2>"$TMP/err"
 check "unsharded sweep exits 0 ($(head -c 300 "$TMP/err"))" test -s "$TMP/whole.csv"
 mkdir -p "$TMP/shards"
-# the no-scheduler way (README): one shard at a time on a small machine
+# the no-scheduler way (docs/scaling.md): one shard at a time on a small machine
 # shellcheck disable=SC2086
 seq 1 $N | xargs -P 1 -I{} "$KVLAB" sweep $SWEEP --shard {}/$N --out "$TMP/shards/shard-{}.csv" \
     2>"$TMP/err"

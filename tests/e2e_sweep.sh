@@ -251,7 +251,7 @@ if command -v gnuplot >/dev/null 2>&1; then
         # browser or an XML parser refuses the whole figure
         check "$name.svg is valid UTF-8" iconv -f UTF-8 -t UTF-8 -o /dev/null "$TMP/plots/$name.svg"
     done
-    check "at least the six figures of DESIGN.md have scripts ($n_scripts)" test "$n_scripts" -ge 6
+    check "at least the six figures of docs/design.md have scripts ($n_scripts)" test "$n_scripts" -ge 6
 else
     bad "gnuplot not installed (make deps)"
 fi

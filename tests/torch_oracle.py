@@ -7,7 +7,7 @@ every exact cache strategy; and PyTorch's bits per byte of a text against
     /usr/bin/python3 tests/torch_oracle.py KVLAB MODEL.bin
 
 PyTorch runs bench/kvtorch.py, an implementation of the model written from
-../shared/DESIGN.md, in float64 (so its argmax is the exact one, up to the
+docs/design.md, in float64 (so its argmax is the exact one, up to the
 checkpoint's float32 weights), re-running the whole sequence every step: no
 cache at all. kvlab runs its float32 decoder through each strategy.
 

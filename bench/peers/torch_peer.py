@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch_peer.py - kvlab's PyTorch peer: the usual Hugging Face-style eager
 decode loop in PyTorch (Debian's python3-torch; run with /usr/bin/python3),
-over the weights of a kvlab checkpoint (the llama2.c layout of DESIGN.md).
+over the weights of a kvlab checkpoint (the llama2.c layout of docs/design.md).
 
 Written for kvlab, not taken from transformers: a Llama decoder (RMSNorm
 eps 1e-5, RoPE theta 10000 on pairs (i, i+1) of each head, grouped-query

@@ -4,7 +4,7 @@
 # merge + plots job (bench/slurm/merge.sbatch) that waits for all of them
 # (--dependency=afterok). Prints the job ids, how to follow them, and where
 # each task's log is. Run from the repository root, on a login node whose
-# filesystem the compute nodes share (README: Sweeps beyond one machine).
+# filesystem the compute nodes share (docs/scaling.md).
 #
 #   bash bench/slurm/submit.sh N [kvlab sweep options...]
 #
@@ -37,7 +37,7 @@ if ! [[ "$cpus" =~ ^[1-9][0-9]*$ ]]; then
 fi
 if ! command -v sbatch >/dev/null 2>&1; then
     echo "bench-slurm: sbatch not found: run this on a Slurm login node (or use the" \
-         "xargs/parallel way in the README)" >&2
+         "xargs/parallel way in docs/scaling.md)" >&2
     exit 2
 fi
 if [ ! -x "$kvlab" ]; then
