@@ -551,8 +551,10 @@ static int generate_run(struct kv_cmd_ctx *x)
     }
     printf("  cache         %zu bytes resident, %zu bytes copied\n",
            kv_cache_resident_bytes(cache), kv_cache_copied_bytes(cache));
+    /* speculation counts its own (draft and verification calls) */
+    const struct kv_flops *fl = draft_layers > 0 ? &spec.flops : &g.flops;
     printf("  flops         %" PRId64 " total, %" PRId64 " attention, %" PRId64 " gemm\n",
-           kv_flops_total(&g.flops), g.flops.attn, g.flops.gemm);
+           kv_flops_total(fl), fl->attn, fl->gemm);
     rc = 0;
 
 out:

@@ -271,6 +271,19 @@ enum kv_status kv_generate_speculative(const struct kv_model *m, struct kv_cache
                                       NULL, NULL);
 }
 
+/* Adds a forward call's FLOPs to the speculation's count; passes s on. */
+static enum kv_status spec_count(struct kv_spec_stats *sp, struct kv_step_stats *st,
+                                 enum kv_status s)
+{
+    sp->flops.gemm += st->flops.gemm;
+    sp->flops.attn += st->flops.attn;
+    sp->flops.softmax += st->flops.softmax;
+    sp->flops.norm += st->flops.norm;
+    sp->flops.other += st->flops.other;
+    memset(st, 0, sizeof *st);
+    return s;
+}
+
 enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_cache *cache,
                                           const struct kv_gen_params *gp, int32_t draft_layers,
                                           int32_t draft_tokens, int32_t *out_tokens,
@@ -281,7 +294,7 @@ enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_ca
         gp->batch < 1 || gp->prompt_len < 1 || gp->new_tokens < 1 ||
         gp->batch != cache->cfg.batch || gp->pad != NULL || gp->window != 0 ||
         kv_model_config_check(&m->cfg) != KV_OK || draft_layers < 1 ||
-        draft_layers >= m->cfg.n_layers || draft_tokens < 1 || draft_tokens > 64)
+        draft_layers > m->cfg.n_layers || draft_tokens < 1 || draft_tokens > 64)
         return KV_ERR_INVALID;
     const int32_t B = gp->batch, P = gp->prompt_len, N = gp->new_tokens;
     const int32_t V = m->cfg.vocab_size, KD = draft_tokens;
@@ -315,14 +328,17 @@ enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_ca
     if (s != KV_OK)
         goto done;
     struct kv_spec_stats sp = {0};
+    struct kv_step_stats st = {0}; /* the last forward call's, added to sp.flops */
     const size_t W = (size_t)P + (size_t)N; /* a sequence's row of seq */
     for (int32_t b = 0; b < B; b++)
         memcpy(seq + (size_t)b * W, gp->prompt + (size_t)b * P, (size_t)P * sizeof *seq);
 
     /* prefill both models; the full model's logits give the first token */
-    if ((s = kv_forward(rf, m, cache, gp->prompt, P, 0, NULL, logits, NULL)) != KV_OK ||
-        (s = kv_forward(rd, &draft, dc, gp->prompt, P, 0, NULL, logits + (size_t)B * V, NULL)) !=
-            KV_OK)
+    s = spec_count(&sp, &st, kv_forward(rf, m, cache, gp->prompt, P, 0, NULL, logits, &st));
+    if (s == KV_OK)
+        s = spec_count(&sp, &st, kv_forward(rd, &draft, dc, gp->prompt, P, 0, NULL,
+                                            logits + (size_t)B * V, &st));
+    if (s != KV_OK)
         goto done;
     for (int32_t b = 0; b < B; b++)
         seq[(size_t)b * W + P] = kv_argmax(logits + (size_t)b * V, V);
@@ -336,14 +352,15 @@ enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_ca
             const int32_t at = kv_cache_seq_len(dc, 0);
             for (int32_t b = 0; b < B; b++)
                 call[b] = seq[(size_t)b * W + at];
-            s = kv_forward(rd, &draft, dc, call, 1, at, NULL, logits, NULL);
+            s = spec_count(&sp, &st, kv_forward(rd, &draft, dc, call, 1, at, NULL, logits, &st));
         }
         for (int32_t b = 0; b < B; b++)
             d[(size_t)b * (KD + 1)] = seq[(size_t)b * W + pos];
         for (int32_t i = 1; s == KV_OK && i <= k; i++) {
             for (int32_t b = 0; b < B; b++)
                 call[b] = d[(size_t)b * (KD + 1) + i - 1];
-            s = kv_forward(rd, &draft, dc, call, 1, pos + i - 1, NULL, logits, NULL);
+            s = spec_count(&sp, &st,
+                           kv_forward(rd, &draft, dc, call, 1, pos + i - 1, NULL, logits, &st));
             for (int32_t b = 0; s == KV_OK && b < B; b++)
                 d[(size_t)b * (KD + 1) + i] = kv_argmax(logits + (size_t)b * V, V);
         }
@@ -353,7 +370,8 @@ enum kv_status kv_generate_speculative_ex(const struct kv_model *m, struct kv_ca
         for (int32_t b = 0; b < B; b++)
             memcpy(call + (size_t)b * (k + 1), d + (size_t)b * (KD + 1),
                    (size_t)(k + 1) * sizeof *call);
-        if ((s = kv_forward_all(rf, m, cache, call, k + 1, pos, logits, NULL)) != KV_OK)
+        s = spec_count(&sp, &st, kv_forward_all(rf, m, cache, call, k + 1, pos, logits, &st));
+        if (s != KV_OK)
             goto done;
         int32_t a = k; /* drafts every sequence accepts */
         for (int32_t b = 0; b < B; b++) {

@@ -252,11 +252,13 @@ enum kv_status kv_generate_beams_ex(const struct kv_model *m, struct kv_cache *c
  * sequence alone would have kept, and verification rounds. */
 struct kv_spec_stats {
     int64_t proposed, accepted, accepted_seq, rounds;
+    struct kv_flops flops; /* of every forward call, draft and full model */
 };
 
 /*
  * Self-speculative greedy decoding: the first draft_layers layers of m
- * (1 <= draft_layers < n_layers; a cache of the same strategy and
+ * (1 <= draft_layers <= n_layers: all of them drafts what the model
+ * verifies, every draft accepted; a cache of the same strategy and
  * parameters of its own) propose up to draft_tokens (1..64) greedy tokens,
  * the full model verifies them in one kv_forward_all call, the drafts up
  * to the first disagreement and the full model's next token are kept, and

@@ -41,8 +41,10 @@ is_xfail() { printf '%s\n' "$XFAIL" | awk -v id="$1" '$1 == id { f = 1 } END { e
 
 # ---- the check -----------------------------------------------------------
 # A small model so every accepted part of a run takes milliseconds.
+# (no --group: an option none of the run's strategies takes is refused; the
+# quantized cases give their own)
 SMALL=(--layers 1 --dim 16 --heads 2 --kv-heads 2 --hidden 24 --vocab 256 --max-len 64
-    --threads 1 --group 8)
+    --threads 1)
 # The smallest sweep the CLI accepts, for cases that reach the end of a run.
 # (no --group: a parameter flag that none of the run's strategies takes is
 # refused, and dynamic has no groups)
@@ -50,10 +52,50 @@ TINY_SWEEP=(--layers 1 --dim 16 --heads 2 --kv-heads 2 --hidden 24 --vocab 64 --
     --seq-lens 16 --reps 1 --warmup 0 --threads 1 --strategies dynamic
     --no-roofline --quiet)
 
-# case ID WANT ARGS... : WANT is 2, 1 or "1|2" (either is right for the case)
+# dedupe ARGS...: the words with an option given again later dropped (with
+# its value): a case adds the option it is about after a base list that may
+# hold a good value of it, and an option given twice is refused on its own
+dedupe() {
+    local words=("$@") keep=() i j w n later
+    n=${#words[@]}
+    i=0
+    while [ $i -lt "$n" ]; do
+        w=${words[$i]}
+        if [ "${w#--}" != "$w" ] && [ "$w" != "--" ]; then
+            later=0
+            for ((j = i + 1; j < n; j++)); do
+                [ "${words[$j]%%=*}" = "${w%%=*}" ] && later=1
+            done
+            local takes=0
+            [ "${w#*=}" = "$w" ] && [ $((i + 1)) -lt "$n" ] && [ "${words[$((i + 1))]#--}" = "${words[$((i + 1))]}" ] && takes=1
+            if [ $later = 1 ]; then
+                i=$((i + 1 + takes))
+                continue
+            fi
+            keep+=("$w")
+            [ $takes = 1 ] && keep+=("${words[$((i + 1))]}") && i=$((i + 1))
+        else
+            keep+=("$w")
+        fi
+        i=$((i + 1))
+    done
+    printf '%s\n' "${keep[@]}"
+}
+
+# case ID WANT ARGS... : WANT is 2, 1 or "1|2" (either is right for the case).
+# The refusal must be about the case: "given twice", or "has no effect"
+# about an option the case does not name in its id, is a case that tests
+# nothing.
 case_() {
     local id=$1 want=$2
     shift 2
+    local args
+    mapfile -t args < <(dedupe "$@")
+    if [ "${args[0]:-}" = sharing ]; then # sharing runs a --strategies list
+        for i in "${!args[@]}"; do [ "${args[$i]}" = --strategy ] && args[$i]=--strategies; done
+        mapfile -t args < <(dedupe "${args[@]}")
+    fi
+    set -- "${args[@]}"
     timeout "$CASE_TIMEOUT" "$KVLAB" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
     local rc=$? why=""
     local lines
@@ -70,6 +112,11 @@ case_() {
         why="$lines lines on stderr, expected 1"
     elif ! head -n 1 "$tmp/err" | grep -q '^kvlab'; then
         why="stderr line does not start with 'kvlab'"
+    elif grep -q 'is given twice' "$tmp/err"; then
+        why="refused for a repeated option, not for what the case tries"
+    elif grep -q 'has no effect' "$tmp/err" &&
+        ! grep -qE "$(printf '%s' "$id" | sed 's/^[a-z]*-//; s/-/|/g')" "$tmp/err"; then
+        why="refused for an option the case is not about"
     fi
     if [ -n "$TABLE" ]; then
         local entry=${1:-"(none)"} args said verdict=ok
@@ -249,9 +296,9 @@ case_ generate-temperature-alone 2 "${G[@]}" --strategy paged --temperature 0.5
 case_ generate-temperature-nan 2 "${G[@]}" --strategy paged --samples 2 --temperature nan
 case_ generate-temperature-negative 2 "${G[@]}" --strategy paged --samples 2 --temperature -1
 case_ generate-two-modes 2 "${G[@]}" --strategy paged --beams 2 --samples 2
-case_ generate-draft-layers-all 2 "${G[@]}" --strategy paged --draft-layers 1
+case_ generate-draft-layers-past-model 2 "${G[@]}" --strategy paged --draft-layers 2
 case_ generate-draft-none 2 "${G[@]}" --strategy none --layers 2 --draft-layers 1
-case_ generate-draft-lossy 2 "${G[@]}" --strategy quantized --layers 2 --draft-layers 1
+case_ generate-draft-lossy 2 "${G[@]}" --strategy quantized --group 8 --layers 2 --draft-layers 1
 case_ generate-draft-tokens-alone 2 "${G[@]}" --strategy paged --draft-tokens 3
 case_ generate-draft-tokens-zero 2 "${G[@]}" --strategy paged --layers 2 --draft-layers 1 \
     --draft-tokens 0

@@ -76,6 +76,15 @@ for s in paged-16 dynamic static dynamic-concat; do
 done
 grep -q 'drafts accepted (rate [0-9.]*; per sequence [0-9.]*)' "$tmp/d" &&
     ok "speculation reports its acceptance rate" || bad "no acceptance rate: $(grep specul "$tmp/d")"
+# a draft of every layer is the model itself: every draft accepted, the
+# greedy tokens, and the FLOPs of both models counted
+"$KVLAB" "${G[@]}" --strategy dynamic --draft-layers 3 >"$tmp/dall"
+"$KVLAB" "${G[@]}" --strategy dynamic >"$tmp/g1"
+grep -q 'drafts accepted (rate 1.000; per sequence 1.000)' "$tmp/dall" &&
+    [ "$(toks "$tmp/dall")" = "$(toks "$tmp/g1")" ] && ok "--draft-layers = layers: all accepted, greedy tokens" ||
+    bad "--draft-layers = layers: $(grep -E 'specul|tokens' "$tmp/dall")"
+awk '$1 == "flops" { exit !($2 > 0) }' "$tmp/dall" && ok "speculation counts its FLOPs" ||
+    bad "speculation FLOPs: $(grep flops "$tmp/dall")"
 
 # ---- kvlab sharing -----------------------------------------------------------
 "$KVLAB" sharing "${M[@]}" --strategies paged-16,dynamic --batches 1,2,4 --prompt-lens 40,100 \
@@ -163,7 +172,7 @@ one_line "sharing --batch" sharing "${M[@]}" --strategies dynamic --batch 2 --ou
 [ ! -e "$tmp/x.csv" ] && ok "no CSV after refused runs" || bad "a refused run left $tmp/x.csv"
 one_line "--beams with none names the strategy and op" "${G[@]}" --strategy none --beams 2
 grep -q "'none' does not support reorder" "$tmp/e" && ok "... and says which" || bad "message: $(cat "$tmp/e")"
-one_line "--draft-layers = layers" "${G[@]}" --strategy paged --draft-layers 3
+one_line "--draft-layers past the layers" "${G[@]}" --strategy paged --draft-layers 4
 
 [ "$fail" = 0 ] && echo "e2e_gen_modes: passed" || echo "e2e_gen_modes: FAILED"
 exit "$fail"
