@@ -683,18 +683,10 @@ static int kernel_run(struct kv_cmd_ctx *x)
     return 0;
 }
 
-/*
- * Transitional, until the layer lets a command without KV_GRP_PARAMS own an
- * option named like a strategy parameter: kernel's --dtype (a list of row
- * types), --group and --layout share their names with the parameters of
- * dynamic/static/sliding/paged and quantized, and kv_cmd_reserve refuses
- * any command option with such a name at start-up. So the table below is
- * parsed through kv_cmd_main from a one-line hook, and the registered entry
- * carries no options of its own. Once kv_cmd_reserve checks only commands
- * with KV_GRP_PARAMS (the only ones whose option set holds the registry's
- * flags), rename kernel_table_def to kv_cmd_kernel_def and delete the hook.
- */
-static const struct kv_cmd kernel_table_def = {
+/* kernel's --dtype, --group and --layout share their names with strategy
+ * parameters: a command without KV_GRP_PARAMS may own such names
+ * (kv_cmd_reserve). */
+const struct kv_cmd kv_cmd_kernel_def = {
     .name = "kernel",
     .summary = "time the attention kernel alone",
     .usage = "[--seq-len T[,T...]] [--heads H] [--kv-heads HKV] [--head-dim D] [--dtype LIST] "
@@ -713,14 +705,6 @@ static const struct kv_cmd kernel_table_def = {
     .mode_names = kernel_modes,
     .check = kernel_check,
     .run = kernel_run,
-};
-
-static int kernel_hook(int argc, char **argv) { return kv_cmd_main(&kernel_table_def, argc, argv); }
-
-const struct kv_cmd kv_cmd_kernel_def = {
-    .name = "kernel",
-    .summary = "time the attention kernel alone",
     .example = "--seq-len 16 --heads 2 --kv-heads 2 --head-dim 8 --dtype f32,int8 --group 8 "
                "--reps 1 --threads 1 --hot --no-ref",
-    .legacy = kernel_hook,
 };
