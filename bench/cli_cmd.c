@@ -866,10 +866,22 @@ static int parse(struct kv_cmd_ctx *x, struct set *s, int argc, char **argv, int
         if (r == 1) {
             arg1 = optarg;
         } else if (r == 'h') {
+            /* exactly -h or --help: "-hx" is a cluster getopt would take
+             * letter by letter, "--he" an abbreviation */
+            const char *t = argv[optind - 1];
+            if (strcmp(t, "-h") != 0 && strcmp(t, "--help") != 0) {
+                fprintf(stderr, "kvlab: %s: unknown option '%s' (see 'kvlab %s --help')\n",
+                        cmd->name, kv_cli_q(optind < argc ? argv[optind] : t), cmd->name);
+                rc = 2;
+                break;
+            }
             *help = 1;
             break;
         } else if (r == '?' || r == ':') {
             const char *t = argv[optind - 1];
+            char shortopt[3] = {'-', (char)optopt, '\0'};
+            if (optopt != 0 && r == '?')
+                t = shortopt; /* a short option of a cluster: name the letter */
             if (r == ':')
                 fprintf(stderr, "kvlab: %s: %s expects a value\n", cmd->name, kv_cli_q(t));
             else
@@ -963,8 +975,6 @@ static int parse(struct kv_cmd_ctx *x, struct set *s, int argc, char **argv, int
 
 int kv_cmd_main(const struct kv_cmd *cmd, int argc, char **argv)
 {
-    if (cmd->legacy != NULL)
-        return cmd->legacy(argc, argv);
     struct kv_cmd_ctx *x = calloc(1, sizeof *x);
     struct set *s = malloc(sizeof *s);
     void *opts = calloc(1, cmd->opts_size > 0 ? cmd->opts_size : 1);
@@ -990,9 +1000,6 @@ int kv_cmd_main(const struct kv_cmd *cmd, int argc, char **argv)
         goto out;
     }
     x->c.cache.max_len = x->c.model.max_len;
-    for (int32_t i = 0; i < s->n; i++) /* for kv_cli_reject_unused and the old readers */
-        if (x->given[i] && s->e[i].src == SRC_PARAM)
-            x->c.flags_given |= 1u << (s->e[i].flag - x->c.flags);
     x->modes = cmd->modes != NULL ? cmd->modes(x) : 1u;
     /* files first: a FIFO or a directory is refused whatever else is wrong */
     if ((rc = check_files(x, s)) != 0)

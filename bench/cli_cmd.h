@@ -126,8 +126,6 @@ struct kv_cmd {
      * second one), @MODEL (a checkpoint), @TOKENIZER, @TEXT (a text file),
      * @LIST (a frontier list), @OUT (a fresh output path). */
     const char *example;
-    /* Transitional: a command not yet on the table, parsing argv itself. */
-    int (*legacy)(int argc, char **argv);
 };
 
 /* What a run function gets: the parsed options, nothing unchecked. */

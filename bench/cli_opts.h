@@ -1,8 +1,10 @@
 /*
- * cli_opts.h - option parsing shared by every subcommand: strict number
- * parsing with ranges, and the model/strategy options that generate, sweep,
- * demo and kernel all accept. Every error prints one line naming the option
- * and the accepted range, and the caller exits 2.
+ * cli_opts.h - the values of the shared option groups (cli_cmd.h: model,
+ * strategy, the strategies' parameter flags, batch, threads, seed) and the
+ * checks every command runs on them: the model's cross-checks, a strategy
+ * resolved with the flags given, its parameters and memory against the
+ * shape the run really uses. Every error prints one line and the caller
+ * exits 2.
  *
  * The strategies' own options are not listed here: they come from the
  * registered strategies' parameter tables (strategies/strategy.h), one CLI
@@ -49,23 +51,11 @@ struct kv_cli_common {
     uint64_t seed;
     const char *model_path;       /* --model FILE.bin, or NULL */
     const char *tokenizer_path;   /* --tokenizer FILE, or NULL */
-    uint32_t given;               /* which common options the command line gave */
-    uint32_t flags_given;         /* which flags[] the command line gave (not defaults) */
 };
 
 /* Defaults: docs/design.md's model, the strategies' parameter defaults, batch 1,
  * threads = available cores, seed 42. */
 void kv_cli_common_defaults(struct kv_cli_common *c);
-
-/*
- * If argv[*i] is one of the common options, consumes it and its value
- * (advancing *i past them) and returns 1; returns 0 when argv[*i] is not a
- * common option (the caller tries its own), -1 after printing an error.
- * Options: --strategy --layers --dim --heads --kv-heads --hidden --vocab
- * --max-len --batch --threads --seed --mlp on|off --model --tokenizer, and
- * every strategy parameter's flag (--window, --bits, ... from the tables)
- */
-int kv_cli_parse_common(struct kv_cli_common *c, int argc, char **argv, int *i);
 
 /* Cross-checks of the model options (kv-heads divides heads, an even
  * head_dim, byte counts that fit) and that --strategy names a strategy;
@@ -142,14 +132,6 @@ int kv_cli_check_memory(const char *what, size_t bytes);
  */
 int kv_cli_same_file(const char *a, const char *b);
 
-/*
- * An accepted option that does nothing is bad input: unused lists the
- * common options (NULL-terminated, e.g. {"--tokenizer", NULL}) that command
- * `cmd` parses but does not use; if one was given, prints "kvlab: CMD: OPT
- * has no effect on CMD" and returns -1; 0 otherwise.
- */
-int kv_cli_reject_unused(const char *cmd, const struct kv_cli_common *c,
-                         const char *const *unused);
 
 /* Comma list of integers in [lo, hi] (at most max_n); returns count or -1. */
 int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,

@@ -94,7 +94,7 @@ int32_t kv_param_find(const struct kv_strategy_ops *ops, const char *name)
 
 int kv_param_accepts(const struct kv_param *p, int64_t v)
 {
-    if (p->type == KV_PARAM_TEXT)
+    if (p == NULL || p->type == KV_PARAM_TEXT)
         return 0; /* not a number: kv_params_set_text */
     if (p->n_choices > 0) {
         for (int32_t i = 0; i < p->n_choices; i++)
@@ -107,6 +107,10 @@ int kv_param_accepts(const struct kv_param *p, int64_t v)
 
 int kv_param_range_str(const struct kv_param *p, char *buf, size_t n)
 {
+    if (buf == NULL || n == 0)
+        return 0;
+    if (p == NULL)
+        return snprintf(buf, n, "?");
     if (p->type == KV_PARAM_TEXT)
         return snprintf(buf, n, "a text of at most %d characters", p->text_size - 1);
     if (p->n_choices == 0)
@@ -147,7 +151,9 @@ enum kv_status kv_param_parse_value(const struct kv_param *p, const char *text, 
 
 int kv_param_value_str(const struct kv_param *p, int64_t v, char *buf, size_t n)
 {
-    for (int32_t i = 0; p->names != NULL && i < p->n_choices; i++)
+    if (buf == NULL || n == 0)
+        return 0;
+    for (int32_t i = 0; p != NULL && p->names != NULL && i < p->n_choices; i++)
         if (p->choices[i] == v)
             return snprintf(buf, n, "%s", p->names[i]);
     return snprintf(buf, n, "%lld", (long long)v);
@@ -210,7 +216,8 @@ enum kv_status kv_params_set_text(const struct kv_strategy_ops *ops, void *param
 
 const char *kv_params_get_text(const struct kv_strategy_ops *ops, const void *params, int32_t i)
 {
-    KV_ASSERT(ops != NULL && params != NULL && i >= 0 && i < ops->n_params);
+    if (ops == NULL || params == NULL || i < 0 || i >= ops->n_params)
+        return NULL;
     const struct kv_param *p = &ops->params[i];
     return p->type == KV_PARAM_TEXT ? (const char *)params + p->offset : NULL;
 }
@@ -227,8 +234,9 @@ enum kv_status kv_params_set(const struct kv_strategy_ops *ops, void *params, co
 
 int32_t kv_params_get(const struct kv_strategy_ops *ops, const void *params, int32_t i)
 {
-    KV_ASSERT(ops != NULL && params != NULL && i >= 0 && i < ops->n_params &&
-              ops->params[i].type != KV_PARAM_TEXT);
+    if (ops == NULL || params == NULL || i < 0 || i >= ops->n_params ||
+        ops->params[i].type == KV_PARAM_TEXT)
+        return 0;
     return field_get(&ops->params[i], params);
 }
 
@@ -269,10 +277,10 @@ enum kv_status kv_params_check(const struct kv_strategy_ops *ops,
 
 int kv_params_format(const struct kv_strategy_ops *ops, const void *params, char *buf, size_t n)
 {
-    if (n == 0)
+    if (buf == NULL || n == 0)
         return 0;
     buf[0] = '\0';
-    if (ops == NULL || ops->n_params == 0)
+    if (ops == NULL || ops->n_params == 0 || params == NULL)
         return snprintf(buf, n, "-");
     int w = 0;
     for (int32_t i = 0; i < ops->n_params && w >= 0 && (size_t)w < n; i++) {

@@ -403,7 +403,8 @@ enum kv_status kv_strategy_lookup(const char *name, const struct kv_strategy_ops
 
 /* Index of the parameter called name, or -1. */
 int32_t kv_param_find(const struct kv_strategy_ops *ops, const char *name);
-/* 1 when v is within the parameter's range or choices. */
+/* 1 when v is within the parameter's range or choices (0 for NULL or a
+ * text parameter). */
 int kv_param_accepts(const struct kv_param *p, int64_t v);
 /* "an integer in [lo, hi]" / "one of 8 or 4" / "one of f32, f16 or bf16",
  * for messages. */
@@ -412,7 +413,8 @@ int kv_param_range_str(const struct kv_param *p, char *buf, size_t n);
  * else a decimal integer; KV_ERR_INVALID for anything else or a value
  * outside the range or choices. */
 enum kv_status kv_param_parse_value(const struct kv_param *p, const char *text, int64_t *v);
-/* v as text: its name for a named choice ("f16"), else the number; snprintf's count. */
+/* v as text: its name for a named choice ("f16"), else the number;
+ * snprintf's count (0 and nothing written for a NULL or empty buffer). */
 int kv_param_value_str(const struct kv_param *p, int64_t v, char *buf, size_t n);
 
 /* params (ops->params_size bytes) <- every parameter's default. */
@@ -426,8 +428,9 @@ enum kv_status kv_params_set(const struct kv_strategy_ops *ops, void *params, co
  * its size and characters); KV_ERR_INVALID otherwise. */
 enum kv_status kv_params_set_text(const struct kv_strategy_ops *ops, void *params,
                                   const char *name, const char *text);
-/* The value of parameter i (not a KV_PARAM_TEXT one), and the text of a
- * KV_PARAM_TEXT one (NULL for the others). */
+/* The value of parameter i (not a KV_PARAM_TEXT one; 0 for a NULL table or
+ * block, an index out of range or a text parameter), and the text of a
+ * KV_PARAM_TEXT one (NULL for the others and for bad arguments). */
 int32_t kv_params_get(const struct kv_strategy_ops *ops, const void *params, int32_t i);
 const char *kv_params_get_text(const struct kv_strategy_ops *ops, const void *params, int32_t i);
 /* Every range of the table, then ops->check against the shape; one

@@ -615,7 +615,9 @@ START_TEST(test_model)
                      KV_ERR_INVALID);
     ck_assert_int_eq(kv_generate_speculative(NULL, c, &gp, 1, 2, out, &spec), KV_ERR_INVALID);
     ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 0, 2, out, &spec), KV_ERR_INVALID);
-    ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 2, 2, out, &spec), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 3, 2, out, &spec), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_generate_speculative(m, c, &gp, INT32_MAX, 2, out, &spec),
+                     KV_ERR_INVALID); /* more layers than the model */
     ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 1, 0, out, &spec), KV_ERR_INVALID);
     ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 1, 65, out, &spec), KV_ERR_INVALID);
     ck_assert_int_eq(kv_generate_speculative(&broken, c, &gp, 1, 2, out, &spec),

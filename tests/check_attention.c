@@ -16,6 +16,10 @@
  * the masking (windows, attention sinks, padding) and the quantized paths are
  * all checked against the same dense truth. Every case runs a second time
  * asking for the attention mass per key, checked against the naive one.
+ * Rejected inputs include params that do not match the shape a view
+ * states: a cache's view with one sequence and one kv head too many asked
+ * for is KV_ERR_INVALID from the kernel, the reference and the counts
+ * (test_view_shape_rejects), never a read past the cache's storage.
  */
 #include <check.h>
 #include <float.h>

@@ -212,10 +212,17 @@ START_TEST(test_shape)
 {
     REFUSED("unknown option '--nn'", "--nn", "3");
     REFUSED("not abbreviated", "--fan");             /* a prefix of --fancy */
+    REFUSED("unknown option '-hx'", "-hx");          /* not -h and x */
+    REFUSED("unknown option '--he'", "--he");        /* not --help */
+    REFUSED("unknown option '-x'", "-x");
     REFUSED("--n is given twice", "--n", "3", "--n", "4");
     REFUSED("--n expects a value", "--n");
     REFUSED("unexpected argument 'b'", "a", "b");
     REFUSED("unknown option '--\\x1b[31m'", "--\x1b[31m"); /* echoed, quoted */
+    /* a value with a newline in it stays inside the one line */
+    REFUSED("'12\\nkvlab: fake second line'", "--n", "12\nkvlab: fake second line");
+    REFUSED("'12\\nkvlab: fake second line'", "--layers", "12\nkvlab: fake second line");
+    REFUSED("'12\\nkvlab: fake second line'", "--window", "12\nkvlab: fake second line");
     /* --help prints the generated help and runs nothing */
     int lines;
     runs = 0;
@@ -321,7 +328,8 @@ START_TEST(test_tables_well_formed)
     ck_assert_int_eq(kv_cmd_reserve(all, (int32_t)(sizeof all / sizeof all[0])), 0);
     for (size_t c = 0; c < sizeof all / sizeof all[0]; c++) {
         const struct kv_cmd *cmd = all[c];
-        ck_assert_msg(cmd->legacy == NULL, "%s is not on the table yet", cmd->name);
+        ck_assert_msg(cmd->run != NULL && cmd->usage != NULL && cmd->summary != NULL, "%s",
+                      cmd->name);
         ck_assert_msg(cmd->example != NULL && cmd->example[0] != '\0', "%s: no example",
                       cmd->name);
         for (int32_t i = 0; i < cmd->n_opts; i++) {

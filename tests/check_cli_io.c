@@ -3,7 +3,8 @@
  * (bench/cli_io.c): the stdout check at exit (kv_cli_finish), progress that
  * stops after a failed write instead of killing the run, the one quoting
  * helper of every echoed value, the output-target check with its option
- * names and exit statuses, and the rejection of accepted-but-unused options.
+ * names and exit statuses, and a strategy's checks against its shape. (The
+ * options themselves: check_cli_cmd.c.)
  *
  * stderr (the FILE *) is pointed at a temporary file around each call that
  * prints, so the one-line contract is checked on what was really printed.
@@ -155,26 +156,6 @@ START_TEST(test_quote)
 }
 END_TEST
 
-/* Every value-echoing message of the common options stays on one line. */
-START_TEST(test_option_messages_one_line)
-{
-    static const char *const opts[] = {"--dim", "--layers", "--bits", "--mlp", "--seed",
-                                       "--batch", "--window"};
-    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
-        struct kv_cli_common c;
-        kv_cli_common_defaults(&c);
-        char *argv[] = {"kvlab", (char *)opts[k], "12\nkvlab: fake second line", NULL};
-        int i = 1;
-        char msg[512];
-        capture_begin();
-        int r = kv_cli_parse_common(&c, 3, argv, &i);
-        ck_assert_int_eq(capture_end(msg, sizeof msg), 1);
-        ck_assert_int_eq(r, -1);
-        ck_assert_ptr_nonnull(strstr(msg, "12\\nkvlab: fake second line"));
-    }
-}
-END_TEST
-
 /* ------------------------------------------------------------------------ */
 /* Output targets through the CLI                                           */
 
@@ -216,27 +197,6 @@ START_TEST(test_check_outputs_statuses)
 }
 END_TEST
 
-START_TEST(test_reject_unused)
-{
-    struct kv_cli_common c;
-    kv_cli_common_defaults(&c);
-    char *argv[] = {"kvlab", "--tokenizer", "tok.bin", "--dim", "32", NULL};
-    int i = 1;
-    ck_assert_int_eq(kv_cli_parse_common(&c, 5, argv, &i), 1);
-    ck_assert_int_eq(kv_cli_parse_common(&c, 5, argv, &i), 1);
-    static const char *const none_used[] = {"--window", NULL};
-    static const char *const tok_unused[] = {"--window", "--tokenizer", NULL};
-    char msg[256];
-    capture_begin();
-    ck_assert_int_eq(kv_cli_reject_unused("sweep", &c, none_used), 0);
-    ck_assert_int_eq(capture_end(msg, sizeof msg), 0);
-    capture_begin();
-    ck_assert_int_eq(kv_cli_reject_unused("sweep", &c, tok_unused), -1);
-    ck_assert_int_eq(capture_end(msg, sizeof msg), 1);
-    ck_assert_str_eq(msg, "kvlab: sweep: --tokenizer has no effect on sweep; remove it\n");
-}
-END_TEST
-
 /* kv_cli_check_strategy: a strategy's own parameters against the shape it
  * is given, its memory with the option that sizes it named; another
  * strategy's parameter values are not its business. */
@@ -244,10 +204,8 @@ START_TEST(test_check_strategy)
 {
     struct kv_cli_common c;
     kv_cli_common_defaults(&c);
-    char *argv[] = {"kvlab", "--group", "32", "--window", "1073741824", NULL};
-    int i = 1;
-    ck_assert_int_eq(kv_cli_parse_common(&c, 5, argv, &i), 1);
-    ck_assert_int_eq(kv_cli_parse_common(&c, 5, argv, &i), 1);
+    kv_cli_flag_default(&c, "--group", 32); /* as a command line's --group 32 */
+    kv_cli_flag_default(&c, "--window", 1073741824);
     struct kv_cli_strategy q, d, w, st;
     ck_assert_int_eq(kv_cli_strategy(&c, "quantized", &q), 0);
     ck_assert_int_eq(kv_cli_strategy(&c, "dynamic", &d), 0);
@@ -288,12 +246,10 @@ static Suite *cli_io_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("messages");
     tcase_add_test(tc, test_quote);
-    tcase_add_test(tc, test_option_messages_one_line);
     suite_add_tcase(s, tc);
     tc = tcase_create("files");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_check_outputs_statuses);
-    tcase_add_test(tc, test_reject_unused);
     tcase_add_test(tc, test_check_strategy);
     suite_add_tcase(s, tc);
     return s;

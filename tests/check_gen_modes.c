@@ -434,6 +434,7 @@ static void check_speculative(struct kv_model *m, int32_t draft_layers, int32_t 
         ck_assert(ss.rounds >= 1 && ss.rounds <= NS - 1);
         /* every round yields its accepted drafts plus one token */
         ck_assert_int_eq(ss.accepted / B + ss.rounds, NS - 1);
+        ck_assert(ss.flops.gemm > 0 && ss.flops.attn > 0);
         if (expect_all_accepted)
             ck_assert_msg(ss.accepted == ss.proposed && ss.proposed > 0,
                           "%s: %lld of %lld accepted", ops->name, (long long)ss.accepted,
@@ -465,6 +466,11 @@ START_TEST(test_speculative_exact_draft)
     memset(m->w.w2 + 2 * D * H, 0, D * H * sizeof(float));
     check_speculative(m, 2, 4, 1);
     kv_model_destroy(m);
+    /* a draft of every layer is the model itself, untouched: all accepted,
+     * and the FLOPs of both models counted */
+    m = make_model(&mc, 57);
+    check_speculative(m, 3, 4, 1);
+    kv_model_destroy(m);
 }
 END_TEST
 
@@ -477,7 +483,7 @@ START_TEST(test_speculative_bad_args)
     struct kv_cache *c = make_cache(kv_strategy_find("paged"), m, 1);
     const struct kv_gen_params gp = {.batch = 1, .prompt_len = P, .prompt = prompt,
                                      .new_tokens = NEW, .n_threads = 1};
-    ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 2, 4, tok, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 3, 4, tok, NULL), KV_ERR_INVALID);
     ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 0, 4, tok, NULL), KV_ERR_INVALID);
     ck_assert_int_eq(kv_generate_speculative(m, c, &gp, 1, 0, tok, NULL), KV_ERR_INVALID);
     double sc[1];
