@@ -380,7 +380,9 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         spans[s].v.data = base + kvb;
         spans[s].k.qp = ng ? (const struct kv_qparams *)(base + 2 * kvb) : NULL;
         spans[s].v.qp = ng ? (const struct kv_qparams *)(base + 2 * kvb + kqpb) : NULL;
-        views[s] = (struct kv_view){.spans = &spans[s], .n_spans = 1};
+        /* the storage's shape stated, so the kernel checks the call against it */
+        views[s] = (struct kv_view){.spans = &spans[s], .n_spans = 1, .batch = 1,
+                                    .n_kv_heads = hkv, .head_dim = d};
     }
     struct kv_attn_params p = {.batch = 1, .n_q = nq, .n_heads = o->heads, .n_kv_heads = hkv,
                                .head_dim = d, .q_pos0 = T - nq,
