@@ -94,11 +94,14 @@ def torch_greedy(model, prompt, n_new):
 def main():
     model = kvtorch.read_checkpoint(MODEL).double().eval()
     cfg = model.cfg
-    caps, name = {}, None
+    caps, flags, name = {}, {}, None
     for ln in kvlab("strategies", "--verbose").splitlines():
         if ln and not ln[0].isspace():
             name = ln.split()[0]
             caps[name] = set()
+            # the parameter flags it takes, listed in brackets: an option a
+            # strategy does not take is refused
+            flags[name] = {w.strip("[];") for w in ln.split() if w.strip("[];").startswith("--")}
         elif name and ln.strip().startswith("capabilities:"):
             caps[name] = set(ln.split(":", 1)[1].split())
     exact = [n for n, c in caps.items() if "lossy" not in c]
@@ -118,8 +121,9 @@ def main():
               f"{min(margins):.4f})")
         for s in exact:
             args = ["generate", "--model", MODEL, "--strategy", s, "--threads", "1",
-                    "--prompt-tokens", ",".join(map(str, ids)), "--new-tokens", str(NEW_TOKENS),
-                    "--window", str(len(ids) + NEW_TOKENS)]
+                    "--prompt-tokens", ",".join(map(str, ids)), "--new-tokens", str(NEW_TOKENS)]
+            if "--window" in flags[s]:
+                args += ["--window", str(len(ids) + NEW_TOKENS)]
             line = next(ln for ln in kvlab(*args).splitlines() if ln.startswith("tokens:"))
             got = [int(t) for t in line.split()[1:]]
             if got == want:
@@ -139,9 +143,9 @@ def main():
         want = float(losses.sum()) / math.log(2) / losses.numel()
         for s in exact:
             csv = os.path.join(TMP, "ppl.csv")
+            window = ["--window", str(context)] if "--window" in flags[s] else []
             kvlab("perplexity", "--model", MODEL, "--text", path, "--strategy", s,
-                  "--threads", "1", "--context", str(context), "--window", str(context),
-                  "--csv", csv)
+                  "--threads", "1", "--context", str(context), *window, "--csv", csv)
             with open(csv) as f:
                 got = float(next(ln for ln in f
                                  if ln.startswith("# bits_per_byte=")).split("=")[1])
