@@ -298,14 +298,14 @@ static int parse_value(const char *cmd, const struct kv_opt *o, const char *v, v
                 const struct kv_strategy_ops *ops;
                 if (kv_strategy_lookup(buf, &ops, NULL, 0) != KV_OK) {
                     fprintf(stderr, "kvlab: %s: %s: unknown strategy '%s' (see 'kvlab "
-                                    "strategies')\n", cmd, o->name, kv_cli_q(buf));
+                                    "strategies')\n", cmd, o->name, kv_text_q(buf));
                     return -1;
                 }
             }
             for (int32_t k = 0; !bad && k < ns; k++)
                 if (strcmp(seen[k], buf) == 0) {
                     fprintf(stderr, "kvlab: %s: %s names '%s' twice\n", cmd, o->name,
-                            kv_cli_q(buf));
+                            kv_text_q(buf));
                     return -1;
                 }
             if (!bad)
@@ -319,7 +319,7 @@ static int parse_value(const char *cmd, const struct kv_opt *o, const char *v, v
         const struct kv_strategy_ops *ops;
         if (!kv_cli_label_ok(v) || kv_strategy_lookup(v, &ops, NULL, 0) != KV_OK) {
             fprintf(stderr, "kvlab: %s: %s: unknown strategy '%s' (see 'kvlab strategies')\n",
-                    cmd, o->name, kv_cli_q(v));
+                    cmd, o->name, kv_text_q(v));
             return -1;
         }
         *(const char **)field = v;
@@ -337,7 +337,7 @@ static int parse_value(const char *cmd, const struct kv_opt *o, const char *v, v
     case KV_OPT_CUSTOM:
         if (o->parse(v, field, why, sizeof why) != 0) {
             fprintf(stderr, "kvlab: %s: %s expects %s, got '%s'\n", cmd, o->name, why,
-                    kv_cli_q(v));
+                    kv_text_q(v));
             return -1;
         }
         break;
@@ -347,7 +347,7 @@ static int parse_value(const char *cmd, const struct kv_opt *o, const char *v, v
     }
     if (bad) {
         expects(o, why, sizeof why);
-        fprintf(stderr, "kvlab: %s: %s expects %s, got '%s'\n", cmd, o->name, why, kv_cli_q(v));
+        fprintf(stderr, "kvlab: %s: %s expects %s, got '%s'\n", cmd, o->name, why, kv_text_q(v));
         return -1;
     }
     return 0;
@@ -364,7 +364,7 @@ static int parse_param(const char *cmd, struct kv_cli_flag *f, const char *v)
             char range[128];
             kv_param_range_str(f->param, range, sizeof range);
             fprintf(stderr, "kvlab: %s: %s expects %s, got '%s'\n", cmd, f->param->flag, range,
-                    kv_cli_q(v));
+                    kv_text_q(v));
             return -1;
         }
         f->value = x;
@@ -605,7 +605,7 @@ static int check_params(const struct kv_cmd_ctx *x, const struct set *s)
         else
             fprintf(stderr, "kvlab: %s: %s has no effect on %s%s%s; it is a parameter of %s\n",
                     cmd->name, e->name, n == 1 ? "'" : "any of ",
-                    n == 1 ? kv_cli_q(names[0]) : "the strategies this run uses",
+                    n == 1 ? kv_text_q(names[0]) : "the strategies this run uses",
                     n == 1 ? "'" : "", owners);
         return -1;
     }
@@ -722,7 +722,7 @@ static int check_files(const struct kv_cmd_ctx *x, const struct set *s)
         int fd;
         if (kv_file_open_input(f.ins[i].path, &fd) != KV_OK) {
             fprintf(stderr, "kvlab: %s: %s '%s': %s\n", cmd->name, f.ins[i].opt,
-                    kv_cli_q(f.ins[i].path), kv_file_why());
+                    kv_text_q(f.ins[i].path), kv_file_why());
             rc = 2;
         } else {
             close(fd);
@@ -736,7 +736,7 @@ static int check_files(const struct kv_cmd_ctx *x, const struct set *s)
         for (int j = 0; j < i && rc == 0; j++)
             if (kv_file_same(f.outs[i].path, f.outs[j].path)) {
                 fprintf(stderr, "kvlab: %s: %s '%s' is the same file as %s\n", cmd->name,
-                        f.outs[i].opt, kv_cli_q(f.outs[i].path), f.outs[j].opt);
+                        f.outs[i].opt, kv_text_q(f.outs[i].path), f.outs[j].opt);
                 rc = 2;
             }
     }
@@ -765,7 +765,7 @@ static int make_dirs(const struct kv_cmd_ctx *x, const struct set *s)
         *slash = '\0';
         if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "kvlab: %s: %s '%s': cannot make its folder: %s\n", x->cmd->name,
-                    f.outs[i].opt, kv_cli_q(f.outs[i].path), strerror(errno));
+                    f.outs[i].opt, kv_text_q(f.outs[i].path), strerror(errno));
             rc = 1;
         }
     }
@@ -871,7 +871,7 @@ static int parse(struct kv_cmd_ctx *x, struct set *s, int argc, char **argv, int
             const char *t = argv[optind - 1];
             if (strcmp(t, "-h") != 0 && strcmp(t, "--help") != 0) {
                 fprintf(stderr, "kvlab: %s: unknown option '%s' (see 'kvlab %s --help')\n",
-                        cmd->name, kv_cli_q(optind < argc ? argv[optind] : t), cmd->name);
+                        cmd->name, kv_text_q(optind < argc ? argv[optind] : t), cmd->name);
                 rc = 2;
                 break;
             }
@@ -883,10 +883,10 @@ static int parse(struct kv_cmd_ctx *x, struct set *s, int argc, char **argv, int
             if (optopt != 0 && r == '?')
                 t = shortopt; /* a short option of a cluster: name the letter */
             if (r == ':')
-                fprintf(stderr, "kvlab: %s: %s expects a value\n", cmd->name, kv_cli_q(t));
+                fprintf(stderr, "kvlab: %s: %s expects a value\n", cmd->name, kv_text_q(t));
             else
                 fprintf(stderr, "kvlab: %s: unknown option '%s' (see 'kvlab %s --help')\n",
-                        cmd->name, kv_cli_q(t), cmd->name);
+                        cmd->name, kv_text_q(t), cmd->name);
             rc = 2;
             break;
         } else {
@@ -895,7 +895,7 @@ static int parse(struct kv_cmd_ctx *x, struct set *s, int argc, char **argv, int
             if (!typed_exactly(argv, optind, optarg, e->has_value, e->name)) {
                 fprintf(stderr, "kvlab: %s: unknown option '%s' (see 'kvlab %s --help'; "
                                 "options are not abbreviated)\n",
-                        cmd->name, kv_cli_q(argv[optind - (e->has_value && optarg == argv[optind - 1] ? 2 : 1)]),
+                        cmd->name, kv_text_q(argv[optind - (e->has_value && optarg == argv[optind - 1] ? 2 : 1)]),
                         cmd->name);
                 rc = 2;
                 break;
@@ -943,7 +943,7 @@ static int parse(struct kv_cmd_ctx *x, struct set *s, int argc, char **argv, int
             x->rest.v[x->rest.n++] = (char *)arg1;
         } else {
             fprintf(stderr, "kvlab: %s: unexpected argument '%s' (see 'kvlab %s --help')\n",
-                    cmd->name, kv_cli_q(arg1), cmd->name);
+                    cmd->name, kv_text_q(arg1), cmd->name);
             rc = 2;
             break;
         }

@@ -14,101 +14,6 @@
 #include "tokenizer.h"
 
 /* ------------------------------------------------------------------------ */
-/* Quoting                                                                  */
-
-char *kv_cli_quote(char *dst, size_t cap, const char *s, size_t max)
-{
-    static const char hex[] = "0123456789abcdef";
-    if (dst == NULL || cap == 0)
-        return dst;
-    size_t w = 0, i = 0;
-    if (s == NULL)
-        s = "";
-    for (; i < max && s[i] != '\0'; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[5];
-        size_t k = 0;
-        if (c == '\n' || c == '\t' || c == '\r' || c == '\\' || c == '\'') {
-            esc[k++] = '\\';
-            esc[k++] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : (char)c;
-        } else if (c < 0x20 || c == 0x7f) {
-            esc[k++] = '\\';
-            esc[k++] = 'x';
-            esc[k++] = hex[c >> 4];
-            esc[k++] = hex[c & 15];
-        } else {
-            esc[k++] = (char)c;
-        }
-        if (w + k + 4 > cap) /* room for "..." and the NUL */
-            break;
-        memcpy(dst + w, esc, k);
-        w += k;
-    }
-    if (i < SIZE_MAX && s[i] != '\0' && w + 4 <= cap) {
-        memcpy(dst + w, "...", 3);
-        w += 3;
-    }
-    dst[w] = '\0';
-    return dst;
-}
-
-static const char *current_cmd;
-
-void kv_cli_set_command(const char *name) { current_cmd = name; }
-
-void kv_cli_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (current_cmd != NULL)
-        fprintf(stderr, "kvlab: %s: ", current_cmd);
-    else
-        fprintf(stderr, "kvlab: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-}
-
-const char *kv_cli_sentence(const char *s)
-{
-    /* a sentence from below the CLI (a strategy's why) may quote a value
-     * the user gave: its control bytes are escaped, its quotes kept */
-    static char bufs[2][600];
-    static unsigned next;
-    char *b = bufs[next++ % 2];
-    static const char hex[] = "0123456789abcdef";
-    size_t w = 0;
-    for (const unsigned char *p = (const unsigned char *)(s != NULL ? s : ""); *p != '\0'; p++) {
-        if (w + 8 > sizeof bufs[0]) {
-            memcpy(b + w, "...", 3);
-            w += 3;
-            break;
-        }
-        if (*p < 0x20 || *p == 0x7f || *p == '\\') {
-            b[w++] = '\\';
-            if (*p == '\\') {
-                b[w++] = '\\';
-            } else {
-                b[w++] = 'x';
-                b[w++] = hex[*p >> 4];
-                b[w++] = hex[*p & 15];
-            }
-        } else {
-            b[w++] = (char)*p;
-        }
-    }
-    b[w] = '\0';
-    return b;
-}
-
-const char *kv_cli_q(const char *s)
-{
-    static char bufs[4][512];
-    static unsigned next;
-    char *b = bufs[next++ % 4];
-    return kv_cli_quote(b, sizeof bufs[0], s, 120);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Output targets                                                           */
 
 int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_out,
@@ -121,7 +26,7 @@ int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_
         enum kv_status s = kv_file_check_output(outs[i].path, parent);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: %s: %s '%s': %s\n", cmd, outs[i].opt,
-                    kv_cli_q(outs[i].path), kv_file_why());
+                    kv_text_q(outs[i].path), kv_file_why());
             return s == KV_ERR_IO ? dir_status : 2;
         }
         for (int j = 0; j < n_in + i; j++) {
@@ -129,8 +34,8 @@ int kv_cli_check_outputs(const char *cmd, const struct kv_cli_file *outs, int n_
             if (o->path != NULL && kv_file_same(outs[i].path, o->path)) {
                 fprintf(stderr, "kvlab: %s: %s '%s' is also an %s: the same file as %s "
                                 "'%s'; refusing to overwrite it\n", cmd, outs[i].opt,
-                        kv_cli_q(outs[i].path), j < n_in ? "input" : "output", o->opt,
-                        kv_cli_q(o->path));
+                        kv_text_q(outs[i].path), j < n_in ? "input" : "output", o->opt,
+                        kv_text_q(o->path));
                 return 2;
             }
         }
@@ -148,7 +53,7 @@ int kv_cli_load_model(const char *cmd, const char *path, struct kv_model **out)
     if (s == KV_OK)
         return 0;
     const char *why = kv_file_why();
-    fprintf(stderr, "kvlab: %s: --model '%s': %s\n", cmd, kv_cli_q(path),
+    fprintf(stderr, "kvlab: %s: --model '%s': %s\n", cmd, kv_text_q(path),
             why[0] != '\0' ? why : kv_status_str(s));
     return s == KV_ERR_NOMEM ? 1 : 2;
 }
@@ -161,7 +66,7 @@ int kv_cli_load_tokenizer(const char *cmd, const char *path, int32_t vocab,
     if (s == KV_OK)
         return 0;
     const char *why = kv_file_why();
-    fprintf(stderr, "kvlab: %s: --tokenizer '%s': %s\n", cmd, kv_cli_q(path),
+    fprintf(stderr, "kvlab: %s: --tokenizer '%s': %s\n", cmd, kv_text_q(path),
             why[0] != '\0' ? why : kv_status_str(s));
     return s == KV_ERR_NOMEM ? 1 : 2;
 }
@@ -210,27 +115,23 @@ void kv_cli_signals(volatile sig_atomic_t *stop)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Progress                                                                 */
+/* The command under way                                                    */
 
-static int progress_off;
+static const char *current_cmd;
 
-int kv_cli_progress(const char *fmt, ...)
+void kv_cli_set_command(const char *name) { current_cmd = name; }
+
+void kv_cli_error(const char *fmt, ...)
 {
-    if (progress_off)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    int n = vfprintf(stderr, fmt, ap);
+    if (current_cmd != NULL)
+        fprintf(stderr, "kvlab: %s: ", current_cmd);
+    else
+        fprintf(stderr, "kvlab: ");
+    vfprintf(stderr, fmt, ap);
     va_end(ap);
-    if (n < 0 || fflush(stderr) != 0 || ferror(stderr)) {
-        progress_off = 1; /* EPIPE, a full disk: keep working, stop telling */
-        clearerr(stderr);
-        return -1;
-    }
-    return 0;
 }
-
-int kv_cli_progress_on(void) { return !progress_off; }
 
 /* ------------------------------------------------------------------------ */
 /* Exit                                                                     */

@@ -12,12 +12,10 @@
  *                         SIGINT/SIGTERM/SIGHUP remove temporary files before
  *                         the process dies (or only set a flag, for a sweep
  *                         that finishes its file);
- *   kv_cli_progress       progress and notes on stderr that stop, silently,
- *                         after the first failed write;
  *   kv_cli_finish         the exit status after stdout is flushed and closed:
  *                         output that did not reach its file is exit 1;
- *   kv_cli_q              an echoed value, quoted: control characters
- *                         escaped, so a message stays one line.
+ *   kv_cli_error          a message line that names the command under way.
+ * Quoting and progress lines are text.h's (below every layer that prints).
  */
 #ifndef KV_CLI_IO_H
 #define KV_CLI_IO_H
@@ -27,6 +25,7 @@
 #include <stdio.h>
 
 #include "file_check.h"
+#include "text.h" /* kv_text_q and kv_progress, which every command uses */
 #include "kv_model.h"
 
 /* A file a command reads or writes, named by the option that gave it. */
@@ -71,11 +70,6 @@ int kv_cli_load_tokenizer(const char *cmd, const char *path, int32_t vocab,
  */
 void kv_cli_signals(volatile sig_atomic_t *stop);
 
-/* printf to stderr for progress and notes; after a write fails (a closed
- * pipe, a full disk) it prints nothing more. Returns 0, or -1 once off. */
-int kv_cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* 1 while kv_cli_progress still writes. */
-int kv_cli_progress_on(void);
 
 /*
  * The exit status once stream f (stdout) is flushed and closed: rc when
@@ -85,18 +79,6 @@ int kv_cli_progress_on(void);
  */
 int kv_cli_finish(FILE *f, const char *what, int rc);
 
-/*
- * Writes s into dst (cap bytes, NUL-terminated) with every byte below 0x20,
- * 0x7f, backslash and the single quote escaped (\n, \t, \r, \\, \', \xNN),
- * and at most max bytes of s shown (then "..."), so the text can sit inside
- * '...' in a one-line message. Returns dst.
- */
-char *kv_cli_quote(char *dst, size_t cap, const char *s, size_t max);
-
-/* kv_cli_quote into one of a few rotating static buffers (up to 120 bytes
- * of s shown): for message arguments, fprintf(stderr, "'%s'", kv_cli_q(v)).
- * Not thread-safe: the CLI prints from one thread. NULL gives "". */
-const char *kv_cli_q(const char *s);
 
 /* The command whose run is under way (kv_cmd_main sets it): every
  * kv_cli_error line starts "kvlab: CMD: ", so a helper shared by the
@@ -105,9 +87,5 @@ void kv_cli_set_command(const char *name);
 /* Prints "kvlab: CMD: " and then fmt (which ends in "\n") to stderr. */
 void kv_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A sentence made below the CLI (a strategy's why, a loader's reason) that
- * may carry a user's value: control bytes and backslashes escaped, quotes
- * kept, into one of two rotating static buffers (at most ~590 bytes). */
-const char *kv_cli_sentence(const char *s);
 
 #endif /* KV_CLI_IO_H */

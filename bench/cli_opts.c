@@ -45,7 +45,7 @@ int kv_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *
     int64_t v;
     if (parse_i64(s, &v) != 0 || v < lo || v > hi) {
         kv_cli_error("%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
-                opt, lo, hi, kv_cli_q(s));
+                opt, lo, hi, kv_text_q(s));
         return -1;
     }
     *out = v;
@@ -80,12 +80,12 @@ int kv_cli_int_list(const char *opt, const char *s, int32_t lo, int32_t hi,
             fprintf(stderr,
                     "kvlab: %s expects a comma-separated list of integers in [%" PRId32
                     ", %" PRId32 "], got '%s'\n",
-                    opt, lo, hi, kv_cli_q(s));
+                    opt, lo, hi, kv_text_q(s));
             return -1;
         }
         if (n == max_n) {
             kv_cli_error("%s takes at most %d values, got '%s'\n", opt, max_n,
-                    kv_cli_q(s));
+                    kv_text_q(s));
             return -1;
         }
         out[n++] = (int32_t)v;
@@ -155,7 +155,7 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
     const struct kv_strategy_ops *ops = NULL;
     if (name == NULL || kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK) {
         kv_cli_error("unknown strategy '%s' (see 'kvlab strategies')\n",
-                kv_cli_q(name));
+                kv_text_q(name));
         return -1;
     }
     if (ops->params_size > sizeof out->params) {
@@ -177,7 +177,7 @@ int kv_cli_strategy(const struct kv_cli_common *c, const char *name, struct kv_c
                     kv_param_range_str(p, range, sizeof range);
                     kv_cli_error("%s expects %s (no spaces, ';', '=' or quotes), "
                                     "got '%s'\n", p->flag, range,
-                            kv_cli_q(c->flags[i].text));
+                            kv_text_q(c->flags[i].text));
                     return -1;
                 }
                 continue;
@@ -214,7 +214,7 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
     char why[256] = "";
     if (kv_params_check(ops, cc, params, why, sizeof why) != KV_OK) {
         fprintf(stderr, "kvlab: %s: %s: %s\n", cmd, ops->name,
-                why[0] ? kv_cli_sentence(why) : "invalid strategy parameters");
+                why[0] ? kv_text_sentence(why) : "invalid strategy parameters");
         return 2;
     }
     /* what sizes it beyond its tokens: the parameters its table says scale
@@ -227,7 +227,7 @@ int kv_cli_check_strategy(const char *cmd, const struct kv_strategy_ops *ops, co
             continue;
         char v[160];
         if (p->type == KV_PARAM_TEXT) {
-            snprintf(v, sizeof v, "%s", kv_cli_sentence(kv_params_get_text(ops, params, k)));
+            snprintf(v, sizeof v, "%s", kv_text_sentence(kv_params_get_text(ops, params, k)));
         } else {
             const int32_t x = kv_params_get(ops, params, k);
             if (p->names != NULL && x == p->def)
@@ -272,7 +272,7 @@ void kv_cli_cache_full(const char *cmd, const struct kv_strategy_ops *ops, const
         if (p->type != KV_PARAM_TEXT && p->names != NULL && kv_params_get(ops, params, k) == p->def)
             continue; /* a named choice at its default (--dtype f32) sizes nothing */
         if (p->type == KV_PARAM_TEXT)
-            snprintf(v, sizeof v, "%s", kv_cli_sentence(kv_params_get_text(ops, params, k)));
+            snprintf(v, sizeof v, "%s", kv_text_sentence(kv_params_get_text(ops, params, k)));
         else
             kv_param_value_str(p, kv_params_get(ops, params, k), v, sizeof v);
         w += (size_t)snprintf(sizing + w, sizeof sizing - w, "%s %s %s", w ? "" : " with",
@@ -325,7 +325,7 @@ int kv_cli_check_common(const struct kv_cli_common *c)
         const struct kv_strategy_ops *ops;
         if (kv_strategy_lookup(c->strategy, &ops, NULL, 0) != KV_OK) {
             kv_cli_error("unknown strategy '%s' (see 'kvlab strategies')\n",
-                    kv_cli_q(c->strategy));
+                    kv_text_q(c->strategy));
             return -1;
         }
     }

@@ -345,7 +345,7 @@ static int demo_check(struct kv_cmd_ctx *x)
         const char *comma = strchr(o->compare, ',');
         if (comma == NULL || strchr(comma + 1, ',') != NULL) {
             fprintf(stderr, "kvlab: demo: --compare expects two strategy names, A,B, got '%s'\n",
-                    kv_cli_q(o->compare));
+                    kv_text_q(o->compare));
             return 2;
         }
         if (x->c.strategy != NULL) {
@@ -389,8 +389,8 @@ static int demo_check(struct kv_cmd_ctx *x)
         }
         if (!any) {
             fprintf(stderr, "kvlab: demo: --slots sets the slots of a preallocated (static) "
-                            "cache; %s%s%s has none\n", kv_cli_q(names[0]),
-                    n > 1 ? " and " : "", n > 1 ? kv_cli_q(names[1]) : "");
+                            "cache; %s%s%s has none\n", kv_text_q(names[0]),
+                    n > 1 ? " and " : "", n > 1 ? kv_text_q(names[1]) : "");
             return 2;
         }
     }
@@ -421,7 +421,7 @@ static int demo_width(int32_t given, char *note, size_t cap)
         return (int)v;
     int w = number && v < KV_DEMO_MIN_WIDTH ? KV_DEMO_MIN_WIDTH : KV_TERM_DEFAULT_WIDTH;
     snprintf(note, cap, "kvlab: demo: COLUMNS='%s' is not a width in [%d, %d]; using %d "
-             "columns\n", kv_cli_q(c), KV_DEMO_MIN_WIDTH, KV_TERM_MAX_WIDTH, w);
+             "columns\n", kv_text_q(c), KV_DEMO_MIN_WIDTH, KV_TERM_MAX_WIDTH, w);
     return w;
 }
 
@@ -1320,7 +1320,7 @@ static int32_t prompt_ids(struct session *x, int32_t *ids, int32_t cap)
                                                kv_tokenizer_default_flags(x->tok), ids, cap, &n);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: demo: cannot encode the prompt with '%s': %s\n",
-                    kv_cli_q(o->c.tokenizer_path), kv_status_str(s));
+                    kv_text_q(o->c.tokenizer_path), kv_status_str(s));
             return -1;
         }
         return n;
@@ -1374,7 +1374,7 @@ static int ops_walk(struct session *x, const struct kv_cli_strategy *st, const i
                  c->n_kv_heads, c->dim / c->n_heads, c->vocab_size);
     emit(x, 7);
     if (x->width_note[0] != '\0')
-        kv_cli_progress("%s", x->width_note);
+        kv_progress("%s", x->width_note);
     return kv_demo_ops(&r); /* main checks that stdout took it (kv_cli_finish) */
 }
 
@@ -1523,7 +1523,7 @@ static int demo_run(struct kv_cmd_ctx *cx)
         return 2;
     }
     if (x.width_note[0] != '\0')
-        kv_cli_progress("%s", x.width_note);
+        kv_progress("%s", x.width_note);
     int rc = o.compare ? compare(&x, name_a, sa.params, name_b, sb.params)
                        : walk(&x, strategy, sa.params);
     session_free(&x);

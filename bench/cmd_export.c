@@ -83,7 +83,7 @@ static int export_run(struct kv_cmd_ctx *x)
     int e = errno;
     kv_model_destroy(m);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: export-synthetic: cannot write '%s': %s\n", kv_cli_q(o->out),
+        fprintf(stderr, "kvlab: export-synthetic: cannot write '%s': %s\n", kv_text_q(o->out),
                 s == KV_ERR_IO && e != 0 ? strerror(e) : kv_status_str(s));
         return 1;
     }
@@ -91,7 +91,7 @@ static int export_run(struct kv_cmd_ctx *x)
     printf("wrote %s: dim %" PRId32 ", hidden %" PRId32 ", layers %" PRId32 ", heads %" PRId32
            ", kv_heads %" PRId32 ", vocab %" PRId32 " (%s classifier), seq_len %" PRId32
            ", mlp %s, seed %" PRIu64 ", %zu bytes\n",
-           kv_cli_quote(q, sizeof q, o->out, 1024), mc->dim, mc->hidden_dim, mc->n_layers,
+           kv_text_quote(q, sizeof q, o->out, 1024), mc->dim, mc->hidden_dim, mc->n_layers,
            mc->n_heads, mc->n_kv_heads, mc->vocab_size, o->tied ? "shared" : "unshared",
            mc->max_len, mc->mlp ? "on" : "off (zero weights)", x->c.seed, file_bytes);
     if (o->tok_out != NULL) {
@@ -102,11 +102,11 @@ static int export_run(struct kv_cmd_ctx *x)
         kv_tokenizer_destroy(t);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: export-synthetic: cannot write '%s': %s\n",
-                    kv_cli_q(o->tok_out), kv_status_str(s));
+                    kv_text_q(o->tok_out), kv_status_str(s));
             return 1;
         }
         printf("wrote %s: byte-level tokenizer, 256 tokens\n",
-               kv_cli_quote(q, sizeof q, o->tok_out, 1024));
+               kv_text_quote(q, sizeof q, o->tok_out, 1024));
     }
     return 0;
 }

@@ -603,7 +603,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
             fprintf(stderr, "kvlab: kernel: roofline: %s\n", kv_status_str(s));
             return 1;
         }
-        kv_cli_progress("# roofline: read %.2f GB/s (DRAM), %.2f GB/s (L3), copy %.2f GB/s, "
+        kv_progress("# roofline: read %.2f GB/s (DRAM), %.2f GB/s (L3), copy %.2f GB/s, "
                         "sgemm %.1f GFLOP/s\n",
                         rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops);
     }
@@ -629,7 +629,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
     char cold[64] = "";
     if (o.mode == KV_KTIME_COLD)
         snprintf(cold, sizeof cold, " (copies of each cache exceeding %zu MB)", o.cold_bytes / 1000000);
-    kv_cli_progress("# kvlab kernel: %d threads (of %d cores), head_dim %d, heads %d/%d, "
+    kv_progress("# kvlab kernel: %d threads (of %d cores), head_dim %d, heads %d/%d, "
                     "queries %d, group %d%s, %s%s, f16/bf16 rows %s\n", o.threads,
                     omp_get_num_procs(), o.head_dim, o.heads, o.kv_heads, o.queries, o.group,
                     o.kivi ? ", layout kivi" : "", mode, cold, kv_isa_name(kv_isa()));

@@ -108,7 +108,7 @@ static void summarise(const struct kv_merge_result *r, struct kv_csv *const *in,
         fprintf(stderr, "kvlab: merge: note: merged without %s (--allow-partial)\n",
                 r->missing);
     fprintf(stderr, "kvlab: merge: %lld rows from %d files -> '%s'%s\n", (long long)r->n_rows,
-            n, kv_cli_q(out), r->partial ? " (partial=1)" : "");
+            n, kv_text_q(out), r->partial ? " (partial=1)" : "");
 }
 
 /* merge.c's messages are "FILE:LINE: reason", except two that name the
@@ -131,8 +131,8 @@ static int merge_run(struct kv_cmd_ctx *x)
     for (int k = 0; k < n; k++)
         if (strcmp(inp[k], "-") != 0 && kv_cli_same_file(outp, inp[k])) {
             fprintf(stderr, "kvlab: merge: OUT.csv '%s' is also an input: the same file as "
-                            "SHARD.csv '%s'; refusing to overwrite it\n", kv_cli_q(outp),
-                    kv_cli_q(inp[k]));
+                            "SHARD.csv '%s'; refusing to overwrite it\n", kv_text_q(outp),
+                    kv_text_q(inp[k]));
             return 2;
         }
     struct kv_merge_opts o = {.allow_mixed = mo->allow_mixed,
@@ -164,7 +164,7 @@ static int merge_run(struct kv_cmd_ctx *x)
     errno = 0;
     st = kv_csv_writer_write(res->out, outp);
     if (st != KV_OK) {
-        fprintf(stderr, "kvlab: merge: cannot write '%s': %s\n", kv_cli_q(outp),
+        fprintf(stderr, "kvlab: merge: cannot write '%s': %s\n", kv_text_q(outp),
                 st == KV_ERR_IO && errno != 0 ? strerror(errno) : kv_status_str(st));
         rc = 1;
         goto done;

@@ -40,7 +40,7 @@
  * name cannot forge a line; long names are kept whole up to 1 KiB. */
 static const char *qname(char *buf, size_t cap, const char *s)
 {
-    return kv_cli_quote(buf, cap, s, 1024);
+    return kv_text_quote(buf, cap, s, 1024);
 }
 
 /* Reads the --text file whole into kv_alloc memory (+1 byte, NUL). It is
@@ -52,18 +52,18 @@ static int read_text(const char *path, char **buf, size_t *len)
     int fd;
     struct stat st;
     if (kv_file_open_input(path, &fd) != KV_OK) {
-        fprintf(stderr, "kvlab: perplexity: --text '%s': %s\n", kv_cli_q(path), kv_file_why());
+        fprintf(stderr, "kvlab: perplexity: --text '%s': %s\n", kv_text_q(path), kv_file_why());
         return 2;
     }
     if (fstat(fd, &st) != 0) {
-        fprintf(stderr, "kvlab: perplexity: --text '%s': %s\n", kv_cli_q(path),
+        fprintf(stderr, "kvlab: perplexity: --text '%s': %s\n", kv_text_q(path),
                 strerror(errno));
         close(fd);
         return 2;
     }
     if ((uint64_t)st.st_size > PPL_MAX_TEXT_BYTES) {
         fprintf(stderr, "kvlab: perplexity: --text '%s' is larger than %zu bytes\n",
-                kv_cli_q(path), PPL_MAX_TEXT_BYTES);
+                kv_text_q(path), PPL_MAX_TEXT_BYTES);
         close(fd);
         return 2;
     }
@@ -86,7 +86,7 @@ static int read_text(const char *path, char **buf, size_t *len)
     close(fd);
     if (got != n) {
         fprintf(stderr, "kvlab: perplexity: --text '%s': could not read the whole file\n",
-                kv_cli_q(path));
+                kv_text_q(path));
         kv_free(b);
         return 2;
     }
@@ -219,7 +219,7 @@ static int ppl_run(struct kv_cmd_ctx *x)
     }
     if (len < 2) {
         fprintf(stderr, "kvlab: perplexity: --text '%s' %s; perplexity needs at least 2 bytes\n",
-                kv_cli_q(o.text), len == 0 ? "is empty" : "has 1 byte");
+                kv_text_q(o.text), len == 0 ? "is empty" : "has 1 byte");
         goto out;
     }
     ids = kv_alloc((len + 3) * sizeof *ids);
@@ -234,7 +234,7 @@ static int ppl_run(struct kv_cmd_ctx *x)
                                 (int32_t)(len + 3), &n);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: perplexity: --text '%s': the tokenizer cannot encode it\n",
-                    kv_cli_q(o.text));
+                    kv_text_q(o.text));
             goto out;
         }
     } else {
@@ -246,7 +246,7 @@ static int ppl_run(struct kv_cmd_ctx *x)
         n = o.max_tokens;
     if (n < 2) {
         fprintf(stderr, "kvlab: perplexity: --text '%s' gives %" PRId32 " token; perplexity "
-                        "needs at least 2\n", kv_cli_q(o.text), n);
+                        "needs at least 2\n", kv_text_q(o.text), n);
         goto out;
     }
     if (o.context == 0 && o.recompute == 0 && n - 1 > mc->max_len) {
@@ -430,7 +430,7 @@ static int ppl_run(struct kv_cmd_ctx *x)
             s = kv_csv_writer_write(w, o.csv);
         kv_csv_writer_destroy(w);
         if (s != KV_OK) {
-            fprintf(stderr, "kvlab: perplexity: cannot write '%s': %s\n", kv_cli_q(o.csv),
+            fprintf(stderr, "kvlab: perplexity: cannot write '%s': %s\n", kv_text_q(o.csv),
                     kv_status_str(s));
             goto out;
         }

@@ -45,7 +45,7 @@ static int roofline_run(struct kv_cmd_ctx *x)
     struct kv_roofline_params p;
     kv_roofline_defaults(&p, x->c.threads);
     p.reps = o->reps;
-    kv_cli_progress("kvlab roofline: %s, %d threads, OpenBLAS %s, median of %d reps\n",
+    kv_progress("kvlab roofline: %s, %d threads, OpenBLAS %s, median of %d reps\n",
                     si.cpu, p.n_threads, si.blas_core, p.reps);
     struct kv_roofline r;
     enum kv_status s = kv_roofline_measure(&r, &p);

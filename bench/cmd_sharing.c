@@ -204,7 +204,7 @@ static int sharing_run(struct kv_cmd_ctx *x)
         if (!(kv_strategy_caps(s->ops, &cc, s->params) & KV_CAP_KEEPS_HISTORY) ||
             !(kv_strategy_caps(s->ops, &cc, s->params) & KV_CAP_REORDER)) {
             fprintf(stderr, "kvlab: sharing: strategy '%s' does not support %s, which a shared "
-                            "prompt needs\n", kv_cli_q(t),
+                            "prompt needs\n", kv_text_q(t),
                     kv_strategy_caps(s->ops, &cc, s->params) & KV_CAP_KEEPS_HISTORY
                         ? "reorder" : "keeping history");
             goto out;
@@ -214,7 +214,7 @@ static int sharing_run(struct kv_cmd_ctx *x)
         for (int32_t j = 0; j < n_strat; j++)
             if (kv_sweep_same_config(strat[j].ops, strat[j].params, s->ops, s->params)) {
                 fprintf(stderr, "kvlab: sharing: --strategies names one configuration twice: "
-                                "'%s' and '%s'\n", kv_cli_q(sname[j]), kv_cli_q(t));
+                                "'%s' and '%s'\n", kv_text_q(sname[j]), kv_text_q(t));
                 goto out;
             }
         size_t bytes = 0;
@@ -344,7 +344,7 @@ static int sharing_run(struct kv_cmd_ctx *x)
                         break;
                     }
                     if (!so->quiet)
-                        kv_cli_progress("sharing: %-10s P %5" PRId32 " B %2" PRId32 " %-8s "
+                        kv_progress("sharing: %-10s P %5" PRId32 " B %2" PRId32 " %-8s "
                                         "%12zu bytes resident, step %.3f ms (%.3f ms per "
                                         "sequence)%s\n", label, P, B,
                                         shared ? "shared" : "unshared", st.resident,
@@ -362,15 +362,15 @@ static int sharing_run(struct kv_cmd_ctx *x)
         make_parent_dir(so->out);
         errno = 0;
         if ((s = kv_csv_writer_write(w, so->out)) != KV_OK) {
-            fprintf(stderr, "kvlab: sharing: cannot write '%s': %s\n", kv_cli_q(so->out),
+            fprintf(stderr, "kvlab: sharing: cannot write '%s': %s\n", kv_text_q(so->out),
                     s == KV_ERR_IO && errno != 0 ? strerror(errno) : kv_status_str(s));
             goto out;
         }
     }
     if (!failed) {
         if (!so->quiet)
-            kv_cli_progress("sharing: %" PRId32 " rows in '%s'\n", kv_csv_writer_row_count(w),
-                            kv_cli_q(so->out));
+            kv_progress("sharing: %" PRId32 " rows in '%s'\n", kv_csv_writer_row_count(w),
+                            kv_text_q(so->out));
         rc = 0;
     }
 

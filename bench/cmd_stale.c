@@ -187,7 +187,7 @@ static int load(const char *opt, const char *path, struct kv_model **m)
     enum kv_status s = kv_checkpoint_load(path, m);
     if (s != KV_OK) {
         const char *why = kv_file_why();
-        fprintf(stderr, "kvlab: stale-cache: %s '%s': %s\n", opt, kv_cli_q(path),
+        fprintf(stderr, "kvlab: stale-cache: %s '%s': %s\n", opt, kv_text_q(path),
                 why[0] != '\0' ? why : kv_status_str(s));
         return s == KV_ERR_NOMEM ? 1 : 2;
     }
@@ -328,7 +328,7 @@ static int stale_run(struct kv_cmd_ctx *x)
         kv_strategy_label(st.ops, st.params, label, sizeof label);
         fprintf(stderr, "kvlab: stale-cache: strategy '%s' %s; the comparison needs an exact "
                         "cache that keeps every position in f32 (the default: %s)\n",
-                kv_cli_q(label), !(caps & KV_CAP_KEEPS_HISTORY) ? "keeps no cache"
+                kv_text_q(label), !(caps & KV_CAP_KEEPS_HISTORY) ? "keeps no cache"
                 : (caps & KV_CAP_EVICTS) ? "evicts positions" : "rounds what it stores",
                 dflt->name);
         goto out;
@@ -375,8 +375,8 @@ static int stale_run(struct kv_cmd_ctx *x)
     char label[64];
     kv_cache_label(stale, label, sizeof label);
     printf("stale cache\n  old weights: %s\n  new weights: %s (one training step later)\n",
-           kv_cli_quote(q1, sizeof q1, c.model_path, 1024),
-           kv_cli_quote(q2, sizeof q2, updated, 1024));
+           kv_text_quote(q1, sizeof q1, c.model_path, 1024),
+           kv_text_quote(q2, sizeof q2, updated, 1024));
     printf("  cache: %s (exact)\n", label);
     printf("  prompt: %" PRId32 " tokens; next token (greedy, old weights): %s\n", P,
            kv_token_text(tok, V, last, ids[P], b1, sizeof b1));

@@ -160,7 +160,7 @@ static void draw_bar(struct run *r, const struct kv_sweep_progress *p)
     bar[WIDTH] = '\0';
     fmt_duration(eta, sizeof(eta), p->rows_done > 0 ? p->eta_ns : -1);
     fmt_duration(el, sizeof(el), p->elapsed_ns);
-    kv_cli_progress("\r\033[K[%s] %3d%%  %-15s T=%-5d  row %d/%d  %s elapsed, ETA %s", bar,
+    kv_progress("\r\033[K[%s] %3d%%  %-15s T=%-5d  row %d/%d  %s elapsed, ETA %s", bar,
                     (int)(p->frac_done * 100.0 + 0.5), p->label, p->seq_len,
                     p->rows_done + 1, p->rows_total, el, eta);
     r->bar_shown = 1;
@@ -184,7 +184,7 @@ static void on_row(void *user, const struct kv_sweep_row *row,
     char eta[32], el[32];
     fmt_duration(eta, sizeof(eta), p->eta_ns);
     fmt_duration(el, sizeof(el), p->elapsed_ns);
-    kv_cli_progress("sweep: [%d/%d] %-15s T=%-5d median %9.3f ms  p95 %9.3f ms  reps %d  "
+    kv_progress("sweep: [%d/%d] %-15s T=%-5d median %9.3f ms  p95 %9.3f ms  reps %d  "
                     "(%s elapsed, ETA %s)\n",
                     p->rows_done, p->rows_total, p->label, row->seq_len,
                     (double)row->step_ns_median / 1e6, (double)row->step_ns_p95 / 1e6,
@@ -321,7 +321,7 @@ static int parse_strategy(struct kv_sweep_strategy *st, const char *name,
         return -1;
     if (cs.ops->params_size > sizeof st->params) {
         fprintf(stderr, "kvlab: sweep: strategy '%s' has too many parameters\n",
-                kv_cli_q(name));
+                kv_text_q(name));
         return -1;
     }
     st->ops = cs.ops;
@@ -682,7 +682,7 @@ static int sweep_check(struct kv_cmd_ctx *x)
             if (!used) {
                 fprintf(stderr, "kvlab: sweep: %s has no effect with --frontier '%s': every "
                                 "configuration there that takes it sets it itself\n", flag,
-                        kv_cli_q(o->frontier));
+                        kv_text_q(o->frontier));
                 return 2;
             }
         }
@@ -903,7 +903,7 @@ static int plan_frontier(struct kv_sweep_config *cfg, uint32_t *only,
     enum kv_status s = kv_frontier_load(o->frontier, lines, KV_FRONTIER_MAX_LINES, &n, why,
                                         sizeof why);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_cli_q(o->frontier), why);
+        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_text_q(o->frontier), why);
         return -1;
     }
     struct kv_cache_config cc;
@@ -912,7 +912,7 @@ static int plan_frontier(struct kv_sweep_config *cfg, uint32_t *only,
     s = kv_frontier_plan(cfg, only, &cc, lines, n, o->budgets.v, o->budgets.n,
                          frontier_resolve, frontier_note, (void *)x, why, sizeof why);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_cli_q(o->frontier), why);
+        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_text_q(o->frontier), why);
         return -1;
     }
     cfg->only = only;
@@ -1027,7 +1027,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
     int rl_runs = o->no_roofline ? 0 : 1;
     if (!o->no_roofline) {
         if (!o->quiet)
-            kv_cli_progress("kvlab: sweep: measuring the roofline on %d threads...\n",
+            kv_progress("kvlab: sweep: measuring the roofline on %d threads...\n",
                             cfg.threads);
         struct kv_roofline_params rp;
         kv_roofline_defaults(&rp, cfg.threads);
@@ -1039,7 +1039,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
             return 1;
         }
         if (!o->quiet)
-            kv_cli_progress("kvlab: sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
+            kv_progress("kvlab: sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
                             rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
         if (rl.sgemm_gflops > 0)
             cfg.est_gflops = rl.sgemm_gflops * 0.6; /* the model's GEMMs are smaller */
@@ -1047,10 +1047,10 @@ static int sweep_run(struct kv_cmd_ctx *x)
             cfg.est_gbps = rl.read_gbps * 0.7;
     }
     if (!o->quiet)
-        kv_cli_progress("kvlab: sweep: %d strategies x %d lengths (%d..%d), %d threads, "
+        kv_progress("kvlab: sweep: %d strategies x %d lengths (%d..%d), %d threads, "
                         "OpenBLAS %s -> '%s'\n", cfg.n_strategies, cfg.n_lens, cfg.seq_lens[0],
                         cfg.seq_lens[cfg.n_lens - 1], cfg.threads, si.blas_core,
-                        kv_cli_q(o->out));
+                        kv_text_q(o->out));
 
     cfg.on_row_start = on_row_start;
     cfg.on_row = on_row;
@@ -1063,7 +1063,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
         interrupted = 1;
     t_sweep = kv_now_ns() - t_sweep;
     if (run.bar_shown && !o->quiet)
-        kv_cli_progress("\n");
+        kv_progress("\n");
     int partial = interrupted || s != KV_OK || sweep_signal;
 
     /* The limits once more, after the sweep: a limit is the best the machine
@@ -1096,11 +1096,11 @@ static int sweep_run(struct kv_cmd_ctx *x)
         kv_model_destroy(m);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: sweep: %s before the first row finished; %s left as it "
-                            "was\n", kv_status_str(s), kv_cli_q(o->out));
+                            "was\n", kv_status_str(s), kv_text_q(o->out));
             return 1;
         }
         fprintf(stderr, "kvlab: sweep: interrupted before the first row finished; %s left as "
-                        "it was\n", kv_cli_q(o->out));
+                        "it was\n", kv_text_q(o->out));
         return 128 + (sweep_signal ? sweep_signal : SIGINT);
     }
     struct kv_csv_writer *w = NULL;
@@ -1143,24 +1143,24 @@ static int sweep_run(struct kv_cmd_ctx *x)
     kv_plan_destroy(plan);
 
     if (ws != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: cannot write '%s': %s\n", kv_cli_q(o->out),
+        fprintf(stderr, "kvlab: sweep: cannot write '%s': %s\n", kv_text_q(o->out),
                 ws == KV_ERR_IO && werr != 0 ? strerror(werr) : kv_status_str(ws));
         return 1;
     }
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: sweep: %s (%d finished rows written to '%s', partial=1)\n",
-                kv_status_str(s), n_rows, kv_cli_q(o->out));
+                kv_status_str(s), n_rows, kv_text_q(o->out));
         return 1;
     }
     if (partial) {
         int sig = sweep_signal ? sweep_signal : SIGINT;
         fprintf(stderr, "kvlab: sweep: interrupted; %d finished rows written to '%s' "
-                        "(partial=1)\n", n_rows, kv_cli_q(o->out));
+                        "(partial=1)\n", n_rows, kv_text_q(o->out));
         return 128 + sig;
     }
     if (!o->quiet)
-        kv_cli_progress("kvlab: sweep: %d rows in %.1f s -> '%s'\n", n_rows,
-                        (double)(kv_now_ns() - t0) / 1e9, kv_cli_q(o->out));
+        kv_progress("kvlab: sweep: %d rows in %.1f s -> '%s'\n", n_rows,
+                        (double)(kv_now_ns() - t0) / 1e9, kv_text_q(o->out));
     return 0;
 }
 

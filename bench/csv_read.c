@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli_io.h"
+#include "text.h"
 #include "file_check.h"
 
 /* ------------------------------------------------------------------------ */
@@ -31,7 +31,7 @@ void kv_csv_error(char *err, size_t err_len, const char *name, int64_t line,
 {
     if (err == NULL || err_len == 0)
         return;
-    const char *q = kv_cli_q(name);
+    const char *q = kv_text_q(name);
     int k = line > 0 ? snprintf(err, err_len, "%s:%lld: ", q, (long long)line)
                      : snprintf(err, err_len, "%s: ", q);
     if (k < 0) {
@@ -53,7 +53,7 @@ void kv_csv_error(char *err, size_t err_len, const char *name, int64_t line,
 
 void kv_csv_excerpt(char *dst, size_t dst_len, const char *s, size_t n)
 {
-    kv_cli_quote(dst, dst_len, s, n); /* the one quoting of every echoed value */
+    kv_text_quote(dst, dst_len, s, n); /* the one quoting of every echoed value */
 }
 
 /* ------------------------------------------------------------------------ */

@@ -118,7 +118,7 @@ void kv_csv_error(char *err, size_t err_len, const char *name, int64_t line,
 
 /*
  * Writes at most `n` bytes of `s` into `dst` (size dst_len) as a printable,
- * single-line excerpt: kv_cli_quote (control bytes escaped as \n, \xNN,
+ * single-line excerpt: kv_text_quote (control bytes escaped as \n, \xNN,
  * "..." appended when cut). Used to quote user text in error messages.
  */
 void kv_csv_excerpt(char *dst, size_t dst_len, const char *s, size_t n);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../kernels/kv_common.h"
-#include "cli_io.h"
+#include "text.h"
 #include "stats.h"
 
 const char *kv_ktime_mode_name(enum kv_ktime_mode m)
@@ -122,7 +122,7 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
         }
         if (others <= KV_KTIME_MAX_OTHERS)
             break;
-        kv_cli_progress("# %s: other programs used %.2f cores during timing pass %d%s\n",
+        kv_progress("# %s: other programs used %.2f cores during timing pass %d%s\n",
                         p->label ? p->label : "kernel", others, attempt + 1,
                         attempt + 1 < KV_KTIME_MAX_TRIES ? ", measuring again" : ", keeping the best");
     }

@@ -87,6 +87,6 @@ int main(int argc, char **argv)
         int rc = kv_cmd_main(commands[i], argc - 1, argv + 1);
         return kv_cli_finish(stdout, "standard output", rc);
     }
-    fprintf(stderr, "kvlab: unknown command '%s' (try 'kvlab --help')\n", kv_cli_q(argv[1]));
+    fprintf(stderr, "kvlab: unknown command '%s' (try 'kvlab --help')\n", kv_text_q(argv[1]));
     return 2;
 }

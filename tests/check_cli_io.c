@@ -110,21 +110,21 @@ END_TEST
 
 START_TEST(test_progress_stops_after_failure)
 {
-    ck_assert(kv_cli_progress_on());
+    ck_assert(kv_progress_on());
     FILE *full = fopen("/dev/full", "w");
     ck_assert_ptr_nonnull(full);
     saved_stderr = stderr;
     stderr = full;
-    int r1 = kv_cli_progress("row %d of %d\n", 1, 10);
-    int r2 = kv_cli_progress("row %d of %d\n", 2, 10);
+    int r1 = kv_progress("row %d of %d\n", 1, 10);
+    int r2 = kv_progress("row %d of %d\n", 2, 10);
     stderr = saved_stderr;
     fclose(full);
     ck_assert_int_eq(r1, -1);
     ck_assert_int_eq(r2, -1);
-    ck_assert(!kv_cli_progress_on()); /* off for good: the run goes on quietly */
+    ck_assert(!kv_progress_on()); /* off for good: the run goes on quietly */
     char msg[64];
     capture_begin();
-    ck_assert_int_eq(kv_cli_progress("row 3\n"), -1);
+    ck_assert_int_eq(kv_progress("row 3\n"), -1);
     ck_assert_int_eq(capture_end(msg, sizeof msg), 0);
 }
 END_TEST
@@ -135,21 +135,21 @@ END_TEST
 START_TEST(test_quote)
 {
     char b[64];
-    ck_assert_str_eq(kv_cli_quote(b, sizeof b, "a\nb", 100), "a\\nb");
-    ck_assert_str_eq(kv_cli_quote(b, sizeof b, "t\tr\r'q'\\", 100), "t\\tr\\r\\'q\\'\\\\");
-    ck_assert_str_eq(kv_cli_quote(b, sizeof b, "\x1b[31m\x7f", 100), "\\x1b[31m\\x7f");
-    ck_assert_str_eq(kv_cli_quote(b, sizeof b, "caf\xc3\xa9", 100), "caf\xc3\xa9");
-    ck_assert_str_eq(kv_cli_quote(b, sizeof b, "abcdef", 3), "abc...");
-    ck_assert_str_eq(kv_cli_quote(b, sizeof b, NULL, 3), "");
-    ck_assert_str_eq(kv_cli_quote(b, 8, "abcdefghijkl", 100), "abcd...");
+    ck_assert_str_eq(kv_text_quote(b, sizeof b, "a\nb", 100), "a\\nb");
+    ck_assert_str_eq(kv_text_quote(b, sizeof b, "t\tr\r'q'\\", 100), "t\\tr\\r\\'q\\'\\\\");
+    ck_assert_str_eq(kv_text_quote(b, sizeof b, "\x1b[31m\x7f", 100), "\\x1b[31m\\x7f");
+    ck_assert_str_eq(kv_text_quote(b, sizeof b, "caf\xc3\xa9", 100), "caf\xc3\xa9");
+    ck_assert_str_eq(kv_text_quote(b, sizeof b, "abcdef", 3), "abc...");
+    ck_assert_str_eq(kv_text_quote(b, sizeof b, NULL, 3), "");
+    ck_assert_str_eq(kv_text_quote(b, 8, "abcdefghijkl", 100), "abcd...");
     char big[300];
     memset(big, '\n', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    const char *q = kv_cli_q(big);
+    const char *q = kv_text_q(big);
     ck_assert_ptr_null(strchr(q, '\n'));
     ck_assert_uint_le(strlen(q), 2 * 120 + 3);
     /* rotating buffers: four arguments of one message stay distinct */
-    const char *a = kv_cli_q("one"), *c = kv_cli_q("two"), *d = kv_cli_q("three");
+    const char *a = kv_text_q("one"), *c = kv_text_q("two"), *d = kv_text_q("three");
     ck_assert_str_eq(a, "one");
     ck_assert_str_eq(c, "two");
     ck_assert_str_eq(d, "three");
