@@ -60,13 +60,15 @@ KV_LDFLAGS = $(LDFLAGS) $(KV_REQ_LDFLAGS)
 # program of yours links (make install; tests/e2e_linkall.sh checks it);
 # libkvlab-cli.a: the commands, sweep, CSV, compare, merge, demo, roofline,
 # which only the kvlab binary and the tests use.
-KV_LIB_SRCS := $(wildcard kernels/*.c) $(wildcard strategies/*.c) \
-               bench/model.c bench/gen_modes.c bench/checkpoint.c bench/tokenizer.c \
-               bench/file_check.c bench/file_commit.c
-CLI_LIB_SRCS := $(filter-out bench/main.c $(KV_LIB_SRCS),$(wildcard bench/*.c))
+# The folders are the layers (docs/design.md): the library is kernels/,
+# strategies/ and bench/model/; the CLI archive the layers above it.
+KV_LIB_DIRS := kernels strategies bench/model
+CLI_LIB_DIRS := bench/term bench/measure bench/teach bench/results bench/cli
+KV_LIB_SRCS := $(foreach d,$(KV_LIB_DIRS),$(wildcard $(d)/*.c))
+CLI_LIB_SRCS := $(filter-out bench/cli/main.c,$(foreach d,$(CLI_LIB_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRCS := $(KV_LIB_SRCS) $(CLI_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-CLI_OBJS := $(BUILD)/obj/bench/main.o
+CLI_OBJS := $(BUILD)/obj/bench/cli/main.o
 TEST_SRCS := $(wildcard tests/check_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 # e2e_slurm.sh starts a Slurm cluster as root: its own target, test-slurm
@@ -150,7 +152,7 @@ PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp plots/frontier.gp p
 # cache of T tokens) and FRONTIER_SEQ_LENS, into FRONTIER_CSV, its tables
 # into FRONTIER_CSV with .md for .csv, plot frontier.png
 FRONTIER_CSV ?= out/frontier.csv
-FRONTIER_LIST ?= bench/frontier.list
+FRONTIER_LIST ?= bench/data/frontier.list
 FRONTIER_BUDGETS ?= 12.5,25,50
 FRONTIER_SEQ_LENS ?= 2048,8192
 # extra options for the frontier sweep, e.g. FRONTIER_ARGS='--model M.bin'
@@ -174,7 +176,7 @@ KERNEL_ARGS ?=
 # KERNEL_PASSES=1 for a quick look, 3 for a noisier machine.
 KERNEL_PASSES ?= 2
 # the attention-only one-layer model of issue 5's PyTorch comparison, and
-# the markdown of the step-level targets (bench/kernel_table.sh --steps)
+# the markdown of the step-level targets (bench/scripts/kernel_table.sh --steps)
 TORCH_CSV ?= out/torch_compare.csv
 STEPS_MD ?= out/steps.md
 TORCH_ARGS ?= --layers 1 --dim 512 --heads 8 --kv-heads 8 --mlp off --strategies dynamic,static \
@@ -203,7 +205,7 @@ bench: deps
 	@$(MAKE) --no-print-directory peers-assemble PEERS_ROWS="$(PEERS_PART).kernel $(PEERS_PART).models"
 	bash bench/peers/assemble.sh accuracy $(PEERS_ACC_CSV) $(PEERS_PART).acc
 	@rm -f $(PEERS_PART).models $(PEERS_PART).acc
-	bash bench/kernel_table.sh --peers $(PEERS_CSV) --accuracy $(PEERS_ACC_CSV) \
+	bash bench/scripts/kernel_table.sh --peers $(PEERS_CSV) --accuracy $(PEERS_ACC_CSV) \
 	  --steps $(BENCH_CSV) $(TORCH_CSV) >$(STEPS_MD).tmp && mv $(STEPS_MD).tmp $(STEPS_MD)
 	@$(MAKE) --no-print-directory frontier-run
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
@@ -225,7 +227,7 @@ kernel-bench: deps
 	gnuplot -c plots/kernel.gp "$$KV_PLOT_CSV" "$$KV_PLOT_DIR"
 	@echo "kernel-bench: results in $(KERNEL_CSV) and $(PEERS_CSV), table in $(KERNEL_CSV:.csv=.md), plot in $(PLOTS_DIR)/kernel.png"
 
-# (the measuring part: bench/kernel_bench.sh, per pass and shape kvlab cold,
+# (the measuring part: bench/scripts/kernel_bench.sh, per pass and shape kvlab cold,
 # hot and prefill, then ggml cold and hot; ggml's rows into $(PEERS_PART).kernel)
 .PHONY: kernel-bench-run peers-assemble
 kernel-bench-run: $(CLI)
@@ -234,17 +236,17 @@ kernel-bench-run: $(CLI)
 	  KERNEL_SEQ_LENS='$(KERNEL_SEQ_LENS)' KERNEL_DTYPES='$(KERNEL_DTYPES)' \
 	  KERNEL_KIVI_DTYPES='$(KERNEL_KIVI_DTYPES)' KERNEL_PREFILL='$(KERNEL_PREFILL)' KERNEL_ARGS='$(KERNEL_ARGS)' KERNEL_PASSES='$(KERNEL_PASSES)' \
 	  PEERS_GGML='$(if $(PEERS_BUILT),$(PEERS_GGML))' PEERS_KERNEL_CSV='$(PEERS_PART).kernel' \
-	  PEERS_COMMIT="$$(cat $(PEERS_DIR)/llama.commit 2>/dev/null)" bash bench/kernel_bench.sh
+	  PEERS_COMMIT="$$(cat $(PEERS_DIR)/llama.commit 2>/dev/null)" bash bench/scripts/kernel_bench.sh
 
 # ($(PEERS_CSV) from this run's peer rows, then the kernel table that reads it)
 peers-assemble:
 	bash bench/peers/assemble.sh peers $(PEERS_CSV) $(PEERS_ROWS)
 	@rm -f $(PEERS_PART).kernel
-	bash bench/kernel_table.sh --peers $(PEERS_CSV) $(KERNEL_CSV) >$(KERNEL_CSV:.csv=.md).tmp && \
+	bash bench/scripts/kernel_table.sh --peers $(PEERS_CSV) $(KERNEL_CSV) >$(KERNEL_CSV:.csv=.md).tmp && \
 	  mv $(KERNEL_CSV:.csv=.md).tmp $(KERNEL_CSV:.csv=.md)
 
 # The memory-accuracy frontier alone: $(FRONTIER_CSV), its tables in
-# $(FRONTIER_CSV:.csv=.md) (bench/frontier_table.sh) and $(PLOTS_DIR)/frontier.png.
+# $(FRONTIER_CSV:.csv=.md) (bench/scripts/frontier_table.sh) and $(PLOTS_DIR)/frontier.png.
 .PHONY: frontier frontier-run
 frontier: export KV_PLOT_CSV = $(FRONTIER_CSV)
 frontier: export KV_PLOT_DIR = $(PLOTS_DIR)
@@ -259,13 +261,13 @@ frontier-run: $(CLI)
 	@mkdir -p $(dir $(FRONTIER_CSV))
 	$(CLI) sweep --frontier $(FRONTIER_LIST) --budgets $(FRONTIER_BUDGETS) \
 	  --seq-lens $(FRONTIER_SEQ_LENS) --quiet --out $(FRONTIER_CSV) $(FRONTIER_ARGS)
-	bash bench/frontier_table.sh $(FRONTIER_CSV) $(FRONTIER_CSV:.csv=.md)
+	bash bench/scripts/frontier_table.sh $(FRONTIER_CSV) $(FRONTIER_CSV:.csv=.md)
 
 # The storage targets of issue 18 (f16/bf16 decode >= 1.8x and int2/kivi-2
 # >= 4x faster than f32 from DRAM at T >= 8192, int2/kivi-2 <= 0.15x the f32
 # bytes at T = 8192): the kernel cold over STORAGE_SHAPES at STORAGE_SEQ_LENS
 # into $(STORAGE_KERNEL_CSV), a sweep of the five caches into $(STORAGE_CSV),
-# the tables of bench/kernel_table.sh into $(STORAGE_MD). Timings: run it on
+# the tables of bench/scripts/kernel_table.sh into $(STORAGE_MD). Timings: run it on
 # a quiet machine.
 STORAGE_KERNEL_CSV ?= out/storage_kernel.csv
 STORAGE_CSV ?= out/storage.csv
@@ -281,11 +283,11 @@ storage-targets: $(CLI)
 	KVLAB=$(CLI) KERNEL_CSV='$(STORAGE_KERNEL_CSV)' KERNEL_SHAPES='$(STORAGE_SHAPES)' \
 	  KERNEL_SEQ_LENS='$(STORAGE_SEQ_LENS)' KERNEL_DTYPES=f32,f16,bf16,int2 KERNEL_KIVI_DTYPES=int2 \
 	  KERNEL_PREFILL='--queries 16 --seq-len 1024 --dtype f32 --no-ref' KERNEL_ARGS='$(KERNEL_ARGS)' \
-	  KERNEL_PASSES='$(KERNEL_PASSES)' PEERS_GGML= bash bench/kernel_bench.sh
+	  KERNEL_PASSES='$(KERNEL_PASSES)' PEERS_GGML= bash bench/scripts/kernel_bench.sh
 	$(CLI) sweep --strategies dynamic,dynamic-f16,dynamic-bf16,quantized-int2,kivi-2 \
 	  --seq-lens $(STORAGE_SWEEP_LENS) --quiet --out $(STORAGE_CSV) $(STORAGE_SWEEP_ARGS)
-	{ bash bench/kernel_table.sh $(STORAGE_KERNEL_CSV) && \
-	  bash bench/kernel_table.sh $(if $(wildcard $(PEERS_CSV)),--peers $(PEERS_CSV)) --steps $(STORAGE_CSV); } \
+	{ bash bench/scripts/kernel_table.sh $(STORAGE_KERNEL_CSV) && \
+	  bash bench/scripts/kernel_table.sh $(if $(wildcard $(PEERS_CSV)),--peers $(PEERS_CSV)) --steps $(STORAGE_CSV); } \
 	  >$(STORAGE_MD).tmp && mv $(STORAGE_MD).tmp $(STORAGE_MD)
 	@grep -E '(f16|bf16|int2|kivi)' $(STORAGE_MD) | grep -E 'met|not measured' || true
 	@echo "storage-targets: $(STORAGE_KERNEL_CSV), $(STORAGE_CSV), tables in $(STORAGE_MD)"
@@ -295,7 +297,7 @@ storage-targets: $(CLI)
 # the table of bench/eviction_targets.sh. Timings: run it on a quiet machine.
 .PHONY: eviction-targets
 eviction-targets: $(CLI)
-	KVLAB=$(CLI) bash bench/eviction_targets.sh
+	KVLAB=$(CLI) bash bench/scripts/eviction_targets.sh
 
 # The prefix-sharing sweep (issue 12): B = SHARING_BATCHES sequences sharing a
 # prompt of each of SHARING_PROMPTS tokens, SHARING_NEW tokens each, every
@@ -321,7 +323,7 @@ sharing: $(CLI)
 # The generation-mode targets (issue 12): beam search with GEN_BEAMS beams
 # over each of GEN_STRATEGIES against greedy decoding of as many sequences
 # from the same shared prompt, and self-speculative decoding against plain
-# greedy; a markdown table (bench/gen_targets.sh) into $(GEN_TARGETS_MD).
+# greedy; a markdown table (bench/scripts/gen_targets.sh) into $(GEN_TARGETS_MD).
 GEN_STRATEGIES ?= paged-16 dynamic
 GEN_BEAMS ?= 4
 GEN_PROMPT ?= 1024
@@ -331,7 +333,7 @@ GEN_TARGETS_MD ?= out/gen_targets.md
 gen-targets: $(CLI)
 	@mkdir -p $(dir $(GEN_TARGETS_MD))
 	KVLAB=$(CLI) STRATEGIES='$(GEN_STRATEGIES)' BEAMS=$(GEN_BEAMS) PROMPT=$(GEN_PROMPT) \
-	  NEW=$(GEN_NEW) DRAFT_LAYERS=$(GEN_DRAFT_LAYERS) bash bench/gen_targets.sh >$(GEN_TARGETS_MD).tmp && \
+	  NEW=$(GEN_NEW) DRAFT_LAYERS=$(GEN_DRAFT_LAYERS) bash bench/scripts/gen_targets.sh >$(GEN_TARGETS_MD).tmp && \
 	  mv $(GEN_TARGETS_MD).tmp $(GEN_TARGETS_MD) && cat $(GEN_TARGETS_MD)
 
 # A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into out/plots-quick/.
@@ -404,11 +406,11 @@ notebook-check:
 report:
 	@test -f $(BENCH_CSV) || { echo "report: $(BENCH_CSV) not found (run 'make bench' first)" >&2; exit 2; }
 	@test -x $(PY3) || $(MAKE) --no-print-directory deps DEPS_PKGS=python3
-	@$(PY3) bench/report.py --check --csv $(BENCH_CSV)
+	@$(PY3) bench/py/report.py --check --csv $(BENCH_CSV)
 	@command -v gnuplot >/dev/null || $(MAKE) --no-print-directory deps DEPS_PKGS=gnuplot-nox
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR) >/dev/null
 	$(if $(REPORT_BASELINE),@$(MAKE) --no-print-directory -q $(CLI) || $(MAKE) --no-print-directory $(CLI))
-	@$(PY3) bench/report.py --csv $(BENCH_CSV) --steps $(STEPS_MD) --kernel-md $(KERNEL_CSV:.csv=.md) \
+	@$(PY3) bench/py/report.py --csv $(BENCH_CSV) --steps $(STEPS_MD) --kernel-md $(KERNEL_CSV:.csv=.md) \
 	  --plots $(PLOTS_DIR) --peers $(PEERS_CSV) --out $(REPORT) \
 	  $(if $(REPORT_BASELINE),--baseline $(REPORT_BASELINE) --kvlab $(CLI))
 
@@ -486,7 +488,7 @@ peers-bin: $(PEERS_GGML) $(PEERS_LLAMA)
 
 # (the timing protocol and option parsing of `kvlab kernel` live in the CLI's
 # archive, the allocator and kernels in libkvlab)
-$(PEERS_GGML): bench/peers/ggml_attn.c bench/kernel_timing.h $(PEERS_STAMP) $(CLI_LIB) $(LIB)
+$(PEERS_GGML): bench/peers/ggml_attn.c bench/measure/kernel_timing.h $(PEERS_STAMP) $(CLI_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(CLI_LIB) $(LIB) $(PEERS_LIBS) $(LDLIBS)
 
@@ -532,14 +534,14 @@ FUZZ_CC ?= clang
 FUZZ_PKGS := clang libclang-rt-14-dev
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 \
                -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Werror
-# (the shell of both: bench/bench_check.sh, given these variables)
+# (the shell of both: bench/scripts/bench_check.sh, given these variables)
 bench_check = KVLAB=$(CLI) BASELINE='$(BASELINE)' BASELINE_RUNS='$(BASELINE_RUNS)' \
   BENCH_CHECK_ARGS='$(BENCH_CHECK_ARGS)' BENCH_CHECK_METRICS='$(BENCH_CHECK_METRICS)' \
   BENCH_CHECK_INFO='$(BENCH_CHECK_INFO)' COMPARE_FLAGS='$(COMPARE_FLAGS)' \
-  bash bench/bench_check.sh $(1)
+  bash bench/scripts/bench_check.sh $(1)
 
 # Run the check sweep $(BASELINE_RUNS) times and keep the per-row median as
-# $(BASELINE) (keep one per machine; bench/median_rows.awk merges the runs).
+# $(BASELINE) (keep one per machine; bench/scripts/median_rows.awk merges the runs).
 baseline: $(CLI)
 	@$(call bench_check,baseline)
 
@@ -593,8 +595,8 @@ fuzz-csv fuzz-opts fuzz-ckpt fuzz-tok fuzz-demo: fuzz-%:
 
 # ---- static analysis (make lint) and memcheck (make valgrind) -----------
 .PHONY: lint lint-cppcheck lint-tidy lint-deps valgrind
-LINT_SRCS := $(wildcard kernels/*.c) $(wildcard strategies/*.c) $(wildcard bench/*.c)
-LINT_HDRS := $(wildcard kernels/*.h) $(wildcard strategies/*.h) $(wildcard bench/*.h)
+LINT_SRCS := $(LIB_SRCS) bench/cli/main.c
+LINT_HDRS := $(foreach d,$(KV_LIB_DIRS) $(CLI_LIB_DIRS),$(wildcard $(d)/*.h))
 # warning+style+performance+portability; true false positives are listed,
 # with reasons, in .cppcheck-suppressions (or inline, cppcheck-suppress).
 CPPCHECK_FLAGS := --quiet --std=c11 --enable=warning,style,performance,portability \
@@ -650,10 +652,10 @@ valgrind:
 TRAIN_PYTHON ?= /usr/bin/python3
 # where train-model writes the checkpoint, tokenizer, card and loss curve
 TRAIN_OUT ?= notebooks_data
-# extra options for bench/train_model.py, e.g. TRAIN_ARGS='--steps 100'
+# extra options for bench/py/train_model.py, e.g. TRAIN_ARGS='--steps 100'
 TRAIN_ARGS ?=
 MODEL ?= notebooks_data/fortunes-model.bin
-# the held-out split of the corpus (bench/corpus.py, the training seed)
+# the held-out split of the corpus (bench/py/corpus.py, the training seed)
 HELDOUT ?= out/heldout.txt
 PPL_CSV ?= out/perplexity.csv
 # bench-perplexity: bytes of the held-out text scored (empty: all of it),
@@ -680,7 +682,7 @@ need_fortunes = test -d /usr/share/games/fortunes || \
 train-model:
 	@$(need_torch)
 	@$(need_fortunes)
-	nice -n 10 $(TRAIN_PYTHON) bench/train_model.py --out-dir $(TRAIN_OUT) $(TRAIN_ARGS)
+	nice -n 10 $(TRAIN_PYTHON) bench/py/train_model.py --out-dir $(TRAIN_OUT) $(TRAIN_ARGS)
 	@$(MAKE) --no-print-directory model-plot
 
 # Re-draw the loss curve $(TRAIN_OUT)/fortunes-model-loss.png from its CSV.
@@ -693,14 +695,14 @@ model-plot:
 heldout $(HELDOUT):
 	@$(need_fortunes)
 	@mkdir -p $(dir $(HELDOUT))
-	$(TRAIN_PYTHON) bench/corpus.py --heldout-out $(HELDOUT)
+	$(TRAIN_PYTHON) bench/py/corpus.py --heldout-out $(HELDOUT)
 
-# The bits-per-byte table: every configuration of bench/ppl_table.sh on the
+# The bits-per-byte table: every configuration of bench/scripts/ppl_table.sh on the
 # held-out text, into $(PPL_CSV) and $(PPL_CSV:.csv=.md).
 bench-perplexity: $(CLI) $(HELDOUT)
 	@test -f $(MODEL) || { echo "$@: no $(MODEL) (make train-model)" >&2; exit 2; }
 	PPL_MAX_TOKENS=$(PPL_MAX_TOKENS) PPL_CONTEXT=$(PPL_CONTEXT) PPL_THREADS=$(PPL_THREADS) PPL_JOBS=$(PPL_JOBS) \
-	  bash bench/ppl_table.sh $(CLI) $(MODEL) $(HELDOUT) $(PPL_CSV) $(PPL_CSV:.csv=.md)
+	  bash bench/scripts/ppl_table.sh $(CLI) $(MODEL) $(HELDOUT) $(PPL_CSV) $(PPL_CSV:.csv=.md)
 	@cat $(PPL_CSV:.csv=.md)
 
 # StreamingLLM's experiment: loss vs position past the training context per
@@ -712,10 +714,10 @@ streaming: export KV_MODEL = $(MODEL)
 streaming: $(CLI) $(HELDOUT)
 	@test -f $(MODEL) || { echo "$@: no $(MODEL) (make train-model)" >&2; exit 2; }
 	STREAM_SEGMENTS=$(STREAM_SEGMENTS) STREAM_LENGTH=$(STREAM_LENGTH) STREAM_BUCKET=$(STREAM_BUCKET) \
-	  STREAM_THREADS=$(STREAM_THREADS) bash bench/streaming.sh $(CLI) $(MODEL) $(HELDOUT) out
+	  STREAM_THREADS=$(STREAM_THREADS) bash bench/scripts/streaming.sh $(CLI) $(MODEL) $(HELDOUT) out
 	gnuplot -c plots/model/streaming.gp out/streaming.dat "$$KV_PLOT_DIR"
 	@$(need_torch)
-	$(TRAIN_PYTHON) bench/attn_sinks.py $(MODEL) $(HELDOUT) out --segments $(STREAM_SEGMENTS) \
+	$(TRAIN_PYTHON) bench/py/attn_sinks.py $(MODEL) $(HELDOUT) out --segments $(STREAM_SEGMENTS) \
 	  --length $(STREAM_LENGTH)
 	gnuplot -c plots/model/sinks.gp out/attn_sinks.dat "$$KV_PLOT_DIR" \
 	  "$$(od -An -t d4 -j 12 -N 4 -- "$$KV_MODEL" | tr -d ' ')" 64
@@ -729,13 +731,13 @@ stale-cache: $(CLI)
 	@$(need_torch)
 	@$(need_fortunes)
 	@mkdir -p out
-	$(TRAIN_PYTHON) bench/train_model.py --one-step-from $(MODEL) --one-step-out out/fortunes-model-step1.bin
+	$(TRAIN_PYTHON) bench/py/train_model.py --one-step-from $(MODEL) --one-step-out out/fortunes-model-step1.bin
 	$(CLI) stale-cache --model $(MODEL) --updated out/fortunes-model-step1.bin
 
 # Play the narrated demo tour (under 30 s; DEMO_PAUSE=1 pauses between parts on a terminal).
 demo: deps
 	@$(MAKE) --no-print-directory $(CLI)
-	@KVLAB=$(CLI) bash bench/demo_tour.sh
+	@KVLAB=$(CLI) bash bench/scripts/demo_tour.sh
 
 # Remove build output (results in out/ are kept).
 clean:
@@ -749,13 +751,13 @@ KV_VERSION ?= 0.2
 # its inline functions take the strategies' state on trust)
 KV_PUBLIC_HDRS := kvlab.h kernels/kv_common.h kernels/kv_attention.h kernels/kv_quant.h \
                   kernels/kv_ops.h strategies/strategy.h \
-                  bench/kv_model.h bench/checkpoint.h bench/tokenizer.h
+                  bench/model/kv_model.h bench/model/checkpoint.h bench/model/tokenizer.h
 # OpenBLAS through its own .pc when there is one, else its flags as found here
 KV_PC_REQUIRES := $(if $(shell pkg-config --exists openblas 2>/dev/null && echo y),openblas)
 KV_PC_LIBS := $(if $(KV_PC_REQUIRES),,$(BLAS_LIBS))
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	  $(addprefix $(DESTDIR)$(PREFIX)/include/kvlab/,kernels strategies bench)
+	  $(addprefix $(DESTDIR)$(PREFIX)/include/kvlab/,kernels strategies bench/model)
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/kvlab
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkvlab.a
 	for h in $(KV_PUBLIC_HDRS); do \

@@ -7,7 +7,7 @@
  * libkvlab holds the attention kernels and their scalar reference
  * (kernels/), the cache strategies and their registry (strategies/) and the
  * decoder with its generation modes and its checkpoint and tokenizer readers
- * (bench/kv_model.h, checkpoint.h, tokenizer.h); the kvlab command line is
+ * (bench/model/kv_model.h, checkpoint.h, tokenizer.h); the kvlab command line is
  * not part of it. `make install` puts this file and those headers under
  * $(PREFIX)/include/kvlab/ in the source tree's layout, so their relative
  * includes hold there too. The internal headers (the kernel's
@@ -30,8 +30,8 @@
 #include "kernels/kv_quant.h"
 #include "kernels/kv_ops.h"
 #include "strategies/strategy.h"
-#include "bench/kv_model.h"
-#include "bench/checkpoint.h"
-#include "bench/tokenizer.h"
+#include "bench/model/kv_model.h"
+#include "bench/model/checkpoint.h"
+#include "bench/model/tokenizer.h"
 
 #endif

@@ -208,6 +208,26 @@ enum kv_status kv_attn(float *out, const float *q, const struct kv_attn_params *
                        const struct kv_view *v, void *ws, size_t ws_bytes);
 
 /*
+ * dst (head_dim floats) <- row t of one side of span s (side is &s->k or
+ * &s->v) for sequence b and kv head h, whatever its dtype, quantization
+ * axis or paging: what a teaching tool or a test reads to show a cached
+ * key or value. KV_ERR_INVALID for NULL pointers, a side that is not one of
+ * s's, b, h or t negative, t past the span or head_dim < 1; b and h must lie
+ * inside the storage the span describes (a span does not carry its counts:
+ * the view does, struct kv_view).
+ */
+enum kv_status kv_span_row_float(float *dst, const struct kv_span *s, const struct kv_tensor *side,
+                                 int32_t b, int32_t h, int32_t t, int32_t head_dim);
+
+/* The scales and minimums that row t of a quantized side uses (for sequence
+ * b, kv head h), and how many (*n: head_dim / group along tokens, head_dim
+ * per channel); NULL (and *n = 0) for a side without them or bad arguments
+ * (those of kv_span_row_float). */
+const struct kv_qparams *kv_span_row_qparams(const struct kv_span *s, const struct kv_tensor *side,
+                                             int32_t b, int32_t h, int32_t t, int32_t head_dim,
+                                             int32_t *n);
+
+/*
  * Scalar reference twin: the same contract, obviously right and slow
  * (double accumulation, full softmax per query, one key at a time through
  * kv_attn_key_visible and the dtype's to_float_row). Needs no workspace.

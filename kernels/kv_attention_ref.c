@@ -127,3 +127,35 @@ enum kv_status kv_attn_ref(float *out, const float *q, const struct kv_attn_para
     kv_free(mass);
     return KV_OK;
 }
+
+enum kv_status kv_span_row_float(float *dst, const struct kv_span *s, const struct kv_tensor *side,
+                                 int32_t b, int32_t h, int32_t t, int32_t head_dim)
+{
+    if (dst == NULL || s == NULL || (side != &s->k && side != &s->v) || b < 0 || h < 0 ||
+        t < 0 || t >= s->n_tokens || head_dim < 1 ||
+        (s->page_tokens > 0 ? side->pages == NULL : side->data == NULL) ||
+        (int)side->dtype < 0 || side->dtype >= KV_DTYPE_COUNT)
+        return KV_ERR_INVALID;
+    const struct kv_tensor tb = kv_tensor_of_seq(side, b); /* its own page table, if any */
+    kv_tensor_row_float(dst, &tb, s->page_tokens, kv_tensor_off(side, b, h),
+                        kv_tensor_qp_off(side, b, h), t, head_dim);
+    return KV_OK;
+}
+
+const struct kv_qparams *kv_span_row_qparams(const struct kv_span *s, const struct kv_tensor *side,
+                                             int32_t b, int32_t h, int32_t t, int32_t head_dim,
+                                             int32_t *n)
+{
+    if (n != NULL)
+        *n = 0;
+    if (n == NULL || s == NULL || (side != &s->k && side != &s->v) || b < 0 || h < 0 || t < 0 ||
+        t >= s->n_tokens || head_dim < 1 ||
+        (s->page_tokens > 0 ? side->qp_pages == NULL : side->qp == NULL) || (int)side->dtype < 0 ||
+        side->dtype >= KV_DTYPE_COUNT || !kv_type_traits[side->dtype].has_qparams ||
+        (side->axis == KV_QAXIS_TOKEN && (side->group < 1 || head_dim % side->group != 0)))
+        return NULL;
+    const struct kv_tensor tb = kv_tensor_of_seq(side, b);
+    *n = side->axis == KV_QAXIS_TOKEN ? head_dim / side->group : head_dim;
+    return (const struct kv_qparams *)kv_tensor_qp_at(&tb, s->page_tokens,
+                                                      kv_tensor_qp_off(side, b, h), t);
+}

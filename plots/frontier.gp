@@ -1,5 +1,5 @@
 # frontier.gp - the memory-accuracy frontier (out/frontier.csv, written by
-# `kvlab sweep --frontier bench/frontier.list`): every lossy configuration at
+# `kvlab sweep --frontier bench/data/frontier.list`): every lossy configuration at
 # matched cache budgets, one point per configuration and T. Left: relative L2
 # error of the logits against the exact cache vs resident cache bytes
 # (log-log), a colour per configuration family, a point shape per T. Right:

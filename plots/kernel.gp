@@ -7,7 +7,7 @@
 # read_l3_gbps from the L3). A file without a mode column is hot. A quantized cache holds
 # about 1/3 (int8) or 1/5 (int4) of the f32 bytes (codes + group scales), so
 # its GB/s is lower for the same speed; the us per call are in the table
-# that bench/kernel_table.sh writes from the same CSV.
+# that bench/scripts/kernel_table.sh writes from the same CSV.
 #
 #   gnuplot -e "csv='out/kernel.csv'; outdir='out/plots'" plots/kernel.gp
 #

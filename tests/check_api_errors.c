@@ -504,7 +504,7 @@ START_TEST(test_cache_calls)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* bench/kv_model.h: the model, the runner, generation and its modes        */
+/* bench/model/kv_model.h: the model, the runner, generation and its modes        */
 
 static struct kv_model_config tiny_config(void)
 {
@@ -643,7 +643,7 @@ START_TEST(test_model)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* bench/checkpoint.h, bench/tokenizer.h                                    */
+/* bench/model/checkpoint.h, bench/model/tokenizer.h                                    */
 
 START_TEST(test_checkpoint)
 {

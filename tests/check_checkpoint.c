@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../bench/checkpoint.h"
-#include "../bench/tokenizer.h"
-#include "../bench/file_check.h"
+#include "../bench/model/checkpoint.h"
+#include "../bench/model/tokenizer.h"
+#include "../bench/model/file_check.h"
 
 /*
  * Loaded and in-memory weights are bit-identical, so the logits differ only

@@ -1,5 +1,5 @@
 /*
- * check_cli_cmd.c - the one command layer (bench/cli_cmd.c) on a test
+ * check_cli_cmd.c - the one command layer (bench/cli/cli_cmd.c) on a test
  * command of its own: strict numbers, no abbreviations, an option given
  * twice, options the active mode ignores, strategy parameters no strategy
  * of the run takes (or its preset fixes), the model's shape next to
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../bench/cli_cmd.h"
+#include "../bench/cli/cli_cmd.h"
 
 /* ---- the test command ------------------------------------------------------- */
 
@@ -315,7 +315,7 @@ END_TEST
 
 /* ---- every real command's table ------------------------------------------- */
 
-#include "../bench/commands.h"
+#include "../bench/cli/commands.h"
 static const struct kv_cmd *const all[] = {
     &kv_cmd_strategies_def, &kv_cmd_generate_def, &kv_cmd_sweep_def,    &kv_cmd_sharing_def,
     &kv_cmd_demo_def,       &kv_cmd_compare_def,  &kv_cmd_merge_def,    &kv_cmd_kernel_def,

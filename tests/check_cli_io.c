@@ -1,6 +1,6 @@
 /*
  * check_cli_io.c - the CLI's shared handling of streams, files and messages
- * (bench/cli_io.c): the stdout check at exit (kv_cli_finish), progress that
+ * (bench/cli/cli_io.c): the stdout check at exit (kv_cli_finish), progress that
  * stops after a failed write instead of killing the run, the one quoting
  * helper of every echoed value, the output-target check with its option
  * names and exit statuses, and a strategy's checks against its shape. (The
@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../bench/cli_io.h"
-#include "../bench/cli_opts.h"
+#include "../bench/cli/cli_io.h"
+#include "../bench/cli/cli_opts.h"
 
 static char dir[64];
 static char cwd0[PATH_MAX];

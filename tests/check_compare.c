@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../bench/compare.h"
-#include "../bench/csv_read.h"
+#include "../bench/results/compare.h"
+#include "../bench/results/csv_read.h"
 
 /*
  * Normalised values are t / (bytes / gbps) computed in double on both sides

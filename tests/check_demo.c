@@ -1,5 +1,5 @@
 /*
- * check_demo.c - the capture side of `kvlab demo` (bench/demo.c): what the
+ * check_demo.c - the capture side of `kvlab demo` (bench/teach/demo.c): what the
  * probe records must be true of the cache and of attention, for every
  * registered strategy.
  *
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "test_params.h"
-#include "../bench/demo.h"
+#include "../bench/teach/demo.h"
 
 /* Weights are float32 softmax outputs (computed in double, stored as float,
  * averaged over 2 heads): their sum is 1 within a few float32 ulps. */

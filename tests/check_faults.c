@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "test_params.h"
-#include "../bench/checkpoint.h"
-#include "../bench/csv_read.h"
-#include "../bench/kv_model.h"
-#include "../bench/tokenizer.h"
+#include "../bench/model/checkpoint.h"
+#include "../bench/results/csv_read.h"
+#include "../bench/model/kv_model.h"
+#include "../bench/model/tokenizer.h"
 #include "../strategies/strategy.h"
 
 /* ------------------------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /*
- * check_files.c - the file helpers every command shares (bench/file_check.c,
- * bench/file_commit.c): the non-blocking input open, the up-front
+ * check_files.c - the file helpers every command shares (bench/model/file_check.c,
+ * bench/model/file_commit.c): the non-blocking input open, the up-front
  * output-target check, same-file detection by resolved path, and the one
  * temporary-file creator (mkstemp next to the resolved target, the target's
  * mode kept, links written through, pending temporaries removable from a
@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../bench/csv_write.h"
-#include "../bench/file_check.h"
-#include "../bench/file_commit.h"
+#include "../bench/results/csv_write.h"
+#include "../bench/model/file_check.h"
+#include "../bench/model/file_commit.h"
 
 static char dir[64];
 static char cwd0[PATH_MAX];

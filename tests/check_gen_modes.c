@@ -1,6 +1,6 @@
 /*
  * check_gen_modes.c - prefix sharing and the generation modes that use the
- * cache operations (bench/gen_modes.c), each against an independent naive
+ * cache operations (bench/model/gen_modes.c), each against an independent naive
  * reference written here:
  *   - shared prompt: B sequences from one prefilled prompt give the tokens
  *     of B unshared copies of it (every strategy that can reorder), and a
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "test_params.h"
-#include "../bench/kv_model.h"
+#include "../bench/model/kv_model.h"
 #include "../kernels/kv_ops.h"
 
 /* Beam scores of the library vs the naive recompute: sums of log-softmax of

@@ -1,5 +1,5 @@
 /*
- * check_merge.c - unit tests of kvlab merge (bench/merge.c) and of compare's
+ * check_merge.c - unit tests of kvlab merge (bench/results/merge.c) and of compare's
  * per-row limits on merged files.
  *
  * Inputs are written in the test, as the CSV text kvlab sweep writes: a few
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../bench/merge.h"
-#include "../bench/shard.h"
+#include "../bench/results/merge.h"
+#include "../bench/measure/shard.h"
 
 /* ------------------------------------------------------------------------ */
 /* Writing and reading test files                                           */

@@ -30,7 +30,7 @@
 
 #include "test_params.h"
 #include "test_paged.h"
-#include "../bench/kv_model.h"
+#include "../bench/model/kv_model.h"
 #include "../kernels/kv_ops.h"
 
 /* ------------------------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /*
- * check_noise.c - the interference classifier (bench/noise.c) on synthetic
- * observations, and the bootstrap interval of the median (bench/stats.c).
+ * check_noise.c - the interference classifier (bench/measure/noise.c) on synthetic
+ * observations, and the bootstrap interval of the median (bench/measure/stats.c).
  *
  * The observations are what a window would record in the cases that
  * matter: a quiet machine (short and long windows, /proc/stat's tick doubt
@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../bench/noise.h"
-#include "../bench/stats.h"
+#include "../bench/measure/noise.h"
+#include "../bench/measure/stats.h"
 
 #define MS 1000000LL
 

@@ -1,5 +1,5 @@
 /*
- * check_perplexity.c - kv_perplexity (bench/perplexity.c) against its
+ * check_perplexity.c - kv_perplexity (bench/model/perplexity.c) against its
  * definition.
  *
  * The definition, computed here the slow and obvious way: the loss of token
@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../bench/kv_model.h"
-#include "../bench/perplexity.h"
+#include "../bench/model/kv_model.h"
+#include "../bench/model/perplexity.h"
 #include "test_params.h"
 
 /* Streaming (decode kernel, one row) vs one fresh prefill (prefill kernel,

@@ -1,5 +1,5 @@
 /*
- * check_shard.c - unit tests of the shard planner (bench/shard.c) and of
+ * check_shard.c - unit tests of the shard planner (bench/measure/shard.c) and of
  * sweeps restricted to a shard's rows (kv_sweep_config.only).
  *
  * What the scale-out rests on: every row of the sweep belongs to exactly one
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../bench/shard.h"
+#include "../bench/measure/shard.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */

@@ -1,5 +1,5 @@
 /*
- * check_stats.c - unit tests of bench/stats.c, the one median and
+ * check_stats.c - unit tests of bench/measure/stats.c, the one median and
  * percentile every kvlab tool reports.
  *
  * The reference here is written independently of stats.c: the median by
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../bench/stats.h"
+#include "../bench/measure/stats.h"
 
 /* ------------------------------------------------------------------------ */
 /* Independent references                                                   */

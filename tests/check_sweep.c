@@ -16,11 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../bench/cli_cmd.h"
-#include "../bench/commands.h"
-#include "../bench/csv_write.h"
-#include "../bench/roofline.h"
-#include "../bench/sweep.h"
+#include "../bench/cli/cli_cmd.h"
+#include "../bench/cli/commands.h"
+#include "../bench/results/csv_write.h"
+#include "../bench/measure/roofline.h"
+#include "../bench/measure/sweep.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */

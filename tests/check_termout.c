@@ -1,6 +1,6 @@
 /*
  * check_termout.c - terminal width and the wrapping line builder
- * (bench/termout.c) that `kvlab demo` prints through.
+ * (bench/term/termout.c) that `kvlab demo` prints through.
  *
  * Checked: escape sequences and UTF-8 continuation bytes take no columns;
  * no wrapped line is wider than the width unless a single word is; words
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../bench/termout.h"
+#include "../bench/term/termout.h"
 
 /* Emits L at width and indent into buf (NUL-terminated). */
 static void emit_to(char *buf, size_t cap, struct kv_line *L, int width, int indent)

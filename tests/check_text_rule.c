@@ -4,7 +4,7 @@
  * KV_LABEL_PUNCT, checked where it is made and again where it is read.
  *
  * What it proves: every legitimate label passes (each built-in strategy,
- * preset and label(), bench/frontier.list with the budgets' "@B%" suffix,
+ * preset and label(), bench/data/frontier.list with the budgets' "@B%" suffix,
  * docs/strategies.md's hybrid patterns); every hostile byte is refused (comma,
  * quote, backslash, space, ';', '$', backtick, control and non-ASCII bytes)
  * with one clean sentence naming its position; and each place a label is
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../bench/frontier.h"
-#include "../bench/merge.h"
+#include "../bench/measure/frontier.h"
+#include "../bench/results/merge.h"
 #include "../strategies/strategy.h"
 
 /* One line of at most printable ASCII: no control byte, nothing past 0x7e. */
@@ -64,11 +64,11 @@ START_TEST(every_legitimate_label_passes)
                                        "paged-16-f16", "my_cache", "x=1"};
     for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
         ck_assert_msg(kv_label_ok(more[k]), "%s", more[k]);
-    /* bench/frontier.list, and every label the planner makes of it */
+    /* bench/data/frontier.list, and every label the planner makes of it */
     static struct kv_frontier_line lines[KV_FRONTIER_MAX_LINES];
     int32_t n = 0;
     char why[256];
-    ck_assert_msg(kv_frontier_load("bench/frontier.list", lines, KV_FRONTIER_MAX_LINES, &n, why,
+    ck_assert_msg(kv_frontier_load("bench/data/frontier.list", lines, KV_FRONTIER_MAX_LINES, &n, why,
                                    sizeof why) == KV_OK, "%s", why);
     ck_assert_int_gt(n, 5);
     for (int32_t i = 0; i < n; i++) {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../bench/tokenizer.h"
+#include "../bench/model/tokenizer.h"
 
 /* ------------------------------------------------------------------------ */
 /* A small sentencepiece-like vocabulary                                    */

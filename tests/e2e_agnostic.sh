@@ -59,9 +59,9 @@ else
 fi
 
 # 2. bench/ itself
-report=$(check bench/*.c bench/*.h)
+report=$(check bench/*/*.c bench/*/*.h)
 if [ -z "$report" ]; then
-    echo "  ok  bench/*.c bench/*.h name none of the $n_names strategies and presets"
+    echo "  ok  bench/*/*.c bench/*/*.h name none of the $n_names strategies and presets"
 else
     printf '%s\n' "$report"
     echo "FAIL  bench/ names strategies (see above)"

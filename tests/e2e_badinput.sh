@@ -194,7 +194,7 @@ case_ strategies-unknown-opt 2 strategies --bogus
 case_ strategies-extra-arg 2 strategies dynamic
 
 # ---- options shared by generate, sweep, demo, export-synthetic, sharing ---
-# (each subcommand parses them through bench/cli_opts.c; tried on each)
+# (each subcommand parses them through bench/cli/cli_opts.c; tried on each)
 for cmd in generate sweep demo export-synthetic sharing; do
     extra=()
     case $cmd in
@@ -335,16 +335,16 @@ case_ sweep-frontier-dir 2 "${F[@]}" --frontier "$tmp/dir" --out "$tmp/s.csv"
 case_ sweep-frontier-binary 2 "${F[@]}" --frontier "$tmp/garbage.tok" --out "$tmp/s.csv"
 case_ sweep-frontier-two-fields 2 "${F[@]}" --frontier "$tmp/two_fields.list" --out "$tmp/s.csv"
 case_ sweep-frontier-nothing-fits 2 "${F[@]}" --frontier "$tmp/garbage.bin" --out "$tmp/s.csv"
-case_ sweep-frontier-strategies 2 "${F[@]}" --frontier bench/frontier.list --strategies dynamic \
+case_ sweep-frontier-strategies 2 "${F[@]}" --frontier bench/data/frontier.list --strategies dynamic \
     --out "$tmp/s.csv"
-case_ sweep-frontier-shard 2 "${F[@]}" --frontier bench/frontier.list --shard 1/2 \
+case_ sweep-frontier-shard 2 "${F[@]}" --frontier bench/data/frontier.list --shard 1/2 \
     --out "$tmp/s.csv"
-case_ sweep-budgets-zero 2 "${F[@]}" --frontier bench/frontier.list --budgets 0 --out "$tmp/s.csv"
-case_ sweep-budgets-over 2 "${F[@]}" --frontier bench/frontier.list --budgets 25,101 \
+case_ sweep-budgets-zero 2 "${F[@]}" --frontier bench/data/frontier.list --budgets 0 --out "$tmp/s.csv"
+case_ sweep-budgets-over 2 "${F[@]}" --frontier bench/data/frontier.list --budgets 25,101 \
     --out "$tmp/s.csv"
-case_ sweep-budgets-descending 2 "${F[@]}" --frontier bench/frontier.list --budgets 50,25 \
+case_ sweep-budgets-descending 2 "${F[@]}" --frontier bench/data/frontier.list --budgets 50,25 \
     --out "$tmp/s.csv"
-case_ sweep-budgets-junk 2 "${F[@]}" --frontier bench/frontier.list --budgets 25x --out "$tmp/s.csv"
+case_ sweep-budgets-junk 2 "${F[@]}" --frontier bench/data/frontier.list --budgets 25x --out "$tmp/s.csv"
 case_ sweep-budgets-alone 2 "${F[@]}" --budgets 25 --out "$tmp/s.csv"
 case_ sweep-kivi-3 2 "${S[@]}" --strategies kivi-3 --out "$tmp/s.csv"
 no_file sweep-refused-no-output "$tmp/s.csv"

@@ -107,8 +107,8 @@ sed 's/^# cpu=test$/# cpu=another cpu/' "$TMP/slowmachine.csv" >"$TMP/othercpu.c
 run "other machine" 0 "$TMP/base.csv" "$TMP/othercpu.csv" --normalize
 one_line "other machine" "note: the files differ in 'cpu' \\(another machine\\?\\)$"
 
-# ---- bench/median_rows.awk (make baseline): per-row median of runs ---------------
-MEDIAN_AWK="$(dirname "$0")/../bench/median_rows.awk"
+# ---- bench/scripts/median_rows.awk (make baseline): per-row median of runs ---------------
+MEDIAN_AWK="$(dirname "$0")/../bench/scripts/median_rows.awk"
 if awk -f "$MEDIAN_AWK" "$TMP/base.csv" "$TMP/slow.csv" "$TMP/same.csv" >"$TMP/merged.csv" 2>"$TMP/err"; then ok; else bad "median_rows: exit $?"; fi
 # the medians are the 102% file's timings: compare says ratio 1.000 everywhere
 run "median_rows merged" 0 "$TMP/merged.csv" "$TMP/same.csv" --threshold 0

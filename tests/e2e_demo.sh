@@ -245,7 +245,7 @@ done
 # terminal), and --width overrides COLUMNS.
 here_root=$(cd "$here/.." && pwd)
 for w in 80 100 160; do
-    COLUMNS=$w KVLAB=$KVLAB bash "$here_root/bench/demo_tour.sh" >"$tmp/tour.out" 2>&1 ||
+    COLUMNS=$w KVLAB=$KVLAB bash "$here_root/bench/scripts/demo_tour.sh" >"$tmp/tour.out" 2>&1 ||
         bad "demo tour at $w columns exited non-zero"
     n=$(awk -v w="$w" 'length > w' "$tmp/tour.out" | wc -l)
     [ "$n" = 0 ] || bad "demo tour at $w columns: $n lines wider: $(awk -v w="$w" 'length > w' "$tmp/tour.out" | head -1)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_eviction.sh - the evicting strategies and the frontier through the CLI:
-# a small frontier sweep (every configuration of bench/frontier.list at its
+# a small frontier sweep (every configuration of bench/data/frontier.list at its
 # budgets, each row within its budget, labels per budget, per-layer bytes
 # summing to the cache's), its plot, a hybrid sweep's per-layer bytes, the
 # demo showing sinks, h2o and a hybrid evicting, and generate with each.
@@ -20,7 +20,7 @@ col() { awk -F, -v n="$2" '/^#/ { next } { for (i = 1; i <= NF; i++) if ($i == n
 SMALL=(--layers 4 --dim 64 --heads 4 --kv-heads 2 --hidden 96 --vocab 256 --threads 2)
 
 # ---- the frontier ----------------------------------------------------------
-"$KVLAB" sweep --frontier bench/frontier.list --budgets 25,50 --seq-lens 128,256 --reps 3 \
+"$KVLAB" sweep --frontier bench/data/frontier.list --budgets 25,50 --seq-lens 128,256 --reps 3 \
     --warmup 1 --no-roofline --quiet --out "$tmp/f.csv" "${SMALL[@]}" --group 8 2>"$tmp/f.err"
 rc=$?
 [ "$rc" = 0 ] && ok "frontier sweep exit 0" || bad "frontier sweep exit $rc: $(head -3 "$tmp/f.err")"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e_frontier_table.sh - bench/frontier_table.sh, the markdown tables of
+# e2e_frontier_table.sh - bench/scripts/frontier_table.sh, the markdown tables of
 # the memory-accuracy frontier (what `make frontier` writes beside
 # out/frontier.csv): hand-made frontier CSVs with known figures, columns in
 # a shuffled order, `#` metadata and no `dynamic` row (the f32 bytes from
@@ -10,7 +10,7 @@
 # Usage: bash tests/e2e_frontier_table.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TABLE="$ROOT/bench/frontier_table.sh"
+TABLE="$ROOT/bench/scripts/frontier_table.sh"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvlab_e2e_frontier_table.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$TMP"' EXIT
 pass=0
@@ -46,7 +46,7 @@ cat >"$TMP/a.csv" <<'EOF'
 # commit=abc1234
 # date=2026-01-02T03:04:05Z
 # cpu=Test CPU, 2 cores
-# command=kvlab sweep --frontier bench/frontier.list --seq-lens 512,2048 --out a.csv
+# command=kvlab sweep --frontier bench/data/frontier.list --seq-lens 512,2048 --out a.csv
 step_ns_median,label,cache_bytes,kv_heads,rel_err,dtype,seq_len,head_dim,token_match,params,layers,max_abs_err,strategy,batch,dim,heads
 1234567,f16,524288,2,4.15253e-05,f16,2048,16,1.0000,dtype=f16,2,0.001,dynamic,1,64,4
 1400000,sinks@25%,262144,2,0.3,f32,2048,16,0.6190,sinks=4;window=508;reindex=0,2,0.9,sinks,1,64,4
@@ -122,7 +122,7 @@ bad_input "a header and no rows" "no rows" "$TMP/empty.csv"
 bash "$TABLE" >/dev/null 2>"$TMP/err"
 rc=$?
 check "no argument: exit 2 with the usage line (rc=$rc)" test "$rc" = 2 -a "$(cat "$TMP/err")" = \
-    "usage: bash bench/frontier_table.sh FRONTIER_CSV [OUT_MD]"
+    "usage: bash bench/scripts/frontier_table.sh FRONTIER_CSV [OUT_MD]"
 bash "$TABLE" "$TMP/a.csv" "$TMP/x.md" extra >/dev/null 2>"$TMP/err"
 rc=$?
 check "three arguments: exit 2 (rc=$rc)" test "$rc" = 2 -a "$(wc -l <"$TMP/err")" = 1

@@ -54,7 +54,7 @@ fi
 root="$dest$prefix"
 for f in lib/libkvlab.a lib/pkgconfig/kvlab.pc include/kvlab/kvlab.h \
          include/kvlab/kernels/kv_attention.h include/kvlab/strategies/strategy.h \
-         include/kvlab/bench/kv_model.h bin/kvlab; do
+         include/kvlab/bench/model/kv_model.h bin/kvlab; do
     [ -f "$root/$f" ] && pass "installed $f" || flunk "missing $f"
 done
 # no CLI object in the library, no internal header installed

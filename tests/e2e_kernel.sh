@@ -6,7 +6,7 @@
 # --no-ref leaves ref_us_min empty, --roofline adds the limits (DRAM and
 # L3), cold (the default) rotates over copies exceeding --cold-bytes and
 # says so in its metadata and rows, --hot keeps one; bad options exit 2;
-# bench/kernel_table.sh turns hand-made kernel and peers CSVs with known
+# bench/scripts/kernel_table.sh turns hand-made kernel and peers CSVs with known
 # figures into the expected ratios and met / NOT met / not measured
 # verdicts (and fails cleanly on bad input); gnuplot renders
 # plots/kernel.gp to a non-empty PNG. Never asserts on wall time: the
@@ -147,7 +147,7 @@ bad_opt cold-bytes-missing "${K[@]}" --cold-bytes
 bad_opt cold-bytes-with-hot "${K[@]}" --hot --cold-bytes 100
 
 # ---------------------------------------------------------------- the table
-TABLE="$ROOT/bench/kernel_table.sh"
+TABLE="$ROOT/bench/scripts/kernel_table.sh"
 # Hand-made results with known answers. DRAM read 20 GB/s, L3 read 50 GB/s,
 # sgemm 100 GFLOP/s. 64, 8/8, T 8192 f32: K+V = 2*8*8192*64*4 = 33554432 B.
 # Cold f32 1800 us: DRAM limit 1677.7 us -> 93% (>= 90%: met), 18.6 GB/s;

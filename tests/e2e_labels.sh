@@ -7,7 +7,7 @@
 #     2, writing nothing (a comma once failed only at the write, after the
 #     whole sweep; a quote or an escape byte was written into the CSV, a
 #     `;echo>/tmp/pw` label accepted);
-#   - the real bench/frontier.list passes and its labels reach the CSV;
+#   - the real bench/data/frontier.list passes and its labels reach the CSV;
 #   - `kvlab compare` and `kvlab merge` of a CSV whose label holds an escape
 #     byte, a quote, a space or a shell character give one clean line (no
 #     control byte echoed), exit 2, and no output.
@@ -70,9 +70,9 @@ EOF
 # the project's own list passes, and its labels reach the CSV as they are
 # (4 layers: the list's hybrid is a 3:1 pattern)
 # shellcheck disable=SC2086
-"$KVLAB" sweep --layers 4 $SHAPE --group 8 --residual 8 --frontier "$ROOT/bench/frontier.list" \
+"$KVLAB" sweep --layers 4 $SHAPE --group 8 --residual 8 --frontier "$ROOT/bench/data/frontier.list" \
     $FRONT --no-roofline --quiet --out "$TMP/frontier.csv" 2>"$TMP/err"
-check "bench/frontier.list sweeps ($(head -c 300 "$TMP/err"))" test -s "$TMP/frontier.csv"
+check "bench/data/frontier.list sweeps ($(head -c 300 "$TMP/err"))" test -s "$TMP/frontier.csv"
 for l in 'hybrid-3:1@50%' 'sinks-reidx@50%' kivi-2 int8; do
     check "frontier label $l in the CSV" grep -q ",$l," "$TMP/frontier.csv"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_perplexity.sh - end-to-end tests of `kvlab perplexity` and of the
-# scripts of its benchmark (bench/ppl_table.sh, bench/streaming.sh), on a
+# scripts of its benchmark (bench/scripts/ppl_table.sh, bench/scripts/streaming.sh), on a
 # small synthetic checkpoint, so they need neither PyTorch nor the trained
 # model (tests/e2e_torch.sh checks the numbers against PyTorch).
 #
@@ -156,7 +156,7 @@ expect_bad "a control character in --text" "${P[@]}" --text "$tmp/no"$'\n'"such.
 M2=$tmp/model2.bin
 "$KVLAB" export-synthetic --out "$M2" --layers 2 --dim 64 --heads 2 --kv-heads 1 --hidden 96 \
     --max-len 512 >/dev/null || bad "export-synthetic failed"
-PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/ppl_table.sh" "$KVLAB" "$M2" "$T" \
+PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/scripts/ppl_table.sh" "$KVLAB" "$M2" "$T" \
     "$tmp/ppl.csv" "$tmp/ppl.md" 2>"$tmp/ppl.err"
 rc=$?
 [ "$rc" -eq 0 ] && [ "$(grep -c '^"' "$tmp/ppl.csv")" -ge 6 ] && grep -q '^| dense' "$tmp/ppl.md" &&
@@ -164,26 +164,26 @@ rc=$?
 awk -F, 'NR > 1 && $2 == "static" { exit !($10 == "+0.0000") }' "$tmp/ppl.csv" && ok ||
     bad "ppl_table.sh: static differs from dense: $(grep static "$tmp/ppl.csv")"
 # the configurations run side by side: one at a time gives the same rows
-PPL_JOBS=1 PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/ppl_table.sh" "$KVLAB" "$M2" "$T" \
+PPL_JOBS=1 PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/scripts/ppl_table.sh" "$KVLAB" "$M2" "$T" \
     "$tmp/ppl1.csv" "$tmp/ppl1.md" 2>/dev/null &&
     cmp -s <(grep -v '^#' "$tmp/ppl.csv") <(grep -v '^#' "$tmp/ppl1.csv") && ok ||
     bad "ppl_table.sh: PPL_JOBS=1 and the default give different rows"
 # a configuration that fails stops the table (exit 1, its label named, no file)
 printf '#!/usr/bin/env bash\ncase " $* " in *" --window 128 "*) echo "planted failure" >&2; exit 1 ;; esac\nexec "%s" "$@"\n' \
     "$KVLAB" >"$tmp/kvfail" && chmod +x "$tmp/kvfail"
-PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/ppl_table.sh" "$tmp/kvfail" "$M2" "$T" \
+PPL_CONTEXT=64 PPL_MAX_TOKENS=200 bash "$here/../bench/scripts/ppl_table.sh" "$tmp/kvfail" "$M2" "$T" \
     "$tmp/pplf.csv" "$tmp/pplf.md" 2>"$tmp/pplf.err"
 rc=$?
 [ "$rc" -eq 1 ] && grep -q "'sliding window 128' failed: planted failure" "$tmp/pplf.err" &&
     [ ! -e "$tmp/pplf.csv" ] && ok || bad "ppl_table.sh with a failing configuration: exit $rc $(tail -c 200 "$tmp/pplf.err")"
-PPL_JOBS=0 bash "$here/../bench/ppl_table.sh" "$KVLAB" "$M2" "$T" "$tmp/pplz.csv" "$tmp/pplz.md" 2>/dev/null
+PPL_JOBS=0 bash "$here/../bench/scripts/ppl_table.sh" "$KVLAB" "$M2" "$T" "$tmp/pplz.csv" "$tmp/pplz.md" 2>/dev/null
 [ $? -eq 2 ] && ok || bad "ppl_table.sh: PPL_JOBS=0 not refused"
-STREAM_LENGTH=64 STREAM_SEGMENTS=2 STREAM_BUCKET=16 bash "$here/../bench/streaming.sh" \
+STREAM_LENGTH=64 STREAM_SEGMENTS=2 STREAM_BUCKET=16 bash "$here/../bench/scripts/streaming.sh" \
     "$KVLAB" "$M2" "$T" "$tmp/stream" 2>"$tmp/st.err"
 rc=$?
 # every configuration whose strategy is registered: one row per bucket of 16
 # over 64 tokens (4), and the script's lines skip only unregistered ones
-confs=$(awk "/^CONFIGS='/ { f = 1; next } f && /^'/ { exit } f && /^[^#].*[|]/" "$here/../bench/streaming.sh")
+confs=$(awk "/^CONFIGS='/ { f = 1; next } f && /^'/ { exit } f && /^[^#].*[|]/" "$here/../bench/scripts/streaming.sh")
 nconf=$(echo "$confs" | grep -c . || true)
 nreg=0
 for s in $(echo "$confs" | sed -n 's/.*--strategy \([a-z0-9_-]*\).*/\1/p'); do

@@ -26,7 +26,7 @@
 #    No marker may appear, every figure must still be drawn (the hostile
 #    series with "?" for its unsafe characters), and frontier.gp on a
 #    sweep without lossy rows must exit 0 with one note line and no figure.
-# 3. bench/report.py: a FIFO or a directory as --csv / --steps / --peers /
+# 3. bench/py/report.py: a FIFO or a directory as --csv / --steps / --peers /
 #    --baseline / an SVG under --plots is refused at once (exit 2, one
 #    line, never a hang); --out as the input itself (path, hard link,
 #    symbolic link), a directory, a FIFO, a dangling link, a read-only file
@@ -42,9 +42,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 KVLAB=${KVLAB:-build/kvlab}
 case $KVLAB in /*) ;; *) KVLAB=$PWD/$KVLAB ;; esac
 PLOTS=${KV_PLOTS_UNDER_TEST:-$ROOT/plots}
-REPORT=${KV_REPORT_UNDER_TEST:-$ROOT/bench/report.py}
+REPORT=${KV_REPORT_UNDER_TEST:-$ROOT/bench/py/report.py}
 OWN=0
-[ "$PLOTS" = "$ROOT/plots" ] && [ "$REPORT" = "$ROOT/bench/report.py" ] && OWN=1
+[ "$PLOTS" = "$ROOT/plots" ] && [ "$REPORT" = "$ROOT/bench/py/report.py" ] && OWN=1
 PY=/usr/bin/python3
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvlab_e2e_noshell.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_row_independence.sh - a row's figures depend on its own configuration
-# only (bench/sweep.h), and a sharded sweep is the whole sweep, end to end on
+# only (bench/measure/sweep.h), and a sharded sweep is the whole sweep, end to end on
 # a tiny model (seconds):
 #   - KIVI-2 (and int8/int4) measured alone, with other strategies, with
 #     other T, in --shard 1/2 + 2/2 and merged: the same rel_err, max_abs_err

@@ -129,9 +129,9 @@ else
     echo "note: gnuplot not found; plots of the merged file not checked"
 fi
 
-# the one-page report (bench/report.py, Debian's python3) reads it too
-if [ -x /usr/bin/python3 ] && [ -f "$ROOT/bench/report.py" ]; then
-    /usr/bin/python3 "$ROOT/bench/report.py" --csv "$TMP/merged.csv" --plots "$TMP/plots" \
+# the one-page report (bench/py/report.py, Debian's python3) reads it too
+if [ -x /usr/bin/python3 ] && [ -f "$ROOT/bench/py/report.py" ]; then
+    /usr/bin/python3 "$ROOT/bench/py/report.py" --csv "$TMP/merged.csv" --plots "$TMP/plots" \
         --out "$TMP/report.html" >/dev/null 2>"$TMP/rep.err"
     check "the report renders from the merged file ($(head -c 200 "$TMP/rep.err"))" \
         test -s "$TMP/report.html"

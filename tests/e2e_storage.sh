@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e_storage.sh - the storage targets of issue 18 in bench/kernel_table.sh
+# e2e_storage.sh - the storage targets of issue 18 in bench/scripts/kernel_table.sh
 # (what `make storage-targets` prints): hand-made kernel and sweep CSVs with
 # known figures must give the expected ratios and met / NOT met / not
 # measured verdicts, and a run with `# layout=kivi` must file its int2 rows
@@ -8,7 +8,7 @@
 # Usage: bash tests/e2e_storage.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TABLE="$ROOT/bench/kernel_table.sh"
+TABLE="$ROOT/bench/scripts/kernel_table.sh"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvlab_e2e_storage.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$TMP"' EXIT
 pass=0

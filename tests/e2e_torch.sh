@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e_torch.sh - the trained model's tool chain against PyTorch (issue 15).
 #
-# Without PyTorch: `make train-model` and bench/train_model.py stop with the
+# Without PyTorch: `make train-model` and bench/py/train_model.py stop with the
 # apt command (exit 2), simulated with a torch module that fails to import.
 # With /usr/bin/python3 and python3-torch (CI installs it; elsewhere these
 # parts are skipped with a note):
@@ -39,7 +39,7 @@ check() {
 # ---------------------------------------------------------------- no torch
 mkdir -p "$tmp/notorch/torch"
 echo 'raise ImportError("simulated: no torch here")' >"$tmp/notorch/torch/__init__.py"
-PYTHONPATH=$tmp/notorch "$PY" "$root/bench/train_model.py" --out-dir "$tmp/x" \
+PYTHONPATH=$tmp/notorch "$PY" "$root/bench/py/train_model.py" --out-dir "$tmp/x" \
     >"$tmp/out" 2>"$tmp/err"
 rc=$?
 check "train_model.py without torch: exit 2 ($rc) and the apt command" \
@@ -62,14 +62,14 @@ fi
 TINY=(--dim 64 --hidden 96 --layers 2 --heads 2 --kv-heads 1 --batch 2 --context 64
     --max-len 128 --eval-windows 2 --eval-every 2 --warmup 2 --steps 6 --save-every 2)
 if [ -d /usr/share/games/fortunes ]; then
-    train() { "$PY" "$root/bench/train_model.py" "${TINY[@]}" "$@"; }
+    train() { "$PY" "$root/bench/py/train_model.py" "${TINY[@]}" "$@"; }
     train --out-dir "$tmp/a" --state-dir "$tmp/sa" >"$tmp/a.log" 2>&1
     check "tiny training run exits 0: $(tail -c 300 "$tmp/a.log")" test -s "$tmp/a/fortunes-model.bin"
     "$KVLAB" export-synthetic --out "$tmp/syn.bin" --layers 1 --dim 8 --heads 2 --kv-heads 1 \
         --hidden 8 --max-len 8 --tokenizer-out "$tmp/bytes-tok.bin" >/dev/null
     check "the script's tokenizer.bin is kvlab's byte tokenizer, byte for byte" \
         cmp -s "$tmp/a/fortunes-model-tokenizer.bin" "$tmp/bytes-tok.bin"
-    "$PY" "$root/bench/corpus.py" --heldout-out "$tmp/heldout.txt" >/dev/null
+    "$PY" "$root/bench/py/corpus.py" --heldout-out "$tmp/heldout.txt" >/dev/null
     "$KVLAB" perplexity --model "$tmp/a/fortunes-model.bin" \
         --tokenizer "$tmp/a/fortunes-model-tokenizer.bin" --text "$tmp/heldout.txt" \
         --context 64 --threads 1 --csv "$tmp/a.csv" >/dev/null 2>"$tmp/err"
@@ -85,7 +85,7 @@ if [ -d /usr/share/games/fortunes ]; then
     gnuplot -e "csv='$tmp/a/fortunes-model-loss.csv'; out='$tmp/loss'" \
         "$root/plots/model/loss.gp" 2>"$tmp/gp.err"
     check "plots/model/loss.gp draws the loss curve: $(head -c 200 "$tmp/gp.err")" is_png "$tmp/loss.png"
-    "$PY" "$root/bench/attn_sinks.py" "$tmp/a/fortunes-model.bin" "$tmp/heldout.txt" "$tmp/s" \
+    "$PY" "$root/bench/py/attn_sinks.py" "$tmp/a/fortunes-model.bin" "$tmp/heldout.txt" "$tmp/s" \
         --length 128 --segments 2 --bucket 16 >"$tmp/sinks.log" 2>&1
     check "attn_sinks.py: a 4 x 8 matrix ($(tail -c 200 "$tmp/sinks.log"))" \
         awk 'NF != 8 { exit 1 } END { exit NR != 4 }' "$tmp/s/attn_sinks.dat"

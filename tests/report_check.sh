@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # report_check.sh - make report-check: the one-file report (make report,
-# bench/report.py) on bad input, then in a real browser.
+# bench/py/report.py) on bad input, then in a real browser.
 #
 #   KVLAB=build/kvlab bash tests/report_check.sh SWEEP.csv...
 #
@@ -12,7 +12,7 @@
 # 2. For each CSV (make report-check passes the committed reference run and a
 #    fresh bench-quick output) and a schema-2 copy of the first
 #    (tests/csv_v2.awk): `make report` with target tables made from it
-#    (bench/kernel_table.sh --steps) and from a small `kvlab kernel` run of
+#    (bench/scripts/kernel_table.sh --steps) and from a small `kvlab kernel` run of
 #    this test; the second run adds a peers file and BASELINE. The page must
 #    name the run's commit, inline every SVG of its plots folder, carry no
 #    script and no external address, and pass tests/browser_check.py in
@@ -59,9 +59,9 @@ bad() {
     else
         # the script's own status: 2 for bad input
         if [ "$name" != "missing BASELINE" ]; then
-            "$PY" bench/report.py --csv "$file" --out "$W/bad/direct.html" 2>/dev/null
+            "$PY" bench/py/report.py --csv "$file" --out "$W/bad/direct.html" 2>/dev/null
             local drc=$?
-            [ $drc = 2 ] || { flunk "bad input '$name': bench/report.py exited $drc, not 2"; return; }
+            [ $drc = 2 ] || { flunk "bad input '$name': bench/py/report.py exited $drc, not 2"; return; }
         fi
         pass "bad input '$name': $ours"
     fi
@@ -91,7 +91,7 @@ bad "missing BASELINE" "report: $W/bad/nobase.csv: baseline not found" "$REF" BA
 # A small kernel run of this test gives the kernel target table and kernel.svg.
 if "$KVLAB" kernel --csv --roofline --head-dim 64 --heads 8 --kv-heads 8 --seq-len 512,2048 \
        --dtype f32,int8,int4 >"$W/kernel.csv" 2>"$W/kernel.err" &&
-   bash bench/kernel_table.sh "$W/kernel.csv" >"$W/kernel.md"; then
+   bash bench/scripts/kernel_table.sh "$W/kernel.csv" >"$W/kernel.md"; then
     pass "kernel table from a fresh kvlab kernel run"
 else
     flunk "kvlab kernel / kernel_table.sh failed: $(tail -n 2 "$W/kernel.err")"
@@ -104,7 +104,7 @@ for csv in "$@" "$W/schema2.csv"; do
     name=$(basename "$csv" .csv); [ "$csv" = "$W/schema2.csv" ] && name=schema2
     [ "$csv" = "$REF" ] && name=reference
     D="$W/$name"; mkdir -p "$D"
-    bash bench/kernel_table.sh --steps "$csv" >"$D/steps.md"
+    bash bench/scripts/kernel_table.sh --steps "$csv" >"$D/steps.md"
     extra=()
     if [ $i = 2 ]; then
         # the peers section renders any CSV of measurements: here this test's

@@ -6,7 +6,7 @@ every exact cache strategy; and PyTorch's bits per byte of a text against
 
     /usr/bin/python3 tests/torch_oracle.py KVLAB MODEL.bin
 
-PyTorch runs bench/kvtorch.py, an implementation of the model written from
+PyTorch runs bench/py/kvtorch.py, an implementation of the model written from
 docs/design.md, in float64 (so its argmax is the exact one, up to the
 checkpoint's float32 weights), re-running the whole sequence every step: no
 cache at all. kvlab runs its float32 decoder through each strategy.
@@ -32,7 +32,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "py"))
 import kvtorch  # noqa: E402
 
 # Relative difference allowed between PyTorch's float64 bits per byte and

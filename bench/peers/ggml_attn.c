@@ -1,7 +1,7 @@
 /*
  * ggml_attn.c - kvlab's kernel peer: times ggml's flash-attention op
  * (ggml_flash_attn_ext, the CPU kernel llama.cpp decodes with) at the shapes
- * `kvlab kernel` times, with the same protocol (bench/kernel_timing.c: the
+ * `kvlab kernel` times, with the same protocol (bench/measure/kernel_timing.c: the
  * same warm-up, repetitions, min/median, disturbed passes, cold rotation
  * over copies exceeding 2 x the L3, or hot over one).
  *
@@ -48,8 +48,8 @@
 #include "ggml.h"
 
 #include "../../kernels/kv_common.h"
-#include "../cli_opts.h"
-#include "../kernel_timing.h"
+#include "../cli/cli_opts.h"
+#include "../measure/kernel_timing.h"
 
 #define PEER_MAX_LIST 32
 

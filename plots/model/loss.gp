@@ -1,4 +1,4 @@
-# plots/model/loss.gp - the trained model's loss curve (bench/train_model.py's log):
+# plots/model/loss.gp - the trained model's loss curve (bench/py/train_model.py's log):
 # bits per byte on fixed windows of the training and the held-out text
 # against the training step. Not a bench.csv figure: `make train-model`
 # draws it next to the checkpoint.

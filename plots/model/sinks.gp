@@ -1,5 +1,5 @@
 # plots/model/sinks.gp - attention sinks in kvlab's trained model
-# (bench/attn_sinks.py): a heatmap of the attention weight every head puts
+# (bench/py/attn_sinks.py): a heatmap of the attention weight every head puts
 # on the first token of the stream, against the query position. A sink head
 # is a bright row; a head that ignores the first token fades like 1/(t+1).
 #   gnuplot -e "dat='out/attn_sinks.dat'; outdir='out/plots'; heads=6; bucket=64" plots/model/sinks.gp

@@ -1,5 +1,5 @@
 # plots/model/streaming.gp - StreamingLLM's experiment on kvlab's trained model
-# (bench/streaming.sh): bits per byte against the position in a stream
+# (bench/scripts/streaming.sh): bits per byte against the position in a stream
 # several times longer than the 512-byte training context, one line per
 # cache configuration. Not a bench.csv figure: `make streaming` draws it.
 #   gnuplot -e "dat='out/streaming.dat'; outdir='out/plots'" plots/model/streaming.gp

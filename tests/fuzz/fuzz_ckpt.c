@@ -1,6 +1,6 @@
 /*
  * fuzz_ckpt.c - libFuzzer target for the llama2.c checkpoint reader
- * (bench/checkpoint.c): header parsing, the exact-size check and the
+ * (bench/model/checkpoint.c): header parsing, the exact-size check and the
  * memory-mapped load (`make fuzz-ckpt`).
  *
  * Each input is used twice, through a temporary file:
@@ -27,8 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../bench/checkpoint.h"
-#include "../../bench/file_check.h"
+#include "../../bench/model/checkpoint.h"
+#include "../../bench/model/file_check.h"
 
 /* Largest file step 2 builds: keeps every run fast and small. */
 #define MAX_FILE (256u << 10)

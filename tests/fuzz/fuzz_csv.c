@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../bench/compare.h"
-#include "../../bench/csv_read.h"
-#include "../../bench/merge.h"
+#include "../../bench/results/compare.h"
+#include "../../bench/results/csv_read.h"
+#include "../../bench/results/merge.h"
 
 static const char SEP[] = "\n%%\n";
 

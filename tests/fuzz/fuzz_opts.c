@@ -1,5 +1,5 @@
 /*
- * fuzz_opts.c - libFuzzer target for the one command layer (bench/cli_cmd.c)
+ * fuzz_opts.c - libFuzzer target for the one command layer (bench/cli/cli_cmd.c)
  * (`make fuzz-opts`): kv_cmd_main on a command whose table holds every
  * value kind and every shared group but the files (their refusals are the
  * e2e matrix's job, and a fuzzer should not create files), plus the model
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../bench/cli_cmd.h"
-#include "../../bench/cli_io.h"
+#include "../../bench/cli/cli_cmd.h"
+#include "../../bench/cli/cli_io.h"
 
 #define MAX_ARGS 64
 #define MAX_INPUT 4096

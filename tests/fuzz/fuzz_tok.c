@@ -1,6 +1,6 @@
 /*
  * fuzz_tok.c - libFuzzer target for the tokenizer.bin reader and the BPE
- * encoder behind it (bench/tokenizer.c; `make fuzz-tok`).
+ * encoder behind it (bench/model/tokenizer.c; `make fuzz-tok`).
  *
  * The input is written to a temporary file and loaded with
  * kv_tokenizer_load (any vocabulary size, then the size the first load
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../bench/tokenizer.h"
+#include "../../bench/model/tokenizer.h"
 
 #define MAX_FILE (1u << 20)
 /* Encoding is quadratic in the text; keep the vocabulary lookups bounded. */

@@ -1,0 +1,57 @@
+/*
+ * roofline.h - the machine's limits, measured in-process on the threads a
+ * run uses: read bandwidth from DRAM and from the L3, copy bandwidth and
+ * the OpenBLAS sgemm rate.
+ *
+ * The one design decision: every buffer is created and touched (zero-filled
+ * by kv_alloc, then written once) before any timing, so first-touch page
+ * faults (about 1.3 GB/s on virtual machines) never enter a measurement;
+ * each figure is the median of several repetitions, as STREAM does.
+ */
+#ifndef KV_ROOFLINE_H
+#define KV_ROOFLINE_H
+
+#include <signal.h>
+
+#include "../../kernels/kv_common.h"
+
+/* A timed pass that got less than this share of the CPU it asked for
+ * (process CPU time / (wall * threads)) was disturbed and is run again, up
+ * to KV_ROOFLINE_MAX_TRIES * reps passes in all. */
+#define KV_ROOFLINE_MIN_UTIL 0.6
+#define KV_ROOFLINE_MAX_TRIES 3
+
+struct kv_roofline_params {
+    int32_t n_threads;     /* threads for the OpenMP loops and OpenBLAS (>= 1) */
+    size_t read_bytes;     /* bytes of the array summed by the DRAM read test */
+    size_t read_l3_bytes;  /* bytes of the L3-resident array of the L3 read test */
+    size_t copy_bytes;     /* bytes of each of the two arrays of the copy test */
+    int32_t gemm_n;        /* M = N = K of the sgemm test */
+    int32_t reps;          /* repetitions of each test (median reported) */
+    const volatile sig_atomic_t *stop; /* if non-NULL and set, stop early */
+};
+
+struct kv_roofline {
+    double read_gbps;      /* 1e9 bytes/s read from DRAM (sum of a float array > 2 x L3) */
+    double read_l3_gbps;   /* 1e9 bytes/s read from an array that fits in the L3 */
+    double copy_gbps;      /* 1e9 bytes/s moved, read + write counted (STREAM copy) */
+    double sgemm_gflops;   /* 1e9 flop/s of cblas_sgemm, 2*M*N*K per call */
+    int32_t n_threads;
+    int32_t reps;
+};
+
+/* The defaults: a DRAM read array of max(256 MiB, 2 x L3), an L3 read
+ * array of L3 / 8 clamped to [1, 32] MiB (summed repeatedly, so a pass
+ * reads as many bytes as the DRAM one), 2 x 128 MiB copy arrays, sgemm
+ * 2048, 7 repetitions. */
+void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads);
+
+/*
+ * Runs the four tests. KV_ERR_INVALID on bad params, KV_ERR_NOMEM when a
+ * buffer cannot be allocated. When *stop becomes set, returns KV_OK with
+ * the figures not yet measured set to NaN.
+ */
+enum kv_status kv_roofline_measure(struct kv_roofline *out,
+                                   const struct kv_roofline_params *p);
+
+#endif /* KV_ROOFLINE_H */
