@@ -306,6 +306,11 @@ case_ generate-shared-none 2 "${G[@]}" --strategy none --shared-prompt
 case_ generate-block-size-zero 2 "${G[@]}" --strategy paged --block-size 0
 case_ generate-pool-exhausted 1 "${G[@]}" --strategy paged --max-blocks 3 --block-size 2 --prompt-len 4 \
     --new-tokens 4
+# a full cache names the option that sized it
+if grep -q -- '--max-blocks 3' "$tmp/err"; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: generate-pool-exhausted-names-option: $(head -c 300 "$tmp/err")"
+fi
 
 # ---- sweep -------------------------------------------------------------------
 S=(sweep "${TINY_SWEEP[@]}")
