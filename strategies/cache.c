@@ -362,7 +362,10 @@ static const void *params_or_defaults(const struct kv_strategy_ops *ops, const v
 /* snprintf(buf, n, "%s", text) that takes a NULL buf (as n = 0) and text. */
 static int put_text(char *buf, size_t n, const char *text)
 {
-    return snprintf(buf, buf != NULL ? n : 0, "%s", text != NULL ? text : "");
+    const char *t = text != NULL ? text : "";
+    if (buf == NULL)
+        return (int)strlen(t);
+    return snprintf(buf, n, "%s", t);
 }
 
 int kv_strategy_describe(const struct kv_strategy_ops *ops, const struct kv_cache_config *cfg,

@@ -118,10 +118,13 @@ static int parse_f64(const char *s, double *out)
     return 0;
 }
 
-/* The k-th comma-separated item of s into buf; its length or -1 (too long). */
-static int item(const char *s, size_t k, char *buf, size_t cap, const char **next)
+/* The first comma-separated item of s into buf, *next past it (NULL after
+ * the last); its length, or -1 when it does not fit. */
+static int item(const char *s, char *buf, size_t cap, const char **next)
 {
-    (void)k;
+    *next = NULL;
+    if (s == NULL)
+        return -1;
     size_t len = strcspn(s, ",");
     if (len >= cap)
         return -1;
@@ -213,7 +216,7 @@ int kv_cmdi_parse_value(const char *cmd, const struct kv_opt *o, const char *v, 
         for (const char *p = v; p != NULL && !bad;) {
             char buf[32];
             int64_t x;
-            bad = item(p, 0, buf, sizeof buf, &p) <= 0 || parse_i64(buf, &x) != 0 ||
+            bad = item(p, buf, sizeof buf, &p) <= 0 || parse_i64(buf, &x) != 0 ||
                   x < o->lo || x > o->hi || l->n == max;
             if (!bad)
                 l->v[l->n++] = (int32_t)x;
@@ -226,7 +229,7 @@ int kv_cmdi_parse_value(const char *cmd, const struct kv_opt *o, const char *v, 
         int32_t ns = 0;
         for (const char *p = v; p != NULL && !bad;) {
             char buf[64];
-            bad = item(p, 0, buf, sizeof buf, &p) <= 0 || !kv_cli_label_ok(buf) ||
+            bad = item(p, buf, sizeof buf, &p) <= 0 || !kv_cli_label_ok(buf) ||
                   ns == KV_CMD_MAX_STRATEGIES;
             if (!bad && o->kind == KV_OPT_STRATEGIES) {
                 const struct kv_strategy_ops *ops;
