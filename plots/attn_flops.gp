@@ -31,7 +31,7 @@ if (has("sliding")) {
 do for [fmt in "png svg"] {
     eval TERM(fmt)
     set output OUTD . "/attn_flops." . fmt
-    plot for [i = 1:NK] SER(i) using S_T:S_AFLOPS with linespoints lw 2 pt kpt(i) ps 1.3 \
-         lc rgb kcolor(CIDX[i]) title ktitle(i)
+    plot for [i = 1:NK] SER(i) using S_T:S_AFLOPS with linespoints lw 2 pt kpt(CIDX[i]) ps 1.3 \
+         lc rgb kcolor(i) title ktitle(i)
     unset output
 }

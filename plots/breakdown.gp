@@ -35,7 +35,7 @@ do for [fmt in "png svg"] {
     set format x "%g"
     set key inside top left box opaque font ",12"
     plot for [i = 1:NK] SER(i) using S_T:(100 * column(S_ATTN) / column(S_STEP)) \
-         with linespoints lw 2 pt kpt(i) ps 1.2 lc rgb kcolor(CIDX[i]) title ktitle(i)
+         with linespoints lw 2 pt kpt(CIDX[i]) ps 1.2 lc rgb kcolor(i) title ktitle(i)
     unset logscale x
     unset multiplot
     unset output

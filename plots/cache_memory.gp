@@ -27,6 +27,6 @@ do for [fmt in "png svg"] {
     eval TERM(fmt)
     set output OUTD . "/cache_memory." . fmt
     plot for [i = 1:NK] SER(i) using S_T:(column(S_CBYTES) / MiB) with linespoints lw lw_of(K[i]) \
-         pt kpt(i) ps ps_of(K[i]) lc rgb kcolor(CIDX[i]) title ttl_of(i)
+         pt kpt(CIDX[i]) ps ps_of(K[i]) lc rgb kcolor(i) title ttl_of(i)
     unset output
 }

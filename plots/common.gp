@@ -125,8 +125,9 @@ kpt(i) = int(word(POINTS, (int(i) - 1) % words(POINTS) + 1))
 S_T = 1; S_STEP = 2; S_ATTN = 3; S_AFLOPS = 4; S_CBYTES = 5; S_F32 = 6
 S_ERR = 7; S_MATCH = 8; S_BYTES = 9; S_FLOPS = 10
 # and at its largest T: LT[i] (T), LSTEP[i], LWIN[i], LBITS[i], LGROUP[i].
-# CIDX[i] is series i's colour: its index among the values of a `family`
-# column, when the CSV has one, else i.
+# Series i has colour i (no two of the first 24 alike) and the point type
+# of its family, CIDX[i]: its index among the values of a `family` column
+# when the CSV has one, else i (a family's series share a marker).
 SER(i) = sprintf("$S%d", int(i))
 array K[100]
 array KT[100]
@@ -141,8 +142,8 @@ do for [i = 1:|K|] { K[i] = ""; KT[i] = ""; CIDX[i] = i; LT[i] = -1; LSTEP[i] = 
 kv_find(k, i) = i > NK ? 0 : (K[i] eq k ? i : kv_find(k, i + 1))
 kidx(k) = kv_find(k, 1)
 has(k) = kidx(k) > 0
-color(k) = kidx(k) > 0 ? kcolor(CIDX[kidx(k)]) : "#7f7f7f"
-ptype(k) = kidx(k) > 0 ? kpt(kidx(k)) : 1
+color(k) = kidx(k) > 0 ? kcolor(kidx(k)) : "#7f7f7f"
+ptype(k) = kidx(k) > 0 ? kpt(CIDX[kidx(k)]) : 1
 if (!NOSPLIT) {
     C_LABEL = kvcol("label"); C_STRAT = kvcol("strategy"); C_BITS = kvcol("bits")
     C_FAMILY = kvcol("family")

@@ -22,7 +22,7 @@ do for [fmt in "png svg"] {
     set xrange [0:*]
     set yrange [0:*]
     plot for [i = 1:NK] SER(i) using S_T:(cum(column(S_T), column(S_STEP) / 1e9)) \
-         with linespoints lw 2 pt kpt(i) ps 1.2 lc rgb kcolor(CIDX[i]) title ktitle(i)
+         with linespoints lw 2 pt kpt(CIDX[i]) ps 1.2 lc rgb kcolor(i) title ktitle(i)
     set title "log-log"
     set key off
     set logscale xy
@@ -32,7 +32,7 @@ do for [fmt in "png svg"] {
     set xrange [*:*]
     set yrange [*:*]
     plot for [i = 1:NK] SER(i) using S_T:(cum(column(S_T), column(S_STEP) / 1e9)) \
-         with linespoints lw 2 pt kpt(i) ps 1.2 lc rgb kcolor(CIDX[i]) notitle
+         with linespoints lw 2 pt kpt(CIDX[i]) ps 1.2 lc rgb kcolor(i) notitle
     unset logscale xy
     set format x "%g"
     set format y "%g"

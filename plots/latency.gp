@@ -16,7 +16,7 @@ set key outside right top font ",13" spacing 1.0
 do for [fmt in "png svg"] {
     eval TERM(fmt)
     set output OUTD . "/latency." . fmt
-    plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 pt kpt(i) ps 1.3 \
-         lc rgb kcolor(CIDX[i]) title ktitle(i)
+    plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 pt kpt(CIDX[i]) ps 1.3 \
+         lc rgb kcolor(i) title ktitle(i)
     unset output
 }

@@ -42,7 +42,7 @@ do for [fmt in "png svg"] {
     set output OUTD . "/latency_loglog." . fmt
     if (NI > 0) {
         plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 \
-             pt kpt(i) ps 1.3 lc rgb kcolor(CIDX[i]) title ktitle(i), \
+             pt kpt(CIDX[i]) ps 1.3 lc rgb kcolor(i) title ktitle(i), \
              SER(NI) using S_T:(column(S_ATTN) / 1e6) \
              with linespoints dt 4 lw 2 pt 6 ps 1.1 lc rgb color("none") \
              title "none: its attention kernel time alone", \
@@ -50,7 +50,7 @@ do for [fmt in "png svg"] {
              slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
     } else {
         plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 \
-             pt kpt(i) ps 1.3 lc rgb kcolor(CIDX[i]) title ktitle(i), \
+             pt kpt(CIDX[i]) ps 1.3 lc rgb kcolor(i) title ktitle(i), \
              slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
     }
     unset output

@@ -31,7 +31,7 @@ do for [fmt in "png svg"] {
     set ylabel "achieved read rate (GB/s)"
     rb = okrate(RB) ? real(RB) : NaN
     plot for [i = 1:NK] SER(i) using S_T:(column(S_BYTES) / column(S_STEP)) with linespoints lw 2 \
-         pt kpt(i) ps 1.2 lc rgb kcolor(CIDX[i]) title ktitle(i), \
+         pt kpt(CIDX[i]) ps 1.2 lc rgb kcolor(i) title ktitle(i), \
          rb with lines dt 2 lw 2.5 lc rgb "#000000" \
          title (okrate(RB) ? sprintf("measured read bandwidth %.1f GB/s", rb) : "read bandwidth not measured")
 
@@ -39,7 +39,7 @@ do for [fmt in "png svg"] {
     set ylabel "achieved GFLOP/s"
     sg = okrate(SG) ? real(SG) : NaN
     plot for [i = 1:NK] SER(i) using S_T:(column(S_FLOPS) / column(S_STEP)) with linespoints lw 2 \
-         pt kpt(i) ps 1.2 lc rgb kcolor(CIDX[i]) notitle, \
+         pt kpt(CIDX[i]) ps 1.2 lc rgb kcolor(i) notitle, \
          sg with lines dt 2 lw 2.5 lc rgb "#000000" \
          title (okrate(SG) ? sprintf("measured sgemm %.0f GFLOP/s", sg) : "sgemm not measured")
     unset multiplot

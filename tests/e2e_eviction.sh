@@ -101,5 +101,55 @@ for args in "--strategy sinks" "--strategy sinks-reindex" "--strategy h2o --heav
         bad "generate $args: exit $rc $(head -c 200 "$tmp/g.err")"
 done
 
+# ---- the eviction targets table (bench/scripts/eviction_targets.sh) --------
+# A hand-made sweep CSV with known figures, judged by the rows of
+# bench/data/targets.tsv's table eviction. W = window + sinks + heavy:
+# sliding 64, sinks 4 + 60 = 64, h2o 32 + 32. sliding's step is flat over T
+# in [2W, 16W] = [128, 1024] (slope 0: met; its T 64 row, outside, would
+# bend it); sinks' grows with T (slope 1: NOT met); sinks-reindex has no
+# rows (not measured); h2o takes 1.1x sliding's step at every T >= 128
+# (median 1.100 <= 1.15: met).
+ET=bench/scripts/eviction_targets.sh
+{
+    echo "# kvlab sweep"
+    echo "label,strategy,params,seq_len,step_ns_median,attn_ns_median"
+    for t in 64 128 256 512 1024; do
+        s=1000000; [ "$t" = 64 ] && s=100000
+        echo "sliding,sliding,window=64;dtype=f32,$t,$s,200000"
+        echo "sinks,sinks,sinks=4;window=60;reindex=0,$t,$((t * 10000)),200000"
+        echo "h2o,h2o,heavy=32;window=32,$t,$((s * 11 / 10)),300000"
+    done
+} >"$tmp/ev.csv"
+bash "$ET" "$tmp/ev.csv" >"$tmp/ev.md" 2>"$tmp/ev.err"
+rc=$?
+[ "$rc" = 0 ] && ok "eviction_targets.sh: exit 0" || bad "eviction_targets.sh: exit $rc $(head -c 200 "$tmp/ev.err")"
+grep -qF '| `sliding`, W 64 | step time flat in T past the window: log-log slope over T in [2W, 16W] | < 0.05 | +0.0000 (128: 1.000 ms' "$tmp/ev.md" &&
+    grep -F '`sliding`, W 64' "$tmp/ev.md" | grep -q '| met |$' && ok "eviction: sliding flat in [2W, 16W], its T 64 row left out: met" ||
+    bad "eviction: sliding's slope row: $(grep -F '`sliding`' "$tmp/ev.md" | head -1)"
+grep -F '`sinks`, W 64' "$tmp/ev.md" | grep -qF '| +1.0000 (' && grep -F '`sinks`, W 64' "$tmp/ev.md" | grep -qF '**NOT met**' &&
+    ok "eviction: sinks grows with T: slope 1, NOT met" || bad "eviction: sinks' row: $(grep -F '`sinks`' "$tmp/ev.md" | head -1)"
+grep -F '`sinks-reindex`' "$tmp/ev.md" | grep -qF '| not measured | not measured |' &&
+    ok "eviction: no sinks-reindex rows: not measured" || bad "eviction: sinks-reindex row: $(grep -F 'sinks-reindex' "$tmp/ev.md")"
+grep -F '`h2o` (W 64) over `sliding` (W 64)' "$tmp/ev.md" | grep -qF '| <= 1.15 | 1.100 (4 T) | met |' &&
+    ok "eviction: h2o 1.100x sliding over its 4 T >= 2W: met" || bad "eviction: h2o row: $(grep -F '`h2o`' "$tmp/ev.md" | head -1)"
+grep -qx '2 of 3 eviction targets met; 1 not measured.' "$tmp/ev.md" && ok "eviction: the count" ||
+    bad "eviction: count line: $(grep 'targets met' "$tmp/ev.md")"
+# the targets are data: a stricter ratio in another targets file flips the verdict
+awk -F'\t' -v OFS='\t' '$1 == "eviction" && $3 == "step_ratio" { $8 = "1.05" } { print }' \
+    bench/data/targets.tsv >"$tmp/targets.tsv"
+TARGETS="$tmp/targets.tsv" bash "$ET" "$tmp/ev.csv" 2>/dev/null |
+    grep -F '`h2o`' | grep -qF '| <= 1.05 | 1.100 (4 T) | **NOT met** |' &&
+    ok "eviction: the ratio comes from the targets file (1.05: NOT met)" || bad "eviction: TARGETS= not read"
+# without a file it sweeps the series the targets name (--list: no measuring)
+series=$(awk -v list=1 -f bench/scripts/targets.awk -f bench/scripts/eviction_targets.awk bench/data/targets.tsv)
+[ "$series" = "sliding,sinks,sinks-reindex,h2o" ] && "$KVLAB" sweep --strategies "$series" --seq-lens 128 \
+    --list "${SMALL[@]}" >/dev/null 2>&1 && ok "eviction: the targets' series ($series) are strategies the sweep takes" ||
+    bad "eviction: the series to sweep: '$series'"
+sed 's/,params,/,parameters,/' "$tmp/ev.csv" >"$tmp/ev2.csv"
+bash "$ET" "$tmp/ev2.csv" >/dev/null 2>"$tmp/ev.err"
+rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/ev.err")" = 1 ] && ok "eviction: a CSV without params exits 2, one line" ||
+    bad "eviction: no params column: exit $rc, $(cat "$tmp/ev.err")"
+
 [ "$fail" = 0 ] && echo "e2e_eviction: passed" || echo "e2e_eviction: FAILED"
 exit "$fail"

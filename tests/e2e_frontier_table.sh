@@ -110,6 +110,22 @@ check "the dynamic row itself: 1.000, error 0" grep -qxF '| dynamic | f32 | 4.00
 check "rows by bytes: int2, f16, dynamic" \
     test "$(grep '^| [a-z]' "$TMP/b.md" | grep -v configuration | cut -d'|' -f2 | tr -d ' \n')" = int2f16dynamic
 
+# ---------------------------------------------------------------- the reference is data
+# The cache the fractions divide is bench/data/targets.tsv's frontier row
+# (TARGETS= another file): here the f16 row of b.csv, by its label.
+awk -F'\t' -v OFS='\t' '$1 == "frontier" && $3 == "reference" { $2 = "label=f16" } { print }' \
+    "$ROOT/bench/data/targets.tsv" >"$TMP/t.tsv"
+TARGETS="$TMP/t.tsv" bash "$TABLE" "$TMP/b.csv" "$TMP/bt.md" >/dev/null 2>"$TMP/err"
+# shellcheck disable=SC2016 # the backquotes are markdown
+check "TARGETS=: the reference is the targets file's (f16 by label)" grep -qxF \
+    'T = 1024: an `f16` cache holds 2.00 MiB (its own row in this run).' "$TMP/bt.md"
+check "TARGETS=: the dynamic row is 2.000 of it" grep -qxF '| dynamic | f32 | 4.00 | 2.000 | 0 | 100.0% | 3.000 |' "$TMP/bt.md"
+awk -F'\t' '$1 != "frontier"' "$ROOT/bench/data/targets.tsv" >"$TMP/t2.tsv"
+TARGETS="$TMP/t2.tsv" bash "$TABLE" "$TMP/b.csv" "$TMP/bt2.md" >/dev/null 2>"$TMP/err"
+rc=$?
+check "a targets file without a frontier reference: exit 2, one line (rc=$rc: $(head -c 200 "$TMP/err"))" \
+    test "$rc" = 2 -a "$(wc -l <"$TMP/err")" = 1
+
 # ---------------------------------------------------------------- bad input
 bad_input "a missing file" "$TMP/none.csv" "$TMP/none.csv"
 awk -F, '/^#/ { print; next } !h { for (i = 1; i <= NF; i++) if ($i == "rel_err") c = i; h = 1 }

@@ -323,6 +323,17 @@ check "--steps: none T 2048 at 67% of sgemm, NOT met" \
     srow '`none`, T 2048' '| >= 210 GFLOP/s | 200.0 GFLOP/s (67%; 350.0 ms) | **NOT met** |'
 check "--steps: llama.cpp T 512: f32 0.80x of the fastest type NOT met, int8 3.50x met, int4 2.00x NOT met" \
     grep -qF '| 512 | 5.00 | 4.00 | 3.50 | 2.00 | 2.00 | 2.50 | 1.00 | 1.00 | 0.80x, **NOT met** | 3.50x, met | 2.00x, **NOT met** |' "$TMP/steps.md"
+# the series of the llama.cpp table and its ratio columns are the targets
+# file's (bench/data/targets.tsv): labels and peer types, in its order
+check "--steps: the llama.cpp table's columns come from the targets file" \
+    grep -qF '| T | llama.cpp f16 | llama.cpp bf16 | llama.cpp q8_0 | llama.cpp q4_0 | kvlab dynamic | kvlab static | kvlab quantized-int8 | kvlab quantized-int4 | fastest llama.cpp / slower of dynamic, static (>= 1.3x) | llama.cpp q8_0 / quantized-int8 (>= 3x) | llama.cpp q4_0 / quantized-int4 (>= 3x) |' "$TMP/steps.md"
+check "--steps: the PyTorch table's columns too" \
+    grep -qF '| model | T | pytorch cat | pytorch prealloc | pytorch none | kvlab dynamic | kvlab static | kvlab none | pytorch cat / slower of dynamic, static (>= 5x) | pytorch prealloc / slower of dynamic, static (>= 3x) |' "$TMP/steps.md"
+awk -F'\t' -v OFS='\t' '!($1 == "step" && $2 == "quantized-int4" && $3 == "speedup") { print }' \
+    "$ROOT/bench/data/targets.tsv" >"$TMP/t.tsv"
+TARGETS="$TMP/t.tsv" bash "$TABLE" --peers "$TMP/speers.csv" --steps "$TMP/steps.csv" >"$TMP/steps_t.md" 2>/dev/null
+check "--steps: a target row taken out of the targets file takes its series and column with it" \
+    grep -qF '| 512 | 5.00 | 4.00 | 3.50 | 2.00 | 2.00 | 2.50 | 1.00 | 0.80x, **NOT met** | 3.50x, met |' "$TMP/steps_t.md"
 check "--steps: llama.cpp T 8192 without rows: not measured" \
     grep -qF '| 8192 | not measured | not measured | not measured | not measured | not measured | not measured | not measured | not measured | not measured | not measured | not measured |' "$TMP/steps.md"
 check "--steps: one layer T 128 vs torch reported, not judged" \

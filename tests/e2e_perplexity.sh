@@ -183,7 +183,7 @@ STREAM_LENGTH=64 STREAM_SEGMENTS=2 STREAM_BUCKET=16 bash "$here/../bench/scripts
 rc=$?
 # every configuration whose strategy is registered: one row per bucket of 16
 # over 64 tokens (4), and the script's lines skip only unregistered ones
-confs=$(awk "/^CONFIGS='/ { f = 1; next } f && /^'/ { exit } f && /^[^#].*[|]/" "$here/../bench/scripts/streaming.sh")
+confs=$(grep -v '^[[:space:]]*#' "$here/../bench/data/streaming.configs" | grep '[|]')
 nconf=$(echo "$confs" | grep -c . || true)
 nreg=0
 for s in $(echo "$confs" | sed -n 's/.*--strategy \([a-z0-9_-]*\).*/\1/p'); do

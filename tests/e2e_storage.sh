@@ -63,6 +63,37 @@ lim_tok=$(grep -F '| 64, 8/8 | 8192 | 1 | int2 | cold |' "$TMP/k.md" | cut -d'|'
 lim_kivi=$(grep -F '| 64, 8/8 | 8192 | 1 | kivi-int2 | cold |' "$TMP/k.md" | cut -d'|' -f9)
 check "kivi-int2 and int2 have the same byte limit ($lim_tok vs $lim_kivi)" test -n "$lim_tok" -a "$lim_tok" = "$lim_kivi"
 
+# ---------------------------------------------------------------- the targets are data
+# Every target is a row of bench/data/targets.tsv (TARGETS= another file):
+# a stricter f16 ratio flips its verdict, a row taken out takes its target
+# row with it, and a malformed file is refused in one line (exit 2).
+DATA="$ROOT/bench/data/targets.tsv"
+awk -F'\t' -v OFS='\t' '$1 == "kernel" && $2 == "f16" && $3 == "cold_speedup" { $8 = "2.5" }
+    !($1 == "kernel" && $2 == "kivi-int2") { print }' "$DATA" >"$TMP/t.tsv"
+TARGETS="$TMP/t.tsv" bash "$TABLE" "$TMP/k.csv" >"$TMP/kt.md" 2>"$TMP/err"
+check "TARGETS=: cold f16 >= 2.5x, 2.00x: NOT met" row "$TMP/kt.md" "64, 8/8, T 8192 | cold f16 >= 2.5x faster than kvlab cold f32" "900.0 us (2.00x) | **NOT met**"
+check "TARGETS=: the kivi-int2 row taken out, no kivi-int2 target" test "$(grep -c 'cold kivi-int2 >=' "$TMP/kt.md")" = 0
+check "TARGETS=: the kivi-int2 configuration is still listed" grep -qF '| 64, 8/8 | 8192 | 1 | kivi-int2 | cold |' "$TMP/kt.md"
+awk -F'\t' -v OFS='\t' '$1 == "kernel" && $2 == "f16" { $7 = "=>" } { print }' "$DATA" >"$TMP/bad.tsv"
+TARGETS="$TMP/bad.tsv" bash "$TABLE" "$TMP/k.csv" >"$TMP/kb.md" 2>"$TMP/err"
+rc=$?
+check "a targets row with cmp '=>': exit 2 (rc=$rc)" test "$rc" = 2
+check "... one line on stderr naming the file's line ($(head -c 200 "$TMP/err"))" \
+    sh -c "test \"\$(wc -l <'$TMP/err')\" = 1 && grep -q 'bad.tsv:[0-9]*: cmp ' '$TMP/err'"
+awk -F'\t' -v OFS='\t' '$1 == "step" && $3 == "bytes_bound" { $3 = "bytes_boundary" } { print }' "$DATA" >"$TMP/bad2.tsv"
+TARGETS="$TMP/bad2.tsv" bash "$TABLE" --steps "$TMP/k.csv" >/dev/null 2>"$TMP/err"
+rc=$?
+check "a metric the step table does not know: exit 2 naming it (rc=$rc: $(head -c 200 "$TMP/err"))" \
+    sh -c "test $rc = 2 && grep -q \"metric 'bytes_boundary'\" '$TMP/err'"
+TARGETS="$TMP/none.tsv" bash "$TABLE" "$TMP/k.csv" >/dev/null 2>"$TMP/err"
+check "a missing targets file: exit 2" test $? = 2
+# the same reader judges gen_targets.sh's figures (its table `gen`)
+printf 'label,beams_ratio,tokens_equal\npaged-16,1.23,1\ndynamic,2.50,0\n' >"$TMP/gen.csv"
+awk -F, -f "$ROOT/bench/scripts/targets.awk" -f "$ROOT/bench/scripts/gen_targets.awk" "$DATA" "$TMP/gen.csv" >"$TMP/gen.md"
+check "gen: beams 1.23x greedy over paged-16: met" row "$TMP/gen.md" '`paged-16` | beam search' '| <= 1.5 | 1.23 | met |'
+check "gen: dynamic's speculative tokens differ: NOT met" row "$TMP/gen.md" '`dynamic` | self-speculation' '| no | **NOT met** |'
+check "gen: the count" grep -qx '2 of 3 generation targets met.' "$TMP/gen.md"
+
 # ---------------------------------------------------------------- steps
 # Default model, T 8192. dynamic-f16: 80 MB at 20 GB/s -> 4 ms bound, 4.6
 # ms = 1.15x (<= 1.2x: met); dynamic-bf16 5.2 ms = 1.30x (NOT met). f32

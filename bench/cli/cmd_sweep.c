@@ -17,18 +17,17 @@
  * flag: the sweep drops the row in flight, the rows done so far are
  * written as a complete file marked `# partial=1`, and the exit status is
  * 130 / 143. --shard I/N measures one part of the sweep's rows and --list
- * prints the plan (shard.h decides both).
+ * prints the plan (shard.h decides both). The file's columns and metadata
+ * are sweep_csv.c's, the --frontier file's configurations
+ * sweep_frontier.c's (cmd_sweep_impl.h: what the three share).
  */
 #include <ctype.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../model/checkpoint.h"
@@ -36,80 +35,8 @@
 #include "cli_io.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "cmd_sweep_impl.h"
 #include "../results/csv_read.h"
-#include "../measure/csv_schema.h"
-#include "../results/csv_write.h"
-#include "../model/file_check.h"
-#include "../measure/frontier.h"
-#include "../measure/roofline.h"
-#include "../measure/shard.h"
-#include "../measure/sweep.h"
-#include "../measure/sysinfo.h"
-
-/* ------------------------------------------------------------------------ */
-/* Columns: schema v2 (docs/design.md, in this order), then extras               */
-
-/*
- * The extras after the schema's columns: X(ID, "name", printf format,
- * value). The schema's own columns (csv_schema.h) get their format and
- * value from SWEEP_V_<ID> below, so the header and every row come from the
- * same lists: a column without a value does not compile, and names and
- * values cannot drift apart.
- */
-#define SWEEP_EXTRA_COLUMNS(X)                                                               \
-    X(LABEL, "label", "%s", st->label)                                                       \
-    X(MLP, "mlp", "%d", mc->mlp)                                                             \
-    X(WARMUP, "warmup", "%d", row->warmup)                                                   \
-    X(SEQ_LEN_LO, "seq_len_lo", "%d", row->seq_len_lo)                                       \
-    X(SEQ_LEN_HI, "seq_len_hi", "%d", row->seq_len_hi)                                       \
-    X(STEP_MIN, "step_ns_min", "%" PRId64, row->step_ns_min)                                 \
-    X(STEP_MEAN, "step_ns_mean", "%.0f", row->step_ns_mean)                                  \
-    X(GEMM_FLOPS, "gemm_flops_step", "%" PRId64, row->gemm_flops_step)                       \
-    X(ACH_GBPS, "achieved_gbps", "%.3f", med > 0 ? (double)row->bytes_step / med : NAN)      \
-    X(ACH_GFLOPS, "achieved_gflops", "%.3f", med > 0 ? (double)row->flops_step / med : NAN)  \
-    X(ACC_MEASURED, "acc_measured", "%d", row->acc_measured)                                 \
-    X(CPU_UTIL, "cpu_util", "%.3f", row->cpu_util)                                           \
-    X(ATTEMPTS, "attempts", "%d", row->attempts)                                             \
-    X(ATTN_BYTES, KV_SWEEP_COL_ATTN_BYTES, "%zu", row->attn_bytes_step)                     \
-    X(LAYER_BYTES, "layer_bytes", "%s", row->layer_bytes)
-
-/* Values of the schema's columns, by id (names in csv_schema.h). */
-#define SWEEP_V_STRATEGY "%s", st->ops->name
-#define SWEEP_V_LAYERS "%d", mc->n_layers
-#define SWEEP_V_DIM "%d", mc->dim
-#define SWEEP_V_HEADS "%d", mc->n_heads
-#define SWEEP_V_KV_HEADS "%d", mc->n_kv_heads
-#define SWEEP_V_HEAD_DIM "%d", mc->dim / mc->n_heads
-#define SWEEP_V_HIDDEN "%d", mc->hidden_dim
-#define SWEEP_V_BATCH "%d", r->cfg->batch
-#define SWEEP_V_WINDOW "%d", row->window
-#define SWEEP_V_BITS "%d", row->bits
-#define SWEEP_V_GROUP "%d", row->group
-#define SWEEP_V_RESIDUAL "%d", row->residual
-#define SWEEP_V_THREADS "%d", r->cfg->threads
-#define SWEEP_V_SEQ_LEN "%d", row->seq_len
-#define SWEEP_V_REPS "%d", row->reps
-#define SWEEP_V_STEP_MED "%" PRId64, row->step_ns_median
-#define SWEEP_V_STEP_P95 "%" PRId64, row->step_ns_p95
-#define SWEEP_V_ATTN_MED "%" PRId64, row->attn_ns_median
-#define SWEEP_V_FLOPS "%" PRId64, row->flops_step
-#define SWEEP_V_ATTN_FLOPS "%" PRId64, row->attn_flops_step
-#define SWEEP_V_BYTES "%zu", row->bytes_step
-#define SWEEP_V_CACHE_BYTES "%zu", row->cache_bytes
-#define SWEEP_V_COPY_BYTES "%.1f", row->copy_bytes_step
-#define SWEEP_V_PEAK_RSS "%zu", row->peak_rss_bytes
-#define SWEEP_V_MAX_ABS_ERR "%.6g", row->max_abs_err
-#define SWEEP_V_REL_ERR "%.6g", row->rel_err
-#define SWEEP_V_TOKEN_MATCH "%.4f", row->token_match
-#define SWEEP_V_DTYPE "%s", kv_type_traits[kv_strategy_dtype(st->ops, st->params)].name
-#define SWEEP_V_PARAMS "%s", params
-
-#define SWEEP_EXTRA_NAME_(id, name, fmt, val) name,
-static const char *const sweep_columns[] = {
-    KV_SCHEMA_V2_NAMES /* schema v2, in docs/design.md's order (csv_schema.h) */
-    SWEEP_EXTRA_COLUMNS(SWEEP_EXTRA_NAME_)};
-#undef SWEEP_EXTRA_NAME_
-#define N_SWEEP_COLUMNS ((int32_t)(sizeof(sweep_columns) / sizeof(sweep_columns[0])))
 
 #define DEFAULT_MAX_SEQ 8192
 #define DEFAULT_NONE_MAX 4096
@@ -124,19 +51,6 @@ static const char *const sweep_columns[] = {
  * one ends the process at once, removing a temporary file in flight. */
 static volatile sig_atomic_t sweep_signal;
 
-/* ------------------------------------------------------------------------ */
-/* Run state shared with the callbacks                                      */
-
-struct run {
-    const struct kv_sweep_config *cfg;
-    const struct kv_model *m;
-    struct kv_sweep_row rows[KV_SWEEP_MAX_STRATEGIES][KV_SWEEP_MAX_LENS];
-    int32_t have[KV_SWEEP_MAX_STRATEGIES][KV_SWEEP_MAX_LENS];
-    int tty;
-    int quiet;
-    int bar_shown;
-};
-
 static void fmt_duration(char *buf, size_t n, int64_t ns)
 {
     if (ns < 0) {
@@ -150,7 +64,7 @@ static void fmt_duration(char *buf, size_t n, int64_t ns)
         snprintf(buf, n, "%" PRId64 "s", s);
 }
 
-static void draw_bar(struct run *r, const struct kv_sweep_progress *p)
+static void draw_bar(struct kv_sweepi_run *r, const struct kv_sweep_progress *p)
 {
     enum { WIDTH = 30 };
     char eta[32], el[32], bar[WIDTH + 1];
@@ -168,7 +82,7 @@ static void draw_bar(struct run *r, const struct kv_sweep_progress *p)
 
 static void on_row_start(void *user, const struct kv_sweep_progress *p)
 {
-    struct run *r = user;
+    struct kv_sweepi_run *r = user;
     if (!r->quiet && r->tty)
         draw_bar(r, p);
 }
@@ -176,7 +90,7 @@ static void on_row_start(void *user, const struct kv_sweep_progress *p)
 static void on_row(void *user, const struct kv_sweep_row *row,
                    const struct kv_sweep_progress *p)
 {
-    struct run *r = user;
+    struct kv_sweepi_run *r = user;
     r->rows[row->strategy][row->len_index] = *row;
     r->have[row->strategy][row->len_index] = 1;
     if (r->quiet || r->tty)
@@ -189,80 +103,6 @@ static void on_row(void *user, const struct kv_sweep_row *row,
                     p->rows_done, p->rows_total, p->label, row->seq_len,
                     (double)row->step_ns_median / 1e6, (double)row->step_ns_p95 / 1e6,
                     row->reps, el, eta);
-}
-
-/* ------------------------------------------------------------------------ */
-/* CSV                                                                      */
-
-/* One CSV line being formatted: fields appended comma-separated. */
-struct line {
-    char buf[2048];
-    size_t len;
-    int fields, overflow;
-};
-
-__attribute__((format(printf, 2, 3))) static void emit(struct line *L, const char *fmt, ...)
-{
-    if (L->overflow)
-        return;
-    if (L->fields > 0 && L->len + 1 < sizeof L->buf)
-        L->buf[L->len++] = ',';
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(L->buf + L->len, sizeof L->buf - L->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof L->buf - L->len)
-        L->overflow = 1;
-    else
-        L->len += (size_t)n;
-    L->fields++;
-}
-
-static enum kv_status add_row(struct kv_csv_writer *w, const struct run *r,
-                              const struct kv_sweep_row *row)
-{
-    const struct kv_model_config *mc = &r->m->cfg;
-    const struct kv_sweep_strategy *st = &r->cfg->strategies[row->strategy];
-    const double med = (double)row->step_ns_median;
-    char params[512];
-    kv_params_format(st->ops, st->params, params, sizeof params);
-    struct line L = {.len = 0};
-#define SWEEP_EMIT_SCHEMA_(id, name) emit(&L, SWEEP_V_##id);
-#define SWEEP_EMIT_EXTRA_(id, name, fmt, val) emit(&L, fmt, val);
-    KV_SCHEMA_V1_COLUMNS(SWEEP_EMIT_SCHEMA_)
-    KV_SCHEMA_V2_EXTRA_COLUMNS(SWEEP_EMIT_SCHEMA_)
-    SWEEP_EXTRA_COLUMNS(SWEEP_EMIT_EXTRA_)
-#undef SWEEP_EMIT_SCHEMA_
-#undef SWEEP_EMIT_EXTRA_
-    if (L.overflow || L.fields != N_SWEEP_COLUMNS)
-        return KV_ERR_OVERFLOW;
-    return kv_csv_writer_add_row(w, L.buf);
-}
-
-/* Rows ordered by strategy (as listed), then T. */
-static enum kv_status add_rows(struct kv_csv_writer *w, const struct run *r)
-{
-    for (int32_t si = 0; si < r->cfg->n_strategies; si++)
-        for (int32_t ti = 0; ti < r->cfg->n_lens; ti++)
-            if (r->have[si][ti]) {
-                enum kv_status s = add_row(w, r, &r->rows[si][ti]);
-                if (s != KV_OK)
-                    return s;
-            }
-    return KV_OK;
-}
-
-/* Creates the parent directory of path when it is missing (one level). */
-static void make_parent_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL || slash == path)
-        return;
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        /* reported by the write that follows */
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -354,40 +194,6 @@ static int parse_strategies(struct kv_sweep_config *cfg, const char *list,
     }
     return 0;
 }
-
-/* --shard I/N, --plan-rates G,B[,C], --budgets P,...: the value and the
- * text it was read from (for the command line the CSV records). */
-struct shard_opt {
-    int32_t shard, n_shards; /* 0, 0 without --shard */
-    const char *text;
-};
-struct rates_opt {
-    struct kv_plan_rates r;
-    const char *text;
-};
-struct budgets_opt {
-    double v[KV_FRONTIER_MAX_BUDGETS]; /* fractions, ascending */
-    int32_t n;
-    const char *text;
-};
-
-struct sweep_opts {
-    const char *strategies; /* --strategies, or the default list */
-    struct kv_opt_ints seq_lens;
-    int32_t max_seq;
-    int32_t none_max;
-    int32_t reps;
-    int32_t warmup;
-    int32_t retries;
-    const char *out;
-    int quiet;
-    int no_roofline;
-    struct shard_opt shard;  /* --shard I/N */
-    int list;                /* --list */
-    struct rates_opt rates;  /* --plan-rates */
-    const char *frontier;    /* --frontier FILE, or NULL */
-    struct budgets_opt budgets;
-};
 
 static int parse_shard(const char *v, void *field, char *why, size_t n)
 {
@@ -525,81 +331,6 @@ static uint32_t sweep_modes(const struct kv_cmd_ctx *x)
     return m;
 }
 
-/* ------------------------------------------------------------------------ */
-/* The frontier's strategies, before the run                                */
-
-/* The --frontier file's lines, read once for the parameter-flag checks
- * (opened without blocking and only if it is a regular file, whatever
- * order the layer judges files in: a FIFO must never hang them). */
-static struct {
-    const char *path;
-    int loaded; /* 1 read and parsed, -1 unusable (the run or the file check says why) */
-    struct kv_frontier_line lines[KV_FRONTIER_MAX_LINES];
-    int32_t n;
-} front;
-
-static void frontier_peek(const char *path)
-{
-    front.path = path;
-    front.loaded = -1;
-    front.n = 0;
-    int fd;
-    if (kv_file_open_input(path, &fd) != KV_OK)
-        return;
-    enum { CAP = 1 << 20 };
-    char *text = malloc(CAP + 1);
-    size_t len = 0;
-    ssize_t r = 1;
-    while (text != NULL && len < CAP && (r = read(fd, text + len, CAP - len)) > 0)
-        len += (size_t)r;
-    close(fd);
-    if (text == NULL || r < 0 || len == CAP) {
-        free(text);
-        return;
-    }
-    text[len] = '\0';
-    char why[256];
-    if (memchr(text, '\0', len) == NULL &&
-        kv_frontier_parse(text, front.lines, KV_FRONTIER_MAX_LINES, &front.n, why,
-                          sizeof why) == KV_OK)
-        front.loaded = 1;
-    free(text);
-}
-
-/* 1 when the ';'-separated "k=v" text sets parameter `name`. */
-static int text_sets(const char *text, const char *name)
-{
-    const size_t nl = strlen(name);
-    for (const char *s = text; s != NULL && *s != '\0';) {
-        if (strncmp(s, name, nl) == 0 && s[nl] == '=')
-            return 1;
-        s = strchr(s, ';');
-        s = s != NULL ? s + 1 : NULL;
-    }
-    return 0;
-}
-
-/* 1 when parameter flag `flag` reaches the configuration of frontier line
- * L: its strategy takes the flag, and neither its preset nor the line's
- * own PARAMS sets that parameter. */
-static int line_takes(const struct kv_frontier_line *L, const char *flag)
-{
-    const struct kv_strategy_ops *ops;
-    if (kv_strategy_lookup(L->strategy, &ops, NULL, 0) != KV_OK)
-        return 0;
-    for (int32_t k = 0; k < ops->n_params; k++) {
-        const struct kv_param *p = &ops->params[k];
-        if (strcmp(p->flag, flag) != 0)
-            continue;
-        for (int32_t q = 0; q < ops->n_presets; q++)
-            if (strcmp(ops->presets[q].name, L->strategy) == 0 &&
-                text_sets(ops->presets[q].params, p->name))
-                return 0;
-        return strcmp(L->params, "-") == 0 || !text_sets(L->params, p->name);
-    }
-    return 0;
-}
-
 /* Splits a comma list into names (pointing into buf). */
 static int32_t split_names(const char *list, char *buf, size_t cap, const char **names,
                            int32_t n, int32_t max)
@@ -620,25 +351,8 @@ static int32_t sweep_strategies(const struct kv_cmd_ctx *x, const char **names, 
     const struct sweep_opts *o = x->opts;
     static char buf[KV_CMD_MAX_STRATEGIES * 64];
     int32_t n = 0;
-    if (o->frontier != NULL) {
-        frontier_peek(o->frontier);
-        if (front.loaded == 1) {
-            for (int32_t i = 0; i < front.n && n < max; i++) {
-                int dup = 0;
-                for (int32_t k = 0; k < n && !dup; k++)
-                    dup = strcmp(names[k], front.lines[i].strategy) == 0;
-                if (!dup)
-                    names[n++] = front.lines[i].strategy;
-            }
-            return n;
-        }
-        /* unreadable or malformed: the file's own refusal comes (the input
-         * check, or the run's reading of it, kv_frontier_load's message);
-         * no flag is refused for a file nobody could read */
-        for (int32_t i = 0; i < kv_strategy_count() && n < max; i++)
-            names[n++] = kv_strategy_at(i)->name;
-        return n;
-    }
+    if (o->frontier != NULL)
+        return kv_sweepi_frontier_strategies(o->frontier, names, max);
     if (x->c.strategy != NULL)
         names[n++] = x->c.strategy;
     if (x->c.strategy == NULL || kv_cmd_given(x, "--strategies"))
@@ -667,25 +381,8 @@ static int sweep_check(struct kv_cmd_ctx *x)
         fprintf(stderr, "kvlab: sweep: too many registered strategies for the default list\n");
         return 2;
     }
-    /* a parameter flag must reach at least one configuration of the
-     * frontier: every line that takes it may set it itself (window=@) */
-    if (o->frontier != NULL && front.path != o->frontier)
-        frontier_peek(o->frontier); /* (sweep_strategies read it for this run) */
-    if (o->frontier != NULL && front.loaded == 1)
-        for (int32_t f = 0; f < x->c.n_flags; f++) {
-            const char *flag = x->c.flags[f].param->flag;
-            if (!x->c.flags[f].given)
-                continue;
-            int used = 0;
-            for (int32_t i = 0; i < front.n && !used; i++)
-                used = line_takes(&front.lines[i], flag);
-            if (!used) {
-                fprintf(stderr, "kvlab: sweep: %s has no effect with --frontier '%s': every "
-                                "configuration there that takes it sets it itself\n", flag,
-                        kv_text_q(o->frontier));
-                return 2;
-            }
-        }
+    if (o->frontier != NULL)
+        return kv_sweepi_frontier_flags(x);
     return 0;
 }
 
@@ -816,106 +513,174 @@ static int print_plan(const struct kv_plan *p, const struct kv_sweep_config *cfg
 /* ------------------------------------------------------------------------ */
 /* The command                                                              */
 
-/* The command line the CSV records (# command=): the words as given (the
- * writer keeps the line one line, buf_add_line_safe). */
-static void command_line(const struct kv_cmd_ctx *x, char *cmd, size_t cap)
+/* The model the sweep runs: a --model checkpoint, or the synthetic one
+ * (max_len raised to what the sweep needs; with --list its shape alone, in
+ * *shape); then the frontier's plan, the configuration's check and a
+ * checkpoint's caches against memory. 0, or the exit status (the model
+ * freed). */
+static int sweep_model(const struct kv_cmd_ctx *x, struct kv_sweep_config *cfg,
+                       struct kv_model **mp, struct kv_model *shape)
 {
-    size_t len = (size_t)snprintf(cmd, cap, "kvlab");
-    for (int i = 0; i < x->argc && len < cap; i++)
-        len += (size_t)snprintf(cmd + len, cap - len, " %s", x->argv[i]);
+    const struct sweep_opts *o = x->opts;
+    struct kv_model *m = NULL;
+    enum kv_status s = KV_OK;
+    int32_t capacity = kv_sweep_capacity(cfg);
+    if (x->c.model_path != NULL) {
+        int rc = kv_cli_load_model("sweep", x->c.model_path, &m);
+        if (rc != 0)
+            return rc;
+    } else {
+        struct kv_model_config mc = x->c.model;
+        if (mc.max_len < capacity)
+            mc.max_len = capacity;
+        shape->cfg = mc; /* --list measures nothing: the shape is all it needs */
+        /* 0: the configuration is invalid; creating it says why */
+        size_t weights = kv_model_weight_bytes(&mc);
+        /* --list measures nothing: its strategies are validated, not sized */
+        int rc = weights > 0 ? check_sweep_memory(&mc, cfg, weights, !o->list) : 0;
+        if (rc != 0)
+            return rc;
+        s = o->list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
+                   : kv_model_create_synthetic(&m, &mc, x->c.seed);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab: sweep: model: %s\n", kv_status_str(s));
+            return s == KV_ERR_INVALID || s == KV_ERR_OVERFLOW ? 2 : 1;
+        }
+    }
+    const struct kv_model *mshape = m != NULL ? m : shape;
+    const char *why = NULL;
+    static uint32_t frontier_only[KV_SWEEP_MAX_STRATEGIES];
+    if (o->frontier != NULL && kv_sweepi_plan_frontier(cfg, frontier_only, x, &mshape->cfg) != 0) {
+        kv_model_destroy(m);
+        return 2;
+    }
+    cfg->est_gflops = 50.0;
+    cfg->est_gbps = 10.0;
+    if (kv_sweep_check(cfg, mshape, &why) != KV_OK) {
+        fprintf(stderr, "kvlab: sweep: %s\n", why);
+        kv_model_destroy(m);
+        return 2;
+    }
+    /* a checkpoint's weights are loaded already; its caches are not, and
+     * its shape (head_dim for --group ...) is known only now */
+    if (x->c.model_path != NULL) {
+        int rc = check_sweep_memory(&mshape->cfg, cfg, 0, !o->list);
+        if (rc != 0) {
+            kv_model_destroy(m);
+            return rc;
+        }
+    }
+    *mp = m;
+    return 0;
 }
 
-static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si,
-                            const struct kv_sweep_config *cfg, const struct kv_roofline *rl,
-                            const struct kv_cmd_ctx *x)
+/* --shard / --list: the plan (*plan), then this shard's rows only. -1 to
+ * go on measuring; else the exit status (--list printed the plan, or a
+ * refusal), *plan freed. */
+static int sweep_shards(const struct kv_cmd_ctx *x, struct kv_sweep_config *cfg,
+                        const struct kv_model *mshape, struct kv_plan **plan)
 {
-    kv_csv_writer_set_meta(w, "kvlab sweep", NULL);
-    kv_csv_writer_set_meta(w, "schema", KV_SWEEP_SCHEMA);
-    kv_csv_writer_set_meta(w, "commit", si->commit);
-    kv_csv_writer_set_meta(w, "date", si->date);
-    kv_csv_writer_set_meta(w, "cpu", si->cpu);
-    kv_csv_writer_set_metaf(w, "threads", "%d", cfg->threads);
-    kv_csv_writer_set_meta(w, "blas_core", si->blas_core);
-    kv_csv_writer_set_meta(w, "blas_config", si->blas_config);
-    kv_csv_writer_set_meta(w, "compiler", si->compiler);
-    kv_csv_writer_set_meta(w, "cflags", si->cflags);
-    kv_csv_writer_set_metaf(w, "l3_bytes", "%ld", si->l3_bytes);
-    kv_csv_writer_set_meta(w, "os", si->os);
-    kv_csv_writer_set_meta(w, "host", si->host);
-    kv_csv_writer_set_metaf(w, "read_gbps", "%.3f", rl->read_gbps);
-    kv_csv_writer_set_metaf(w, "read_l3_gbps", "%.3f", rl->read_l3_gbps);
-    /* a decode step's bytes (weights + caches) are compared with DRAM's rate */
-    kv_csv_writer_set_meta(w, "limit", "read_gbps");
-    kv_csv_writer_set_metaf(w, "copy_gbps", "%.3f", rl->copy_gbps);
-    kv_csv_writer_set_metaf(w, "sgemm_gflops", "%.3f", rl->sgemm_gflops);
-    kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, cfg->seed);
-    kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
-    kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");
-    kv_csv_writer_set_metaf(w, "max_retries", "%d", cfg->max_retries);
-    char labels[KV_SWEEP_MAX_STRATEGIES * (KV_SWEEP_LABEL_LEN + 1)];
-    size_t ln = 0;
-    labels[0] = '\0';
+    const struct sweep_opts *o = x->opts;
+    static uint32_t only[KV_SWEEP_MAX_STRATEGIES];
+    const char *why = NULL;
+    *plan = NULL;
+    if (!(o->list || o->shard.n_shards > 0))
+        return -1;
+    int32_t n_rows = 0;
     for (int32_t i = 0; i < cfg->n_strategies; i++)
-        ln += (size_t)snprintf(labels + ln, sizeof labels - ln, "%s%s", i ? "," : "",
-                               cfg->strategies[i].label);
-    kv_csv_writer_set_meta(w, "strategies", labels);
-    kv_csv_writer_set_meta(w, "partial", "1");
-    kv_csv_writer_set_meta(w, "wall_s", "nan");
-    char cmd[2048];
-    command_line(x, cmd, sizeof cmd);
-    kv_csv_writer_set_meta(w, "command", cmd);
-}
-
-static void frontier_note(void *user, const char *sentence)
-{
-    const struct kv_cmd_ctx *x = user;
-    const struct sweep_opts *o = x->opts;
-    if (!o->quiet)
-        fprintf(stderr, "kvlab: sweep: frontier: %s\n", sentence);
-}
-
-/* A frontier line's strategy: defaults, the parameter flags given, then
- * the preset's values (as for --strategies; a flag value this strategy
- * refuses is said on stderr, and the planner skips the line). */
-static enum kv_status frontier_resolve(void *user, const char *name, struct kv_sweep_strategy *st)
-{
-    const struct kv_cmd_ctx *x = user;
-    const struct kv_strategy_ops *ops;
-    if (kv_strategy_lookup(name, &ops, NULL, 0) != KV_OK || ops->params_size > sizeof st->params)
-        return KV_ERR_INVALID;
-    struct kv_cli_strategy cs;
-    if (kv_cli_strategy(&x->c, name, &cs) != 0)
-        return KV_ERR_INVALID;
-    st->ops = cs.ops;
-    memcpy(st->params, cs.params, cs.ops->params_size);
-    return KV_OK;
-}
-
-/* cfg's strategies and only-mask from the --frontier file; -1 after
- * printing one line. */
-static int plan_frontier(struct kv_sweep_config *cfg, uint32_t *only,
-                         const struct kv_cmd_ctx *x, const struct kv_model_config *mc)
-{
-    const struct sweep_opts *o = x->opts;
-    static struct kv_frontier_line lines[KV_FRONTIER_MAX_LINES];
-    int32_t n = 0;
-    char why[256];
-    enum kv_status s = kv_frontier_load(o->frontier, lines, KV_FRONTIER_MAX_LINES, &n, why,
-                                        sizeof why);
-    if (s != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_text_q(o->frontier), why);
-        return -1;
+        for (int32_t ti = 0; ti < cfg->n_lens; ti++)
+            n_rows += kv_sweep_row_planned(cfg, i, ti);
+    if (o->shard.n_shards > n_rows) {
+        fprintf(stderr, "kvlab: sweep: --shard %d/%d: the sweep has %d rows, so at most "
+                        "%d shards\n", o->shard.shard, o->shard.n_shards, n_rows, n_rows);
+        return 2;
     }
-    struct kv_cache_config cc;
-    kv_sweep_cache_config(&cc, cfg, mc, NULL);
-    cfg->n_strategies = 0;
-    s = kv_frontier_plan(cfg, only, &cc, lines, n, o->budgets.v, o->budgets.n,
-                         frontier_resolve, frontier_note, (void *)x, why, sizeof why);
+    enum kv_status s = kv_plan_create(plan, cfg, &mshape->cfg, &o->rates.r,
+                                      o->shard.n_shards > 0 ? o->shard.n_shards : 1, &why);
     if (s != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: --frontier '%s': %s\n", kv_text_q(o->frontier), why);
-        return -1;
+        fprintf(stderr, "kvlab: sweep: planning shards: %s\n",
+                why != NULL ? why : kv_status_str(s));
+        return why != NULL ? 2 : 1;
     }
+    if (o->list) {
+        int rc = print_plan(*plan, cfg, o->shard.shard);
+        kv_plan_destroy(*plan);
+        *plan = NULL;
+        return rc;
+    }
+    kv_plan_select(*plan, o->shard.shard, only);
     cfg->only = only;
+    return -1;
+}
+
+/* The machine's limits into rl, on the run's threads, and the estimates
+ * the sweep plans its repetitions with; -1 after printing. */
+static int sweep_roofline(struct kv_roofline *rl, struct kv_sweep_config *cfg,
+                          const struct sweep_opts *o)
+{
+    if (!o->quiet)
+        kv_progress("kvlab: sweep: measuring the roofline on %d threads...\n", cfg->threads);
+    struct kv_roofline_params rp;
+    kv_roofline_defaults(&rp, cfg->threads);
+    rp.stop = &sweep_signal;
+    enum kv_status s = kv_roofline_measure(rl, &rp);
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab: sweep: roofline: %s\n", kv_status_str(s));
+        return -1;
+    }
+    if (!o->quiet)
+        kv_progress("kvlab: sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
+                    rl->read_gbps, rl->copy_gbps, rl->sgemm_gflops);
+    if (rl->sgemm_gflops > 0)
+        cfg->est_gflops = rl->sgemm_gflops * 0.6; /* the model's GEMMs are smaller */
+    if (rl->read_gbps > 0)
+        cfg->est_gbps = rl->read_gbps * 0.7;
+    return 0;
+}
+
+/* The limits once more, after the sweep: a limit is the best the machine
+ * did, and a neighbour's burst during one measurement (it happens on
+ * shared machines) must not shift every normalised time of the file.
+ * 1 when rl now holds the best of two measurements. */
+static int sweep_roofline_again(struct kv_roofline *rl, const struct kv_sweep_config *cfg)
+{
+    struct kv_roofline_params rp;
+    struct kv_roofline rl2;
+    kv_roofline_defaults(&rp, cfg->threads);
+    rp.stop = &sweep_signal;
+    if (kv_roofline_measure(&rl2, &rp) != KV_OK)
+        return 0;
+    rl->read_gbps = fmax(rl->read_gbps, rl2.read_gbps);
+    rl->read_l3_gbps = fmax(rl->read_l3_gbps, rl2.read_l3_gbps);
+    rl->copy_gbps = fmax(rl->copy_gbps, rl2.copy_gbps);
+    rl->sgemm_gflops = fmax(rl->sgemm_gflops, rl2.sgemm_gflops);
+    return 1;
+}
+
+/* The exit status after the file is written (or not): its error, the
+ * sweep's, an interruption, or 0 with the summary line. */
+static int sweep_finish(const struct sweep_opts *o, enum kv_status ws, int werr,
+                        enum kv_status s, int partial, int32_t n_rows, int64_t t0)
+{
+    if (ws != KV_OK) {
+        fprintf(stderr, "kvlab: sweep: cannot write '%s': %s\n", kv_text_q(o->out),
+                ws == KV_ERR_IO && werr != 0 ? strerror(werr) : kv_status_str(ws));
+        return 1;
+    }
+    if (s != KV_OK) {
+        fprintf(stderr, "kvlab: sweep: %s (%d finished rows written to '%s', partial=1)\n",
+                kv_status_str(s), n_rows, kv_text_q(o->out));
+        return 1;
+    }
+    if (partial) {
+        int sig = sweep_signal ? sweep_signal : SIGINT;
+        fprintf(stderr, "kvlab: sweep: interrupted; %d finished rows written to '%s' "
+                        "(partial=1)\n", n_rows, kv_text_q(o->out));
+        return 128 + sig;
+    }
+    if (!o->quiet)
+        kv_progress("kvlab: sweep: %d rows in %.1f s -> '%s'\n", n_rows,
+                    (double)(kv_now_ns() - t0) / 1e9, kv_text_q(o->out));
     return 0;
 }
 
@@ -929,91 +694,24 @@ static int sweep_run(struct kv_cmd_ctx *x)
     /* The model: synthetic (max_len raised to what the sweep needs) or a file. */
     struct kv_model *m = NULL;
     static struct kv_model shape; /* the synthetic model's shape, for --list */
-    enum kv_status s = KV_OK;
-    int32_t capacity = kv_sweep_capacity(&cfg);
-    if (x->c.model_path != NULL) {
-        int rc = kv_cli_load_model("sweep", x->c.model_path, &m);
-        if (rc != 0)
-            return rc;
-    } else {
-        struct kv_model_config mc = x->c.model;
-        if (mc.max_len < capacity)
-            mc.max_len = capacity;
-        shape.cfg = mc; /* --list measures nothing: the shape is all it needs */
-        /* 0: the configuration is invalid; creating it says why */
-        size_t weights = kv_model_weight_bytes(&mc);
-        /* --list measures nothing: its strategies are validated, not sized */
-        int rc = weights > 0 ? check_sweep_memory(&mc, &cfg, weights, !o->list) : 0;
-        if (rc != 0)
-            return rc;
-        s = o->list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
-                   : kv_model_create_synthetic(&m, &mc, x->c.seed);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: sweep: model: %s\n", kv_status_str(s));
-            return s == KV_ERR_INVALID || s == KV_ERR_OVERFLOW ? 2 : 1;
-        }
-    }
+    int rc = sweep_model(x, &cfg, &m, &shape);
+    if (rc != 0)
+        return rc;
     const struct kv_model *mshape = m != NULL ? m : &shape;
-    const char *why = NULL;
-    static uint32_t frontier_only[KV_SWEEP_MAX_STRATEGIES];
-    if (o->frontier != NULL && plan_frontier(&cfg, frontier_only, x, &mshape->cfg) != 0) {
-        kv_model_destroy(m);
-        return 2;
-    }
-    cfg.est_gflops = 50.0;
-    cfg.est_gbps = 10.0;
-    if (kv_sweep_check(&cfg, mshape, &why) != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: %s\n", why);
-        kv_model_destroy(m);
-        return 2;
-    }
-    /* a checkpoint's weights are loaded already; its caches are not, and
-     * its shape (head_dim for --group ...) is known only now */
-    if (x->c.model_path != NULL) {
-        int rc = check_sweep_memory(&mshape->cfg, &cfg, 0, !o->list);
-        if (rc != 0) {
-            kv_model_destroy(m);
-            return rc;
-        }
-    }
 
     /* --shard / --list: the plan, then this shard's rows only */
     struct kv_plan *plan = NULL;
-    static uint32_t only[KV_SWEEP_MAX_STRATEGIES];
-    if (o->list || o->shard.n_shards > 0) {
-        int32_t n_rows = 0;
-        for (int32_t i = 0; i < cfg.n_strategies; i++)
-            for (int32_t ti = 0; ti < cfg.n_lens; ti++)
-                n_rows += kv_sweep_row_planned(&cfg, i, ti);
-        if (o->shard.n_shards > n_rows) {
-            fprintf(stderr, "kvlab: sweep: --shard %d/%d: the sweep has %d rows, so at most "
-                            "%d shards\n", o->shard.shard, o->shard.n_shards, n_rows, n_rows);
-            kv_model_destroy(m);
-            return 2;
-        }
-        s = kv_plan_create(&plan, &cfg, &mshape->cfg, &o->rates.r,
-                           o->shard.n_shards > 0 ? o->shard.n_shards : 1, &why);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: sweep: planning shards: %s\n",
-                    why != NULL ? why : kv_status_str(s));
-            kv_model_destroy(m);
-            return why != NULL ? 2 : 1;
-        }
-        if (o->list) {
-            int rc = print_plan(plan, &cfg, o->shard.shard);
-            kv_plan_destroy(plan);
-            kv_model_destroy(m);
-            return rc;
-        }
-        kv_plan_select(plan, o->shard.shard, only);
-        cfg.only = only;
+    rc = sweep_shards(x, &cfg, mshape, &plan);
+    if (rc >= 0) {
+        kv_model_destroy(m);
+        return rc;
     }
 
     struct kv_sysinfo si;
     kv_sysinfo_collect(&si);
     kv_cli_signals(&sweep_signal);
     cfg.stop = &sweep_signal;
-    static struct run run;
+    static struct kv_sweepi_run run;
     memset(&run, 0, sizeof(run));
     run.cfg = &cfg;
     run.m = m;
@@ -1025,26 +723,9 @@ static int sweep_run(struct kv_cmd_ctx *x)
     struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
                              .sgemm_gflops = NAN};
     int rl_runs = o->no_roofline ? 0 : 1;
-    if (!o->no_roofline) {
-        if (!o->quiet)
-            kv_progress("kvlab: sweep: measuring the roofline on %d threads...\n",
-                            cfg.threads);
-        struct kv_roofline_params rp;
-        kv_roofline_defaults(&rp, cfg.threads);
-        rp.stop = &sweep_signal;
-        s = kv_roofline_measure(&rl, &rp);
-        if (s != KV_OK) {
-            fprintf(stderr, "kvlab: sweep: roofline: %s\n", kv_status_str(s));
-            kv_model_destroy(m);
-            return 1;
-        }
-        if (!o->quiet)
-            kv_progress("kvlab: sweep: read %.1f GB/s, copy %.1f GB/s, sgemm %.1f GFLOP/s\n",
-                            rl.read_gbps, rl.copy_gbps, rl.sgemm_gflops);
-        if (rl.sgemm_gflops > 0)
-            cfg.est_gflops = rl.sgemm_gflops * 0.6; /* the model's GEMMs are smaller */
-        if (rl.read_gbps > 0)
-            cfg.est_gbps = rl.read_gbps * 0.7;
+    if (!o->no_roofline && sweep_roofline(&rl, &cfg, o) != 0) {
+        kv_model_destroy(m);
+        return 1;
     }
     if (!o->quiet)
         kv_progress("kvlab: sweep: %d strategies x %d lengths (%d..%d), %d threads, "
@@ -1056,6 +737,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
     cfg.on_row = on_row;
     cfg.user = &run;
     int32_t interrupted = 0;
+    enum kv_status s = KV_OK;
     int64_t t_sweep = kv_now_ns();
     if (!sweep_signal)
         s = kv_sweep_run(&cfg, m, &interrupted);
@@ -1065,22 +747,9 @@ static int sweep_run(struct kv_cmd_ctx *x)
     if (run.bar_shown && !o->quiet)
         kv_progress("\n");
     int partial = interrupted || s != KV_OK || sweep_signal;
-
-    /* The limits once more, after the sweep: a limit is the best the machine
-     * did, and a neighbour's burst during one measurement (it happens on
-     * shared machines) must not shift every normalised time of the file. */
     if (!o->no_roofline && !partial) {
-        struct kv_roofline_params rp;
-        struct kv_roofline rl2;
-        kv_roofline_defaults(&rp, cfg.threads);
-        rp.stop = &sweep_signal;
-        if (kv_roofline_measure(&rl2, &rp) == KV_OK) {
-            rl.read_gbps = fmax(rl.read_gbps, rl2.read_gbps);
-            rl.read_l3_gbps = fmax(rl.read_l3_gbps, rl2.read_l3_gbps);
-            rl.copy_gbps = fmax(rl.copy_gbps, rl2.copy_gbps);
-            rl.sgemm_gflops = fmax(rl.sgemm_gflops, rl2.sgemm_gflops);
+        if (sweep_roofline_again(&rl, &cfg))
             rl_runs = 2;
-        }
         partial = sweep_signal != 0;
     }
 
@@ -1103,65 +772,15 @@ static int sweep_run(struct kv_cmd_ctx *x)
                         "it was\n", kv_text_q(o->out));
         return 128 + (sweep_signal ? sweep_signal : SIGINT);
     }
-    struct kv_csv_writer *w = NULL;
-    enum kv_status ws = kv_csv_writer_create(&w);
-    if (ws == KV_OK) {
-        set_meta_common(w, &si, &cfg, &rl, x);
-        kv_csv_writer_set_meta(w, "partial", partial ? "1" : "0");
-        kv_csv_writer_set_meta(w, "roofline", rl_runs == 2 ? "best of 2 (before and after)"
-                                              : rl_runs == 1 ? "before the sweep"
-                                                             : "skipped (--no-roofline)");
-        kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - t0) / 1e9);
-        kv_csv_writer_set_metaf(w, "sweep_s", "%.3f", (double)t_sweep / 1e9);
-        if (plan != NULL) {
-            kv_csv_writer_set_metaf(w, "shard", "%d/%d", o->shard.shard, o->shard.n_shards);
-            kv_csv_writer_set_metaf(w, "plan", "%016llx", (unsigned long long)plan->id);
-            kv_csv_writer_set_metaf(w, "shard_digest", "%016llx",
-                                    (unsigned long long)kv_plan_shard_digest(plan, o->shard.shard));
-            kv_csv_writer_set_metaf(w, "plan_rows", "%d", plan->n_rows);
-            kv_csv_writer_set_metaf(w, "shard_rows", "%d", plan->shard_rows[o->shard.shard - 1]);
-            kv_csv_writer_set_metaf(w, "pred_s", "%.3f",
-                                    (double)plan->shard_ns[o->shard.shard - 1] / 1e9);
-            kv_csv_writer_set_metaf(w, "plan_rates", "%lld,%lld,%lld",
-                                    (long long)o->rates.r.gflops, (long long)o->rates.r.gbps,
-                                    (long long)o->rates.r.copy_gbps);
-        }
-        ws = kv_csv_writer_set_header(w, sweep_columns, N_SWEEP_COLUMNS);
-    }
-    if (ws == KV_OK)
-        ws = add_rows(w, &run);
+    const struct kv_sweepi_file file = {.si = &si, .rl = &rl, .rl_runs = rl_runs,
+                                        .partial = partial, .t0 = t0, .t_sweep = t_sweep,
+                                        .plan = plan};
+    int32_t n_rows = 0;
     int werr = 0;
-    if (ws == KV_OK) {
-        make_parent_dir(o->out);
-        errno = 0;
-        ws = kv_csv_writer_write(w, o->out);
-        werr = errno;
-    }
-    int32_t n_rows = w ? kv_csv_writer_row_count(w) : 0;
-    kv_csv_writer_destroy(w);
+    enum kv_status ws = kv_sweepi_write_csv(&run, x, &file, &n_rows, &werr);
     kv_model_destroy(m);
     kv_plan_destroy(plan);
-
-    if (ws != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: cannot write '%s': %s\n", kv_text_q(o->out),
-                ws == KV_ERR_IO && werr != 0 ? strerror(werr) : kv_status_str(ws));
-        return 1;
-    }
-    if (s != KV_OK) {
-        fprintf(stderr, "kvlab: sweep: %s (%d finished rows written to '%s', partial=1)\n",
-                kv_status_str(s), n_rows, kv_text_q(o->out));
-        return 1;
-    }
-    if (partial) {
-        int sig = sweep_signal ? sweep_signal : SIGINT;
-        fprintf(stderr, "kvlab: sweep: interrupted; %d finished rows written to '%s' "
-                        "(partial=1)\n", n_rows, kv_text_q(o->out));
-        return 128 + sig;
-    }
-    if (!o->quiet)
-        kv_progress("kvlab: sweep: %d rows in %.1f s -> '%s'\n", n_rows,
-                        (double)(kv_now_ns() - t0) / 1e9, kv_text_q(o->out));
-    return 0;
+    return sweep_finish(o, ws, werr, s, partial, n_rows, t0);
 }
 
 const struct kv_cmd kv_cmd_sweep_def = {

@@ -9,8 +9,13 @@
 #   - one sequence greedy with and without self-speculation (a draft of the
 #     first $DRAFT_LAYERS layers): total time, acceptance rate, and whether
 #     the tokens agree (they must, for an exact strategy).
-# Timings only mean something on a quiet machine.
+# Then the targets of bench/data/targets.tsv's table `gen` (TARGETS= names
+# another file), judged on these figures by bench/scripts/targets.awk
+# (gen_targets.awk). Timings only mean something on a quiet machine.
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+targets=${TARGETS:-$here/../data/targets.tsv}
+[ -f "$targets" ] && [ -r "$targets" ] || { echo "gen_targets: cannot read '$targets'" >&2; exit 2; }
 KVLAB=${KVLAB:-build/kvlab}
 STRATEGIES=${STRATEGIES:?the strategies to measure}
 BEAMS=${BEAMS:-4}
@@ -30,6 +35,7 @@ echo "# Generation modes (issue 12): prompt $PROMPT tokens, $NEW new tokens"
 echo
 echo "| strategy | greedy B=$BEAMS step (ms) | beams K=$BEAMS step (ms) | beams / greedy | greedy total (ms) | speculative total (ms) | acceptance | tokens equal |"
 echo "|---|---|---|---|---|---|---|---|"
+echo "label,beams_ratio,tokens_equal" >"$tmp/gen.csv"
 for s in $STRATEGIES; do
     "$KVLAB" generate --strategy "$s" "${ARGS[@]}" --batch "$BEAMS" --shared-prompt >"$tmp/g"
     "$KVLAB" generate --strategy "$s" "${ARGS[@]}" --beams "$BEAMS" >"$tmp/b"
@@ -46,4 +52,7 @@ for s in $STRATEGIES; do
     same=no
     if [ "$(toks "$tmp/one")" = "$(toks "$tmp/spec")" ]; then same=yes; fi
     echo "| $s | $g | $b | $ratio | $one | $spec | $acc | $same |"
+    echo "$s,$ratio,$([ "$same" = yes ] && echo 1 || echo 0)" >>"$tmp/gen.csv"
 done
+echo
+awk -F, -f "$here/targets.awk" -f "$here/gen_targets.awk" "$targets" "$tmp/gen.csv"

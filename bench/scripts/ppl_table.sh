@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ppl_table.sh - the bits-per-byte table of `make bench-perplexity`: `kvlab
 # perplexity` of the trained model on the held-out text, for each cache
-# configuration listed in CONFIGS below, into one CSV and one markdown table.
+# configuration of bench/data/ppl.configs, into one CSV and one markdown
+# table.
 #
 #   bash bench/scripts/ppl_table.sh KVLAB MODEL TEXT OUT.csv OUT.md
 #
@@ -11,12 +12,14 @@
 # N tokens; default: the whole text), PPL_THREADS (default 1), PPL_JOBS
 # (configurations at once; default: the number of cores).
 #
-# The design decision: a configuration is one line, `label | kvlab
+# The design decision: a configuration is one line of a data file,
+# bench/data/ppl.configs (PPL_CONFIGS= names another), `label | kvlab
 # perplexity options`, and a line whose strategy is not registered (`kvlab
 # strategies`) is reported and skipped, so the lines for strategies still
-# to come (issue 18: f16, bf16, int2, KIVI, sinks, h2o, hybrid) are added
-# with their options when they land and cost nothing before. The first line
-# is the exact baseline every other row is compared with.
+# to come are added with their options when they land and cost nothing
+# before. The first line is the exact baseline every other row is compared
+# with. The options reach kvlab as words (read -a: split at blanks, no
+# pattern expanded), never through a shell.
 #
 # The configurations run PPL_JOBS at a time (default: the number of cores),
 # each on PPL_THREADS threads: one configuration on one thread gives the same
@@ -24,29 +27,13 @@
 # divides the wall time (this table was the longest part of `make bench`).
 set -euo pipefail
 
-CONFIGS='
-dense (dynamic)                | --strategy dynamic
-static                         | --strategy static
-quantized int8, group 32       | --strategy quantized --bits 8 --group 32 --residual 32
-quantized int4, group 32       | --strategy quantized --bits 4 --group 32 --residual 32
-quantized int4, group 8        | --strategy quantized --bits 4 --group 8 --residual 32
-sliding window 256             | --strategy sliding --window 256
-sliding window 128             | --strategy sliding --window 128
-sliding window 64              | --strategy sliding --window 64
-f16                            | --strategy dynamic --dtype f16
-bf16                           | --strategy dynamic --dtype bf16
-quantized int2, group 32       | --strategy quantized --bits 2 --group 32 --residual 32
-KIVI int2 (keys per channel)   | --strategy quantized --bits 2 --layout kivi --residual 32
-4 sinks + window 252           | --strategy sinks --sinks 4 --window 252
-4 sinks + window 252, re-idx   | --strategy sinks --sinks 4 --window 252 --reindex 1
-h2o 128 heavy + window 128     | --strategy h2o --heavy 128 --window 128
-'
-
 if [ $# -ne 5 ]; then
     echo "usage: bash bench/scripts/ppl_table.sh KVLAB MODEL TEXT OUT.csv OUT.md" >&2
     exit 2
 fi
 KVLAB=$1 MODEL=$2 TEXT=$3 CSV=$4 MD=$5
+CONFIGS=${PPL_CONFIGS:-$(cd "$(dirname "$0")" && pwd)/../data/ppl.configs}
+[ -f "$CONFIGS" ] && [ -r "$CONFIGS" ] || { echo "ppl_table: cannot read '$CONFIGS'" >&2; exit 2; }
 CONTEXT=${PPL_CONTEXT:-512}
 THREADS=${PPL_THREADS:-1}
 MAXTOK=()
@@ -76,27 +63,28 @@ labels=()
 while IFS='|' read -r label args; do
     label=$(echo "$label" | sed 's/^ *//; s/ *$//')
     case "$label" in '' | '#'*) continue ;; esac
-    # shellcheck disable=SC2086
-    set -- $args
-    strategy=$2
-    if [[ "$registered" != *" $strategy "* ]]; then
+    read -r -a opts <<<"$args"
+    strategy=
+    for ((k = 0; k + 1 < ${#opts[@]}; k++)); do
+        [ "${opts[k]}" = --strategy ] && strategy=${opts[k + 1]}
+    done
+    if [[ -z "$strategy" || "$registered" != *" $strategy "* ]]; then
         echo "ppl_table: skipping '$label': strategy '$strategy' is not registered" >&2
         continue
     fi
     i=$((i + 1))
     labels[i]=$label
-    echo "$args" >"$work/$i.args"
+    printf '%s\n' "${opts[*]}" >"$work/$i.args"
     echo "$strategy" >"$work/$i.strategy"
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
-    echo "[$i] $KVLAB perplexity --model $MODEL --text $TEXT --context $CONTEXT ${MAXTOK[*]} $args" >&2
+    echo "[$i] $KVLAB perplexity --model $MODEL --text $TEXT --context $CONTEXT ${MAXTOK[*]} ${opts[*]}" >&2
     (
         rc=0
-        # shellcheck disable=SC2086
         "$KVLAB" perplexity --model "$MODEL" --text "$TEXT" --context "$CONTEXT" "${MAXTOK[@]}" \
-            --threads "$THREADS" $args --csv "$work/$i.csv" >"$work/$i.txt" 2>"$work/$i.err" || rc=$?
+            --threads "$THREADS" "${opts[@]}" --csv "$work/$i.csv" </dev/null >"$work/$i.txt" 2>"$work/$i.err" || rc=$?
         echo "$rc" >"$work/$i.rc"
     ) &
-done <<<"$CONFIGS"
+done <"$CONFIGS"
 wait
 # pass 2: the rows in the table's order; a configuration that failed stops it
 base_bpb='' base_cache=''

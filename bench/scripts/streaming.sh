@@ -2,7 +2,8 @@
 # streaming.sh - StreamingLLM's experiment on kvlab's trained model (`make
 # streaming`): loss against position over held-out text several times longer
 # than the 512-token training context, for each cache configuration listed
-# in CONFIGS below; one CSV and one plot.
+# of bench/data/streaming.configs (STREAM_CONFIGS= names another); one CSV
+# and one plot.
 #
 #   bash bench/scripts/streaming.sh KVLAB MODEL TEXT OUTDIR
 #
@@ -14,27 +15,20 @@
 # tokens, bits_per_byte) and OUTDIR/streaming.dat (the same, one gnuplot
 # block per configuration); plots/model/streaming.gp draws them.
 #
-# The design decision: a configuration is one line, `label | kvlab
-# perplexity options`, and one whose strategy is not registered is skipped
-# with a note, so adding issue 18's sinks and h2o at the same budget is one
-# line each (examples below, to be written with the options those strategies
-# take).
+# The design decision: a configuration is one line of the data file, `label
+# | kvlab perplexity options`, and one whose strategy is not registered is
+# skipped with a note, so another configuration at the same budget is one
+# line. The options reach kvlab as words (read -a: split at blanks, no
+# pattern expanded), never through a shell.
 set -euo pipefail
-
-CONFIGS='
-dense (dynamic cache)               | --strategy dynamic
-sliding window 256                  | --strategy sliding --window 256
-recompute over a window of 256      | --strategy dynamic --recompute 256
-# issue 18, at the same budget of 256 cached tokens, with its option names:
-4 sinks + sliding window 252        | --strategy sinks --sinks 4 --window 252
-h2o, 128 heavy + window 128         | --strategy h2o --heavy 128 --window 128
-'
 
 if [ $# -ne 4 ]; then
     echo "usage: bash bench/scripts/streaming.sh KVLAB MODEL TEXT OUTDIR" >&2
     exit 2
 fi
 KVLAB=$1 MODEL=$2 TEXT=$3 OUTDIR=$4
+CONFIGS=${STREAM_CONFIGS:-$(cd "$(dirname "$0")" && pwd)/../data/streaming.configs}
+[ -f "$CONFIGS" ] && [ -r "$CONFIGS" ] || { echo "streaming: cannot read '$CONFIGS'" >&2; exit 2; }
 LENGTH=${STREAM_LENGTH:-2048}
 SEGMENTS=${STREAM_SEGMENTS:-4}
 BUCKET=${STREAM_BUCKET:-64}
@@ -56,18 +50,20 @@ i=0
 while IFS='|' read -r label args; do
     label=$(echo "$label" | sed 's/^ *//; s/ *$//')
     case "$label" in '' | '#'*) continue ;; esac
-    # shellcheck disable=SC2086
-    set -- $args
-    if [[ "$registered" != *" $2 "* ]]; then
-        echo "streaming: skipping '$label': strategy '$2' is not registered" >&2
+    read -r -a opts <<<"$args"
+    strategy=
+    for ((k = 0; k + 1 < ${#opts[@]}; k++)); do
+        [ "${opts[k]}" = --strategy ] && strategy=${opts[k + 1]}
+    done
+    if [[ -z "$strategy" || "$registered" != *" $strategy "* ]]; then
+        echo "streaming: skipping '$label': strategy '$strategy' is not registered" >&2
         continue
     fi
     i=$((i + 1))
-    echo "[$i] $KVLAB perplexity --model $MODEL --text $TEXT --context $LENGTH --max-tokens $((LENGTH * SEGMENTS + 1)) --bucket $BUCKET $args" >&2
-    # shellcheck disable=SC2086
+    echo "[$i] $KVLAB perplexity --model $MODEL --text $TEXT --context $LENGTH --max-tokens $((LENGTH * SEGMENTS + 1)) --bucket $BUCKET ${opts[*]}" >&2
     "$KVLAB" perplexity --model "$MODEL" --text "$TEXT" --context "$LENGTH" \
         --max-tokens $((LENGTH * SEGMENTS + 1)) --bucket "$BUCKET" --threads "$THREADS" \
-        $args --csv "$work/$i.csv" >"$work/$i.txt"
+        "${opts[@]}" --csv "$work/$i.csv" </dev/null >"$work/$i.txt"
     grep -v '^#' "$work/$i.csv" | tail -n +2 |
         awk -F, -v l="$label" '{ printf "\"%s\",%s,%s,%s,%s\n", l, $1, $2, $3, $6 }' \
             >>"$work/streaming.csv"
@@ -77,7 +73,7 @@ while IFS='|' read -r label args; do
         grep -v '^#' "$work/$i.csv" | tail -n +2 | awk -F, '{ print ($1 + $2) / 2, $6 }'
     } >>"$work/streaming.dat"
     tail -n 1 "$work/$i.txt" >&2
-done <<<"$CONFIGS"
+done <"$CONFIGS"
 
 for f in streaming.csv streaming.dat; do
     cp "$work/$f" "$OUTDIR/$f.tmp.$$" && mv "$OUTDIR/$f.tmp.$$" "$OUTDIR/$f"
