@@ -4,7 +4,7 @@
  * row files share.
  *
  * The design decision: the row kernels of a (span, sequence, kv head) are
- * chosen ONCE, when the driver (kv_attention.c) binds the job, by the
+ * chosen ONCE, when the driver (kv_attn_decode.c) binds the job, by the
  * dtype's bind function (ggml-cpu's per-type vec_dot tables): it looks at the
  * dtype, the ISA the file was built for, the GQA factor and the shape
  * (head_dim, group), and stores function pointers, specialised for the

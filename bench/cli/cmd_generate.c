@@ -257,88 +257,104 @@ static int generate_check(struct kv_cmd_ctx *x)
     return 0;
 }
 
-static int generate_run(struct kv_cmd_ctx *x)
-{
-    struct kv_cli_common c = x->c;
-    const struct generate_opts *o = x->opts;
-    int32_t prompt_len = o->prompt_len, new_tokens = o->new_tokens;
-    const char *text = o->text, *ptoks = o->ptoks;
-    int shared = o->shared;
-    const int32_t beams = o->beams, samples = o->samples, draft_layers = o->draft_layers;
-    const int32_t draft_tokens = o->draft_tokens;
-    const double temperature = o->temperature;
+/* What one generation holds, from the options to the tokens it produced;
+ * gen_free releases it. */
+struct gen_state {
+    struct kv_cli_common c;        /* the options, the model's shape once known */
+    const struct generate_opts *o;
+    int32_t prompt_len;            /* --prompt-len, or the given prompt's tokens */
+    int shared;                    /* one prefilled prompt (also beams, samples) */
     struct kv_cli_strategy strat;
-    if (kv_cli_strategy(&c, c.strategy, &strat) != 0)
+    struct kv_model *m;
+    struct kv_cache *cache;
+    struct kv_tokenizer *tok;      /* for --prompt or --tokenizer: then a text line */
+    int32_t *ids;                  /* the given prompt's ids, or NULL (random) */
+    int32_t *prompt, *out_tokens;  /* (batch, prompt_len), (batch, new_tokens) */
+    struct gen_log g;
+    double *beam_scores;           /* (beams) */
+    struct kv_spec_stats spec;     /* --draft-layers */
+    int64_t spec_ns;
+};
+
+/* The strategy, and the cache operations the mode needs from it, by
+ * capability (this strategy with these parameters). Returns the exit
+ * status. */
+static int gen_strategy(struct gen_state *G)
+{
+    const struct generate_opts *o = G->o;
+    struct kv_cli_common *c = &G->c;
+    if (kv_cli_strategy(c, c->strategy, &G->strat) != 0)
         return 2;
-    const struct kv_strategy_ops *ops = strat.ops;
-    if (beams > 0 || samples > 0) {
-        c.batch = beams > 0 ? beams : samples;
-        shared = 1;   /* both start from one prefilled prompt */
+    const struct kv_strategy_ops *ops = G->strat.ops;
+    if (o->beams > 0 || o->samples > 0) {
+        c->batch = o->beams > 0 ? o->beams : o->samples;
+        G->shared = 1;   /* both start from one prefilled prompt */
     }
-    /* the cache operations each mode needs, by capability (this strategy
-     * with these parameters) */
-    const char *mode = beams > 0 ? "--beams" : samples > 0 ? "--samples"
-                     : draft_layers > 0 ? "--draft-layers" : shared ? "--shared-prompt" : NULL;
-    const uint32_t needs = draft_layers > 0 ? KV_CAP_KEEPS_HISTORY | KV_CAP_CROP | KV_CAP_CHUNKED_APPEND
-                         : mode != NULL     ? KV_CAP_KEEPS_HISTORY | KV_CAP_REORDER
-                                            : 0;
-    {
-        struct kv_cache_config probe = kv_cli_cache_config(&c);
-        const uint32_t have = kv_strategy_caps(ops, &probe, strat.params);
-        const uint32_t miss = needs & ~have;
-        if (draft_layers > 0 && miss == 0 && (have & (KV_CAP_LOSSY | KV_CAP_EVICTS))) {
-            /* its crop is refused once it has rounded or evicted tokens since */
-            fprintf(stderr, "kvlab: generate: strategy '%s' can crop only within what it "
-                            "holds exactly, not to any accepted length, which --draft-layers "
-                            "needs\n", ops->name);
-            return 2;
-        }
-        if (miss != 0) {
-            fprintf(stderr, "kvlab: generate: strategy '%s' does not support %s, which %s needs\n",
-                    ops->name,
-                    miss & KV_CAP_REORDER   ? "reorder"
-                    : miss & KV_CAP_CROP    ? "crop"
-                    : miss & KV_CAP_KEEPS_HISTORY ? "keeping history"
-                                            : "multi-token appends",
-                    mode);
-            return 2;
-        }
+    const char *mode = o->beams > 0 ? "--beams" : o->samples > 0 ? "--samples"
+                     : o->draft_layers > 0 ? "--draft-layers" : G->shared ? "--shared-prompt"
+                                                                          : NULL;
+    const uint32_t needs = o->draft_layers > 0
+                               ? KV_CAP_KEEPS_HISTORY | KV_CAP_CROP | KV_CAP_CHUNKED_APPEND
+                         : mode != NULL ? KV_CAP_KEEPS_HISTORY | KV_CAP_REORDER
+                                        : 0;
+    struct kv_cache_config probe = kv_cli_cache_config(c);
+    const uint32_t have = kv_strategy_caps(ops, &probe, G->strat.params);
+    const uint32_t miss = needs & ~have;
+    if (o->draft_layers > 0 && miss == 0 && (have & (KV_CAP_LOSSY | KV_CAP_EVICTS))) {
+        /* its crop is refused once it has rounded or evicted tokens since */
+        fprintf(stderr, "kvlab: generate: strategy '%s' can crop only within what it "
+                        "holds exactly, not to any accepted length, which --draft-layers "
+                        "needs\n", ops->name);
+        return 2;
     }
+    if (miss != 0) {
+        fprintf(stderr, "kvlab: generate: strategy '%s' does not support %s, which %s needs\n",
+                ops->name,
+                miss & KV_CAP_REORDER   ? "reorder"
+                : miss & KV_CAP_CROP    ? "crop"
+                : miss & KV_CAP_KEEPS_HISTORY ? "keeping history"
+                                        : "multi-token appends",
+                mode);
+        return 2;
+    }
+    return 0;
+}
 
-    /* The model: a checkpoint's header, or the synthetic configuration. */
-    struct kv_model *m = NULL;
-    struct kv_cache *cache = NULL;
-    int32_t *prompt = NULL, *out_tokens = NULL, *ids = NULL;
-    struct kv_tokenizer *tok = NULL;
-    struct gen_log g = {0};
-    double *beam_scores = NULL;
-    enum kv_status s;
-    if (c.model_path != NULL) {
-        int lrc = kv_cli_load_model("generate", c.model_path, &m);
-        if (lrc != 0)
-            return lrc;
-        c.model = m->cfg;
-        c.cache.max_len = m->cfg.max_len;
-    }
-    const struct kv_model_config *mc = &c.model;
-    int rc = 2;
+/* The model's shape: a checkpoint's header (the checkpoint loaded), or the
+ * synthetic configuration of the options. Returns the exit status. */
+static int gen_model_shape(struct gen_state *G)
+{
+    struct kv_cli_common *c = &G->c;
+    if (c->model_path == NULL)
+        return 0;
+    int lrc = kv_cli_load_model("generate", c->model_path, &G->m);
+    if (lrc != 0)
+        return lrc;
+    c->model = G->m->cfg;
+    c->cache.max_len = G->m->cfg.max_len;
+    return 0;
+}
 
-    /* A text prompt: tokenize it (byte-level for a 256-token vocabulary). */
-    if (c.tokenizer_path != NULL) {
-        rc = kv_cli_load_tokenizer("generate", c.tokenizer_path, mc->vocab_size, &tok);
+/* The prompt's ids when one is given: a text, tokenized (byte-level for a
+ * 256-token vocabulary), or token ids; else the prompt stays random.
+ * Returns the exit status. */
+static int gen_prompt(struct gen_state *G)
+{
+    const char *text = G->o->text, *ptoks = G->o->ptoks;
+    const struct kv_model_config *mc = &G->c.model;
+    if (G->c.tokenizer_path != NULL) {
+        int rc = kv_cli_load_tokenizer("generate", G->c.tokenizer_path, mc->vocab_size, &G->tok);
         if (rc != 0)
-            goto out;
-        rc = 2;
+            return rc;
     } else if (text != NULL) {
         if (mc->vocab_size != 256) {
             fprintf(stderr, "kvlab: --prompt needs --tokenizer FILE for a vocabulary of %" PRId32
                             " tokens\n", mc->vocab_size);
-            goto out;
+            return 2;
         }
-        if (kv_tokenizer_create_bytes(&tok) != KV_OK) {
+        if (kv_tokenizer_create_bytes(&G->tok) != KV_OK) {
             fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
-            rc = 1;
-            goto out;
+            return 1;
         }
     }
     if (text != NULL) {
@@ -346,22 +362,22 @@ static int generate_run(struct kv_cmd_ctx *x)
         int32_t n_ids = 0;
         if (len > (size_t)(1 << 30)) {
             fprintf(stderr, "kvlab: --prompt is longer than %d bytes\n", 1 << 30);
-            goto out;
+            return 2;
         }
-        ids = kv_alloc((len + 3) * sizeof *ids);
-        if (ids == NULL) {
+        G->ids = kv_alloc((len + 3) * sizeof *G->ids);
+        if (G->ids == NULL) {
             fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
-            rc = 1;
-            goto out;
+            return 1;
         }
-        s = kv_tokenizer_encode(tok, text, len, kv_tokenizer_default_flags(tok), ids,
-                                (int32_t)(len + 3), &n_ids);
+        enum kv_status s = kv_tokenizer_encode(G->tok, text, len,
+                                               kv_tokenizer_default_flags(G->tok), G->ids,
+                                               (int32_t)(len + 3), &n_ids);
         if (s != KV_OK || n_ids < 1) {
             fprintf(stderr, "kvlab: --prompt: %s\n",
                     s != KV_OK ? "the tokenizer cannot encode this text" : "empty prompt");
-            goto out;
+            return 2;
         }
-        prompt_len = n_ids;
+        G->prompt_len = n_ids;
     }
     /* A prompt given as token ids: no tokenizer needed. */
     if (ptoks != NULL) {
@@ -371,150 +387,191 @@ static int generate_run(struct kv_cmd_ctx *x)
         if (n_max > (size_t)mc->max_len) {
             fprintf(stderr, "kvlab: --prompt-tokens has more than --max-len (%" PRId32
                             ") ids\n", mc->max_len);
-            goto out;
+            return 2;
         }
-        ids = kv_alloc(n_max * sizeof *ids);
-        if (ids == NULL) {
+        G->ids = kv_alloc(n_max * sizeof *G->ids);
+        if (G->ids == NULL) {
             fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
-            rc = 1;
-            goto out;
+            return 1;
         }
-        int n_ids = kv_cli_int_list("--prompt-tokens", ptoks, 0, mc->vocab_size - 1, ids,
+        int n_ids = kv_cli_int_list("--prompt-tokens", ptoks, 0, mc->vocab_size - 1, G->ids,
                                     (int)n_max);
         if (n_ids < 1)
-            goto out;
-        prompt_len = n_ids;
+            return 2;
+        G->prompt_len = n_ids;
     }
+    return 0;
+}
 
+/* The run against the model: lengths, the mode's counts, the cache's shape
+ * and the strategy's parameters and bytes, then the estimated memory.
+ * Returns the exit status. */
+static int gen_check_size(struct gen_state *G)
+{
+    const struct generate_opts *o = G->o;
+    struct kv_cli_common *c = &G->c;
+    const struct kv_model_config *mc = &c->model;
+    const int32_t prompt_len = G->prompt_len, new_tokens = o->new_tokens;
     if ((int64_t)prompt_len + new_tokens > mc->max_len) {
         fprintf(stderr, "kvlab: %s + --new-tokens (%" PRId64 ") exceeds --max-len (%" PRId32 ")\n",
-                text != NULL ? "the --prompt's tokens" : "--prompt-len",
+                o->text != NULL ? "the --prompt's tokens" : "--prompt-len",
                 (int64_t)prompt_len + new_tokens, mc->max_len);
-        goto out;
+        return 2;
     }
-    if (draft_layers > mc->n_layers) {
+    if (o->draft_layers > mc->n_layers) {
         fprintf(stderr, "kvlab: generate: --draft-layers (%" PRId32 ") exceeds the model's "
-                        "layers (%" PRId32 ")\n", draft_layers, mc->n_layers);
-        goto out;
+                        "layers (%" PRId32 ")\n", o->draft_layers, mc->n_layers);
+        return 2;
     }
-    if (beams > mc->vocab_size) {
+    if (o->beams > mc->vocab_size) {
         fprintf(stderr, "kvlab: --beams (%" PRId32 ") exceeds the vocabulary (%" PRId32 ")\n",
-                beams, mc->vocab_size);
-        goto out;
+                o->beams, mc->vocab_size);
+        return 2;
     }
-    const int keeps = (ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
+    const int keeps = (G->strat.ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
     int32_t call_tokens = keeps ? prompt_len : prompt_len + new_tokens - 1;
-    if ((int64_t)c.batch * call_tokens > INT32_MAX) {
+    if ((int64_t)c->batch * call_tokens > INT32_MAX) {
         fprintf(stderr, "kvlab: --batch x tokens per forward (%" PRId64 ") exceeds %d\n",
-                (int64_t)c.batch * call_tokens, INT32_MAX);
-        goto out;
+                (int64_t)c->batch * call_tokens, INT32_MAX);
+        return 2;
     }
-    c.cache.n_layers = mc->n_layers;
-    c.cache.batch = c.batch;
-    c.cache.n_kv_heads = mc->n_kv_heads;
-    c.cache.head_dim = mc->dim / mc->n_heads;
-    c.cache.max_len = mc->max_len;
+    c->cache.n_layers = mc->n_layers;
+    c->cache.batch = c->batch;
+    c->cache.n_kv_heads = mc->n_kv_heads;
+    c->cache.head_dim = mc->dim / mc->n_heads;
+    c->cache.max_len = mc->max_len;
     /* the strategy's own parameters against the model that really runs (a
      * checkpoint's head_dim for --group), and its cache's bytes with every
      * size-bearing parameter (--window, --residual, preallocated slots) */
     size_t cache_bytes = 0;
-    if ((rc = kv_cli_check_strategy("generate", ops, strat.params, &c.cache,
-                                    prompt_len + new_tokens, 1, &cache_bytes)) != 0)
-        goto out;
-    rc = 2;
-    if (kv_cli_check_memory("this run", estimate_bytes(mc, c.batch, call_tokens,
+    int rc = kv_cli_check_strategy("generate", G->strat.ops, G->strat.params, &c->cache,
+                                   prompt_len + new_tokens, 1, &cache_bytes);
+    if (rc != 0)
+        return rc;
+    if (kv_cli_check_memory("this run", estimate_bytes(mc, c->batch, call_tokens,
                                                        cache_bytes)) != 0)
-        goto out;
+        return 2;
+    return 0;
+}
 
-    /* From here on, failures are run-time failures (exit 1) unless the
-     * strategy itself rejects the configuration. */
-    rc = 1;
-    if (m == NULL) {
-        s = kv_model_create_synthetic(&m, mc, c.seed);
+/* The synthetic model (unless a checkpoint is loaded), the cache, the
+ * token arrays and the prompt. From here on, failures are run-time
+ * failures (exit 1) unless the strategy itself rejects the configuration.
+ * Returns the exit status. */
+static int gen_alloc(struct gen_state *G)
+{
+    const struct kv_cli_common *c = &G->c;
+    const struct kv_model_config *mc = &c->model;
+    const struct kv_strategy_ops *ops = G->strat.ops;
+    const int32_t prompt_len = G->prompt_len, new_tokens = G->o->new_tokens;
+    enum kv_status s;
+    if (G->m == NULL) {
+        s = kv_model_create_synthetic(&G->m, mc, c->seed);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: generate: model: %s\n", kv_status_str(s));
-            goto out;
+            return 1;
         }
     }
-    s = kv_cache_create(&cache, ops, &c.cache, strat.params);
+    s = kv_cache_create(&G->cache, ops, &c->cache, G->strat.params);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: strategy '%s' rejects this configuration: %s\n", ops->name,
                 kv_status_str(s));
-        rc = s == KV_ERR_NOMEM ? 1 : 2;
-        goto out;
+        return s == KV_ERR_NOMEM ? 1 : 2;
     }
-    size_t n_prompt = (size_t)c.batch * (size_t)prompt_len;
-    size_t n_out = (size_t)c.batch * (size_t)new_tokens;
-    prompt = kv_alloc(n_prompt * sizeof *prompt);
-    out_tokens = kv_alloc(n_out * sizeof *out_tokens);
-    g.step_ns = kv_alloc((size_t)new_tokens * sizeof *g.step_ns);
-    g.attn_ns = kv_alloc((size_t)new_tokens * sizeof *g.attn_ns);
-    if (prompt == NULL || out_tokens == NULL || g.step_ns == NULL || g.attn_ns == NULL) {
+    size_t n_prompt = (size_t)c->batch * (size_t)prompt_len;
+    size_t n_out = (size_t)c->batch * (size_t)new_tokens;
+    G->prompt = kv_alloc(n_prompt * sizeof *G->prompt);
+    G->out_tokens = kv_alloc(n_out * sizeof *G->out_tokens);
+    G->g.step_ns = kv_alloc((size_t)new_tokens * sizeof *G->g.step_ns);
+    G->g.attn_ns = kv_alloc((size_t)new_tokens * sizeof *G->g.attn_ns);
+    if (G->prompt == NULL || G->out_tokens == NULL || G->g.step_ns == NULL ||
+        G->g.attn_ns == NULL) {
         fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(KV_ERR_NOMEM));
-        goto out;
+        return 1;
     }
-    uint64_t rs = c.seed ^ 0x5EEDF00Dull;
+    uint64_t rs = c->seed ^ 0x5EEDF00Dull;
     for (size_t i = 0; i < n_prompt; i++)
-        prompt[i] = ids != NULL ? ids[i % (size_t)prompt_len]
-                                : (int32_t)(kv_rng_next(&rs) % (uint64_t)mc->vocab_size);
+        G->prompt[i] = G->ids != NULL ? G->ids[i % (size_t)prompt_len]
+                                      : (int32_t)(kv_rng_next(&rs) % (uint64_t)mc->vocab_size);
+    return 0;
+}
 
+/* The generation in its mode: greedy, beams, samples or speculative.
+ * Returns the exit status. */
+static int gen_generate(struct gen_state *G)
+{
+    const struct generate_opts *o = G->o;
+    const struct kv_cli_common *c = &G->c;
+    struct gen_log *g = &G->g;
     struct kv_gen_params gp = {
-        .batch = c.batch,
-        .prompt_len = prompt_len,
-        .prompt = prompt,
+        .batch = c->batch,
+        .prompt_len = G->prompt_len,
+        .prompt = G->prompt,
         .pad = NULL,
-        .new_tokens = new_tokens,
-        .n_threads = c.threads,
-        .shared_prompt = shared,
+        .new_tokens = o->new_tokens,
+        .n_threads = c->threads,
+        .shared_prompt = G->shared,
     };
-    g.n_logits = (size_t)c.batch * (size_t)mc->vocab_size;
-    g.nonfinite_step = -1;
-    struct kv_spec_stats spec = {0};
-    int64_t spec_ns = 0;
-    if (beams > 0) {
-        beam_scores = kv_alloc((size_t)beams * sizeof *beam_scores);
-        s = beam_scores == NULL ? KV_ERR_NOMEM
-                                : kv_generate_beams(m, cache, &gp, out_tokens, beam_scores,
-                                                    log_step, &g);
-    } else if (samples > 0) {
-        s = kv_generate_samples(m, cache, &gp, (float)temperature, c.seed, out_tokens, log_step,
-                                &g);
-    } else if (draft_layers > 0) {
+    g->n_logits = (size_t)c->batch * (size_t)c->model.vocab_size;
+    g->nonfinite_step = -1;
+    enum kv_status s;
+    if (o->beams > 0) {
+        G->beam_scores = kv_alloc((size_t)o->beams * sizeof *G->beam_scores);
+        s = G->beam_scores == NULL ? KV_ERR_NOMEM
+                                   : kv_generate_beams(G->m, G->cache, &gp, G->out_tokens,
+                                                       G->beam_scores, log_step, g);
+    } else if (o->samples > 0) {
+        s = kv_generate_samples(G->m, G->cache, &gp, (float)o->temperature, c->seed,
+                                G->out_tokens, log_step, g);
+    } else if (o->draft_layers > 0) {
         const int64_t t0 = kv_now_ns();
-        s = kv_generate_speculative(m, cache, &gp, draft_layers, draft_tokens, out_tokens, &spec);
-        spec_ns = kv_now_ns() - t0;
+        s = kv_generate_speculative(G->m, G->cache, &gp, o->draft_layers, o->draft_tokens,
+                                    G->out_tokens, &G->spec);
+        G->spec_ns = kv_now_ns() - t0;
     } else {
-        s = kv_generate(m, cache, &gp, out_tokens, log_step, &g);
+        s = kv_generate(G->m, G->cache, &gp, G->out_tokens, log_step, g);
     }
     if (s == KV_ERR_FULL) {
-        kv_cli_cache_full("generate", ops, strat.params);
-        goto out;
+        kv_cli_cache_full("generate", G->strat.ops, G->strat.params);
+        return 1;
     }
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: generate: %s\n", kv_status_str(s));
-        goto out;
+        return 1;
     }
-    if (g.nonfinite_step >= 0) { /* greedy tokens of NaN logits mean nothing */
+    if (g->nonfinite_step >= 0) { /* greedy tokens of NaN logits mean nothing */
         fprintf(stderr, "kvlab: generate: the logits of step %" PRId32 " are not finite (NaN "
-                        "or infinity); no tokens printed\n", g.nonfinite_step);
-        goto out;
+                        "or infinity); no tokens printed\n", g->nonfinite_step);
+        return 1;
     }
+    return 0;
+}
 
-    for (int32_t b = 0; b < c.batch; b++) {
-        if (beam_scores != NULL)
-            printf("beam %" PRId32 " score %.6f ", b, beam_scores[b]);
+/* The tokens of every sequence (and their text with a tokenizer), then the
+ * run's summary: its mode, times, cache and FLOPs. */
+static void gen_print(const struct gen_state *G)
+{
+    const struct generate_opts *o = G->o;
+    const struct kv_cli_common *c = &G->c;
+    const struct kv_model_config *mc = &c->model;
+    const struct gen_log *g = &G->g;
+    const struct kv_spec_stats *spec = &G->spec;
+    const int32_t prompt_len = G->prompt_len, new_tokens = o->new_tokens;
+    for (int32_t b = 0; b < c->batch; b++) {
+        if (G->beam_scores != NULL)
+            printf("beam %" PRId32 " score %.6f ", b, G->beam_scores[b]);
         printf("tokens:");
         for (int32_t t = 0; t < new_tokens; t++)
-            printf(" %" PRId32, out_tokens[(size_t)b * new_tokens + t]);
+            printf(" %" PRId32, G->out_tokens[(size_t)b * new_tokens + t]);
         printf("\n");
     }
-    for (int32_t b = 0; tok != NULL && b < c.batch; b++) {
+    for (int32_t b = 0; G->tok != NULL && b < c->batch; b++) {
         printf("text: ");
-        int32_t prev = prompt[(size_t)b * prompt_len + prompt_len - 1];
+        int32_t prev = G->prompt[(size_t)b * prompt_len + prompt_len - 1];
         for (int32_t t = 0; t < new_tokens; t++) {
-            int32_t id = out_tokens[(size_t)b * new_tokens + t];
+            int32_t id = G->out_tokens[(size_t)b * new_tokens + t];
             const char *bytes;
-            size_t nb = kv_tokenizer_decode(tok, prev, id, &bytes);
+            size_t nb = kv_tokenizer_decode(G->tok, prev, id, &bytes);
             print_escaped(bytes, nb);
             prev = id;
         }
@@ -522,51 +579,75 @@ static int generate_run(struct kv_cmd_ctx *x)
     }
     printf("strategy %s: batch %" PRId32 ", prompt %" PRId32 ", %" PRId32
            " new tokens, %" PRId32 " threads, %" PRId32 " layers, dim %" PRId32 "\n",
-           ops->name, c.batch, prompt_len, new_tokens, c.threads, mc->n_layers, mc->dim);
-    if (beams > 0)
+           G->strat.ops->name, c->batch, prompt_len, new_tokens, c->threads, mc->n_layers,
+           mc->dim);
+    if (o->beams > 0)
         printf("  beam search   %" PRId32 " beams, scores: mean log-probability per token\n",
-               beams);
-    if (samples > 0)
-        printf("  sampling      %" PRId32 " samples, temperature %g, seed %" PRIu64 "\n", samples,
-               temperature, c.seed);
-    if (draft_layers > 0) {
+               o->beams);
+    if (o->samples > 0)
+        printf("  sampling      %" PRId32 " samples, temperature %g, seed %" PRIu64 "\n",
+               o->samples, o->temperature, c->seed);
+    if (o->draft_layers > 0) {
         printf("  speculation   draft of %" PRId32 " layers, up to %" PRId32 " drafts per round: "
                "%" PRId64 " rounds, %" PRId64 " of %" PRId64 " drafts accepted (rate %.3f; "
-               "per sequence %.3f)\n", draft_layers, draft_tokens, spec.rounds, spec.accepted,
-               spec.proposed,
-               spec.proposed > 0 ? (double)spec.accepted / (double)spec.proposed : 0.0,
-               spec.proposed > 0 ? (double)spec.accepted_seq / (double)spec.proposed : 0.0);
+               "per sequence %.3f)\n", o->draft_layers, o->draft_tokens, spec->rounds,
+               spec->accepted, spec->proposed,
+               spec->proposed > 0 ? (double)spec->accepted / (double)spec->proposed : 0.0,
+               spec->proposed > 0 ? (double)spec->accepted_seq / (double)spec->proposed : 0.0);
         printf("  total         %.3f ms for prefill and %" PRId32 " tokens\n",
-               (double)spec_ns / 1e6, new_tokens);
+               (double)G->spec_ns / 1e6, new_tokens);
     } else {
-        printf("  prefill       %.3f ms\n", (double)g.step_ns[0] / 1e6);
+        printf("  prefill       %.3f ms\n", (double)g->step_ns[0] / 1e6);
     }
-    if (new_tokens > 1 && draft_layers == 0) {
+    if (new_tokens > 1 && o->draft_layers == 0) {
         int32_t nd = new_tokens - 1;
-        double med = (double)kv_stats_median_i64(g.step_ns + 1, nd) / 1e6;
-        double p95 = (double)kv_stats_percentile_i64(g.step_ns + 1, nd, KV_STATS_P95) / 1e6;
-        double att = (double)kv_stats_median_i64(g.attn_ns + 1, nd) / 1e6;
+        double med = (double)kv_stats_median_i64(g->step_ns + 1, nd) / 1e6;
+        double p95 = (double)kv_stats_percentile_i64(g->step_ns + 1, nd, KV_STATS_P95) / 1e6;
+        double att = (double)kv_stats_median_i64(g->attn_ns + 1, nd) / 1e6;
         printf("  decode step   %.3f ms median, %.3f ms p95 over %" PRId32
                " steps (attention %.3f ms median)\n", med, p95, nd, att);
     }
     printf("  cache         %zu bytes resident, %zu bytes copied\n",
-           kv_cache_resident_bytes(cache), kv_cache_copied_bytes(cache));
+           kv_cache_resident_bytes(G->cache), kv_cache_copied_bytes(G->cache));
     /* speculation counts its own (draft and verification calls) */
-    const struct kv_flops *fl = draft_layers > 0 ? &spec.flops : &g.flops;
+    const struct kv_flops *fl = o->draft_layers > 0 ? &spec->flops : &g->flops;
     printf("  flops         %" PRId64 " total, %" PRId64 " attention, %" PRId64 " gemm\n",
            kv_flops_total(fl), fl->attn, fl->gemm);
-    rc = 0;
+}
 
-out:
-    kv_free(beam_scores);
-    kv_free(g.attn_ns);
-    kv_free(g.step_ns);
-    kv_free(out_tokens);
-    kv_free(prompt);
-    kv_free(ids);
-    kv_tokenizer_destroy(tok);
-    kv_cache_destroy(cache);
-    kv_model_destroy(m);
+static void gen_free(struct gen_state *G)
+{
+    kv_free(G->beam_scores);
+    kv_free(G->g.attn_ns);
+    kv_free(G->g.step_ns);
+    kv_free(G->out_tokens);
+    kv_free(G->prompt);
+    kv_free(G->ids);
+    kv_tokenizer_destroy(G->tok);
+    kv_cache_destroy(G->cache);
+    kv_model_destroy(G->m);
+}
+
+/* Check everything before anything is allocated, then generate and print:
+ * each step only after the one before it succeeded. */
+static int generate_run(struct kv_cmd_ctx *x)
+{
+    const struct generate_opts *o = x->opts;
+    struct gen_state G = {.c = x->c, .o = o, .prompt_len = o->prompt_len, .shared = o->shared};
+    int rc = gen_strategy(&G);
+    if (rc == 0)
+        rc = gen_model_shape(&G);
+    if (rc == 0)
+        rc = gen_prompt(&G);
+    if (rc == 0)
+        rc = gen_check_size(&G);
+    if (rc == 0)
+        rc = gen_alloc(&G);
+    if (rc == 0)
+        rc = gen_generate(&G);
+    if (rc == 0)
+        gen_print(&G);
+    gen_free(&G);
     return rc;
 }
 

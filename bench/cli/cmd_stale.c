@@ -240,149 +240,189 @@ static int stale_check(struct kv_cmd_ctx *x)
     return 0;
 }
 
-static int stale_run(struct kv_cmd_ctx *x)
+/* What one run holds: both checkpoints, the prompt, the three caches and
+ * the logits of every step; stale_free releases it. */
+struct stale_state {
+    struct kv_cli_common c;
+    const struct stale_opts *so;
+    struct kv_model *om, *nm;        /* OLD (--model), NEW (--updated) */
+    struct kv_tokenizer *tok;
+    int32_t ids[STALE_MAX_PROMPT + 1]; /* the prompt, then OLD's next token */
+    int32_t P;
+    struct kv_cli_strategy st;       /* the exact cache */
+    const struct kv_strategy_ops *nocache;
+    struct kv_cache *stale, *fresh, *none;
+    float *lg;                       /* (6, vocab) logits, in the steps' order */
+};
+
+/* Both checkpoints (one shape) and the tokenizer: the given one, bytes
+ * for a 256-token vocabulary, else --prompt-tokens is needed. Returns the
+ * exit status. */
+static int stale_load(struct stale_state *X)
 {
-    struct kv_cli_common c = x->c;
-    const struct stale_opts *so = x->opts;
-    const char *updated = so->updated, *text = so->text, *ptoks = so->ptoks;
-    char q1[1100], q2[1100];
-    struct kv_model *om = NULL, *nm = NULL;
-    struct kv_tokenizer *tok = NULL;
-    struct kv_cache *stale = NULL, *fresh = NULL, *none = NULL;
-    float *lg = NULL;
-    int32_t ids[STALE_MAX_PROMPT + 1];
-    int rc = load("--model", c.model_path, &om);
+    int rc = load("--model", X->c.model_path, &X->om);
     if (rc == 0)
-        rc = load("--updated", updated, &nm);
+        rc = load("--updated", X->so->updated, &X->nm);
     if (rc != 0)
-        goto out;
-    rc = 2;
-    const struct kv_model_config *mc = &om->cfg;
-    if (!same_shape(mc, &nm->cfg)) {
+        return rc;
+    const struct kv_model_config *mc = &X->om->cfg;
+    if (!same_shape(mc, &X->nm->cfg)) {
         fprintf(stderr, "kvlab: stale-cache: --model and --updated are checkpoints of "
                         "different shapes\n");
-        goto out;
+        return 2;
     }
-    enum kv_status s;
-    if (c.tokenizer_path != NULL) {
-        int lrc = kv_cli_load_tokenizer("stale-cache", c.tokenizer_path, mc->vocab_size, &tok);
-        if (lrc != 0) {
-            rc = lrc;
-            goto out;
-        }
-    } else if (mc->vocab_size == 256) {
-        if (kv_tokenizer_create_bytes(&tok) != KV_OK) {
+    if (X->c.tokenizer_path != NULL)
+        return kv_cli_load_tokenizer("stale-cache", X->c.tokenizer_path, mc->vocab_size,
+                                     &X->tok);
+    if (mc->vocab_size == 256) {
+        if (kv_tokenizer_create_bytes(&X->tok) != KV_OK) {
             fprintf(stderr, "kvlab: stale-cache: %s\n", kv_status_str(KV_ERR_NOMEM));
-            rc = 1;
-            goto out;
+            return 1;
         }
-    } else if (ptoks == NULL) {
+    } else if (X->so->ptoks == NULL) {
         fprintf(stderr, "kvlab: stale-cache: a vocabulary of %" PRId32 " tokens needs "
                         "--tokenizer FILE or --prompt-tokens\n", mc->vocab_size);
-        goto out;
+        return 2;
     }
+    return 0;
+}
+
+/* The prompt's ids: --prompt-tokens, else --prompt (or the default text)
+ * tokenized; at most STALE_MAX_PROMPT, one position left for the next
+ * token. Returns the exit status. */
+static int stale_prompt(struct stale_state *X)
+{
+    const struct kv_model_config *mc = &X->om->cfg;
     int32_t P = 0;
     int32_t cap = STALE_MAX_PROMPT < mc->max_len ? STALE_MAX_PROMPT : mc->max_len - 1;
-    if (ptoks != NULL) {
-        P = kv_cli_int_list("stale-cache: --prompt-tokens", ptoks, 0, mc->vocab_size - 1, ids,
-                            cap);
+    if (X->so->ptoks != NULL) {
+        P = kv_cli_int_list("stale-cache: --prompt-tokens", X->so->ptoks, 0, mc->vocab_size - 1,
+                            X->ids, cap);
         if (P < 1)
-            goto out;
+            return 2;
     } else {
-        const char *t = text != NULL ? text : STALE_DEFAULT_PROMPT;
+        const char *t = X->so->text != NULL ? X->so->text : STALE_DEFAULT_PROMPT;
         size_t len = strlen(t);
         int32_t buf[STALE_MAX_PROMPT + 3];
         if (len == 0 || len > STALE_MAX_PROMPT ||
-            kv_tokenizer_encode(tok, t, len, kv_tokenizer_default_flags(tok), buf,
+            kv_tokenizer_encode(X->tok, t, len, kv_tokenizer_default_flags(X->tok), buf,
                                 STALE_MAX_PROMPT + 3, &P) != KV_OK || P < 1 || P > cap) {
             fprintf(stderr, "kvlab: stale-cache: --prompt must give 1 to %" PRId32 " tokens\n",
                     cap);
-            goto out;
+            return 2;
         }
-        memcpy(ids, buf, (size_t)P * sizeof *ids);
+        memcpy(X->ids, buf, (size_t)P * sizeof *X->ids);
     }
+    X->P = P;
+    return 0;
+}
 
-    const int32_t V = mc->vocab_size, L = mc->n_layers;
-    const int32_t kvd = mc->n_kv_heads * (mc->dim / mc->n_heads);
-    c.model = *mc;
-    c.cache = (struct kv_cache_config){.n_layers = L, .batch = 1, .n_kv_heads = mc->n_kv_heads,
-                                       .head_dim = mc->dim / mc->n_heads,
-                                       .max_len = mc->max_len};
-    /* the exact cache (--strategy, default the growing one), and one that
-     * keeps nothing (no cache) */
+/* The exact cache (--strategy, default the growing one), which must keep
+ * every position in f32 as computed (step 4 reads the rows back), and one
+ * that keeps nothing (no cache). Returns the exit status. */
+static int stale_strategy(struct stale_state *X)
+{
+    struct kv_cli_common *c = &X->c;
+    const struct kv_model_config *mc = &X->om->cfg;
+    c->model = *mc;
+    c->cache = (struct kv_cache_config){.n_layers = mc->n_layers, .batch = 1,
+                                        .n_kv_heads = mc->n_kv_heads,
+                                        .head_dim = mc->dim / mc->n_heads,
+                                        .max_len = mc->max_len};
     const struct kv_strategy_ops *dflt = stale_exact();
-    const struct kv_strategy_ops *nocache = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
-    if (dflt == NULL || nocache == NULL) {
+    X->nocache = kv_strategy_with(0, KV_CAP_KEEPS_HISTORY);
+    if (dflt == NULL || X->nocache == NULL) {
         fprintf(stderr, "kvlab: stale-cache: no exact and no cache-less strategy registered\n");
-        rc = 1;
-        goto out;
+        return 1;
     }
-    struct kv_cli_strategy st;
-    if (kv_cli_strategy(&c, c.strategy != NULL ? c.strategy : dflt->name, &st) != 0)
-        goto out;
-    /* step 4 reads the rows back: every position kept, in f32, as computed */
-    const uint32_t caps = kv_strategy_caps(st.ops, &c.cache, st.params);
+    struct kv_cli_strategy *st = &X->st;
+    if (kv_cli_strategy(c, c->strategy != NULL ? c->strategy : dflt->name, st) != 0)
+        return 2;
+    const uint32_t caps = kv_strategy_caps(st->ops, &c->cache, st->params);
     if (!(caps & KV_CAP_KEEPS_HISTORY) || (caps & (KV_CAP_LOSSY | KV_CAP_EVICTS)) ||
-        kv_strategy_dtype(st.ops, st.params) != KV_DTYPE_F32) {
+        kv_strategy_dtype(st->ops, st->params) != KV_DTYPE_F32) {
         char label[64];
-        kv_strategy_label(st.ops, st.params, label, sizeof label);
+        kv_strategy_label(st->ops, st->params, label, sizeof label);
         fprintf(stderr, "kvlab: stale-cache: strategy '%s' %s; the comparison needs an exact "
                         "cache that keeps every position in f32 (the default: %s)\n",
                 kv_text_q(label), !(caps & KV_CAP_KEEPS_HISTORY) ? "keeps no cache"
                 : (caps & KV_CAP_EVICTS) ? "evicts positions" : "rounds what it stores",
                 dflt->name);
-        goto out;
+        return 2;
     }
-    if ((rc = kv_cli_check_strategy("stale-cache", st.ops, st.params, &c.cache, P + 1, 1,
-                                    NULL)) != 0)
-        goto out;
-    rc = 1;
-    lg = kv_alloc((size_t)V * 6 * sizeof *lg);
-    if (lg == NULL || kv_cache_create(&stale, st.ops, &c.cache, st.params) != KV_OK ||
-        kv_cache_create(&fresh, st.ops, &c.cache, st.params) != KV_OK ||
-        kv_cache_create(&none, nocache, &c.cache, NULL) != KV_OK) {
+    return kv_cli_check_strategy("stale-cache", st->ops, st->params, &c->cache, X->P + 1, 1,
+                                 NULL);
+}
+
+/* Steps 1-4 (this file's opening): every forward pass, its logits into
+ * lg. From here on, failures are run-time failures (exit 1). Returns the
+ * exit status. */
+static int stale_steps(struct stale_state *X)
+{
+    const struct kv_cli_common *c = &X->c;
+    const struct kv_cli_strategy *st = &X->st;
+    const int32_t V = X->om->cfg.vocab_size, P = X->P;
+    X->lg = kv_alloc((size_t)V * 6 * sizeof *X->lg);
+    if (X->lg == NULL || kv_cache_create(&X->stale, st->ops, &c->cache, st->params) != KV_OK ||
+        kv_cache_create(&X->fresh, st->ops, &c->cache, st->params) != KV_OK ||
+        kv_cache_create(&X->none, X->nocache, &c->cache, NULL) != KV_OK) {
         fprintf(stderr, "kvlab: stale-cache: %s\n", kv_status_str(KV_ERR_NOMEM));
-        goto out;
+        return 1;
     }
+    float *lg = X->lg;
     float *l_prompt = lg, *l_old_cached = lg + V, *l_old_none = lg + 2 * (size_t)V;
     float *l_stale = lg + 3 * (size_t)V, *l_new_none = lg + 4 * (size_t)V;
-    struct stale_ctx sx = {.threads = c.threads, .ids = ids, .P = P};
+    struct stale_ctx sx = {.threads = c->threads, .ids = X->ids, .P = P};
     /* 1. OLD prefills the prompt into the cache; its greedy next token. */
-    s = run_prefill(&sx, om, stale, P, l_prompt);
-    ids[P] = s == KV_OK ? kv_argmax(l_prompt, V) : 0;
+    enum kv_status s = run_prefill(&sx, X->om, X->stale, P, l_prompt);
+    X->ids[P] = s == KV_OK ? kv_argmax(l_prompt, V) : 0;
     /* 2. control: OLD decodes through its own cache, and without one */
     if (s == KV_OK)
-        s = run_prefill(&sx, om, fresh, P, l_old_cached);
+        s = run_prefill(&sx, X->om, X->fresh, P, l_old_cached);
     if (s == KV_OK)
-        s = run_decode(&sx, om, fresh, l_old_cached);
+        s = run_decode(&sx, X->om, X->fresh, l_old_cached);
     if (s == KV_OK)
-        s = run_prefill(&sx, om, none, P + 1, l_old_none);
+        s = run_prefill(&sx, X->om, X->none, P + 1, l_old_none);
     /* 3. NEW decodes through the stale cache, and without a cache */
     if (s == KV_OK)
-        s = run_decode(&sx, nm, stale, l_stale);
+        s = run_decode(&sx, X->nm, X->stale, l_stale);
     if (s == KV_OK)
-        s = run_prefill(&sx, nm, none, P + 1, l_new_none);
+        s = run_prefill(&sx, X->nm, X->none, P + 1, l_new_none);
     /* 4. what NEW would have cached for the prompt */
     if (s == KV_OK)
-        s = run_prefill(&sx, nm, fresh, P, lg + 5 * (size_t)V);
+        s = run_prefill(&sx, X->nm, X->fresh, P, lg + 5 * (size_t)V);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: stale-cache: %s\n", kv_status_str(s));
-        goto out;
+        return 1;
     }
+    return 0;
+}
 
+/* The report: the logit differences of steps 2 and 3, then step 4 layer
+ * by layer. */
+static void stale_print(const struct stale_state *X)
+{
+    const struct kv_model_config *mc = &X->om->cfg;
+    const int32_t V = mc->vocab_size, L = mc->n_layers, P = X->P;
+    const int32_t kvd = mc->n_kv_heads * (mc->dim / mc->n_heads);
+    const int32_t *ids = X->ids;
+    const float *lg = X->lg;
+    const float *l_old_cached = lg + V, *l_old_none = lg + 2 * (size_t)V;
+    const float *l_stale = lg + 3 * (size_t)V, *l_new_none = lg + 4 * (size_t)V;
+    char q1[1100], q2[1100];
     char b1[64], b2[64], b3[64];
     int32_t last = ids[P - 1];
     char label[64];
-    kv_cache_label(stale, label, sizeof label);
+    kv_cache_label(X->stale, label, sizeof label);
     printf("stale cache\n  old weights: %s\n  new weights: %s (one training step later)\n",
-           kv_text_quote(q1, sizeof q1, c.model_path, 1024),
-           kv_text_quote(q2, sizeof q2, updated, 1024));
+           kv_text_quote(q1, sizeof q1, X->c.model_path, 1024),
+           kv_text_quote(q2, sizeof q2, X->so->updated, 1024));
     printf("  cache: %s (exact)\n", label);
     printf("  prompt: %" PRId32 " tokens; next token (greedy, old weights): %s\n", P,
-           kv_token_text(tok, V, last, ids[P], b1, sizeof b1));
+           kv_token_text(X->tok, V, last, ids[P], b1, sizeof b1));
     float wmax;
     double wrms;
-    weight_change(om, nm, &wmax, &wrms);
+    weight_change(X->om, X->nm, &wmax, &wrms);
     printf("  the step moved each weight by at most %.2e (weight RMS %.3f)\n", (double)wmax,
            wrms);
     float d_ctrl = max_abs_diff(l_old_cached, l_old_none, (size_t)V);
@@ -393,8 +433,8 @@ static int stale_run(struct kv_cmd_ctx *x)
     printf("    old weights: cache vs no cache        %.2e  (float rounding)\n",
            (double)d_ctrl);
     printf("    new weights: STALE cache vs no cache  %.2e  next token %s vs %s\n",
-           (double)d_stale, kv_token_text(tok, V, ids[P], t_stale, b2, sizeof b2),
-           kv_token_text(tok, V, ids[P], t_fresh, b3, sizeof b3));
+           (double)d_stale, kv_token_text(X->tok, V, ids[P], t_stale, b2, sizeof b2),
+           kv_token_text(X->tok, V, ids[P], t_fresh, b3, sizeof b3));
     printf("    (the step itself moved the no-cache logits by %.2e)\n", (double)d_step);
     printf("\n  where it comes from: the cache holds K and V of positions 0..%" PRId32 "\n"
            "  computed by the OLD weights; their distance from what the new weights\n"
@@ -403,8 +443,8 @@ static int stale_run(struct kv_cmd_ctx *x)
     for (int32_t l = 0; l < L; l++) {
         float dk, dv;
         double rk, rv;
-        span_diff(stale, fresh, l, 0, P, kvd, &dk, &rk);
-        span_diff(stale, fresh, l, 1, P, kvd, &dv, &rv);
+        span_diff(X->stale, X->fresh, l, 0, P, kvd, &dk, &rk);
+        span_diff(X->stale, X->fresh, l, 1, P, kvd, &dv, &rv);
         printf("    %-5" PRId32 "  %-15.2e  %.2e\n", l, rk > 0 ? dk / rk : 0.0,
                rv > 0 ? dv / rv : 0.0);
     }
@@ -414,16 +454,34 @@ static int stale_run(struct kv_cmd_ctx *x)
            "  A cache is exact only while the weights that filled it are the weights that\n"
            "  read it. Training changes them every step, so it runs the whole sequence\n"
            "  without a cache; the cache is for inference.\n");
-    rc = 0;
+}
 
-out:
-    kv_free(lg);
-    kv_cache_destroy(none);
-    kv_cache_destroy(fresh);
-    kv_cache_destroy(stale);
-    kv_tokenizer_destroy(tok);
-    kv_model_destroy(nm);
-    kv_model_destroy(om);
+static void stale_free(struct stale_state *X)
+{
+    kv_free(X->lg);
+    kv_cache_destroy(X->none);
+    kv_cache_destroy(X->fresh);
+    kv_cache_destroy(X->stale);
+    kv_tokenizer_destroy(X->tok);
+    kv_model_destroy(X->nm);
+    kv_model_destroy(X->om);
+}
+
+/* Load and check everything, run steps 1-4, report: each step only after
+ * the one before it succeeded. */
+static int stale_run(struct kv_cmd_ctx *x)
+{
+    struct stale_state X = {.c = x->c, .so = x->opts};
+    int rc = stale_load(&X);
+    if (rc == 0)
+        rc = stale_prompt(&X);
+    if (rc == 0)
+        rc = stale_strategy(&X);
+    if (rc == 0)
+        rc = stale_steps(&X);
+    if (rc == 0)
+        stale_print(&X);
+    stale_free(&X);
     return rc;
 }
 

@@ -1,7 +1,7 @@
 /*
  * csv_schema.h - the sweep CSV's schema columns (docs/design.md: v1,
  * and v2 = v1 + dtype + params), written once for the file's writer
- * (cmd_sweep.c) and its reader (compare.c).
+ * (cmd_sweep.c) and its reader (compare_join.c).
  *
  * The one design decision: the column list is an X-macro, so the names, their
  * order and the readers' column indices all come from the same lines and
@@ -59,7 +59,7 @@ enum kv_schema_col { KV_SCHEMA_V1_COLUMNS(KV_SCHEMA_COL_ENUM_) KV_SCHEMA_COL_COU
 /* Optional extra column: K/V bytes attention read per step (compare.h). */
 #define KV_SWEEP_COL_ATTN_BYTES "attn_bytes_step"
 
-/* Required columns in docs/design.md's order (compare.c); the first 14 are the key's. */
+/* Required columns in docs/design.md's order (compare_join.c); the first 14 are the key's. */
 extern const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED];
 
 #endif /* KV_CSV_SCHEMA_H */

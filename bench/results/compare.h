@@ -217,4 +217,24 @@ enum kv_status kv_compare_write(FILE *f, const struct kv_compare_result *r,
 /* "faster"/"slower" for times, "better"/"worse" otherwise, "same", "n/a". */
 const char *kv_compare_verdict_str(const struct kv_compare_result *r, enum kv_verdict v);
 
+/* ------------------------------------------------------------------------ */
+/* Private to compare_join.c, compare.c and compare_report.c                */
+
+/* Integer cell (r, j) of a file kv_sweep_validate accepted (key columns). */
+int64_t kv_sweep_cell_int(const struct kv_csv *c, int64_t r, int32_t j);
+
+/* keys (n_rows), sorted; KV_ERR_FORMAT on a duplicate. ext: the dtype and
+ * params columns when they join (else NULL). */
+enum kv_status kv_sweep_keys_build(struct kv_sweep_key **out, const struct kv_csv *c,
+                                   const int32_t col[KV_SWEEP_N_REQUIRED], const int32_t *ext,
+                                   char *err, size_t err_len);
+
+/* The metric of row r on one side (cur: the new file), normalised when
+ * asked. */
+double kv_compare_row_value(const struct kv_compare_result *res, int cur, int64_t r);
+
+/* Two items belong to the same group (one table) when all key columns but
+ * seq_len agree. */
+int kv_compare_same_group(const struct kv_compare_result *r, int64_t a, int64_t b);
+
 #endif /* KV_COMPARE_H */

@@ -1,7 +1,7 @@
 /*
  * demo.c - the capture side of `kvlab demo` (see demo.h): a strategy's run
  * driven one step at a time, and the probe that records what the attention
- * kernel saw. The renderer is cmd_demo.c.
+ * kernel saw. The renderer is demo_view.c, demo_walk.c and demo_compare.c.
  */
 #include "demo.h"
 

@@ -10,7 +10,7 @@
  * first time it is seen in f32 (sequence 0), the round-trip error of the
  * newest quantized row against that copy, and the attention weights of the
  * newest query (a naive softmax over dequantized rows, computed here).
- * Nothing here prints; cmd_demo.c renders.
+ * Nothing here prints; the walks of demo_view.h render.
  */
 #ifndef KV_DEMO_H
 #define KV_DEMO_H

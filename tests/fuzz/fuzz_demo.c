@@ -1,6 +1,6 @@
 /*
  * fuzz_demo.c - libFuzzer target for `kvlab demo` as a whole command
- * (bench/cli/cmd_demo.c and bench/teach/demo.c): option parsing, the prompt, every
+ * (bench/cli/cmd_demo.c and the walks of bench/teach/): option parsing, the prompt, every
  * display path and the cache walk (`make fuzz-demo`).
  *
  * The input is an argument vector, one argument a line, as in fuzz_opts.c;

@@ -1,0 +1,588 @@
+/*
+ * kv_attn_decode.c - the attention kernel's decode shape (n_q == 1,
+ * kv_attention.c calls it), which is memory-bound: every K and V row is
+ * streamed once for the whole group of query heads that shares it (GQA), in
+ * blocks of DEC_KB rows with an online softmax.
+ *
+ * The design decision that matters: the visible keys of each (sequence, kv
+ * head) are cut into split-K chunks, so both cores are busy even with one kv
+ * head, and the chunks' partial softmaxes are merged with a log-sum-exp
+ * rescale. The per-block row kernels (scores, weighted values; AVX-512,
+ * AVX2, scalar) are in one file per dtype (rows_f32.c, rows_q8.c,
+ * rows_q4.c, rows_q2.c, rows_f16.c, rows_bf16.c), bound once per (span,
+ * sequence, kv head) through rows_bind[] (kv_rows.h): quantized and 16-bit
+ * rows are dequantized in registers, never into a cache-sized buffer. A
+ * 64-row block of a paged span is cut into page runs for the row kernels but
+ * keeps one online-softmax step, so small pages do not shrink it.
+ */
+#include "kv_rows.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Binding a span's row kernels                                             */
+
+/* The row files, by dtype; NULL: the generic tile path (kv_rows.h). */
+static const kv_rows_bind_fn rows_bind[KV_DTYPE_COUNT] = {
+    [KV_DTYPE_F32] = kv_rows_bind_f32,
+    [KV_DTYPE_Q8] = kv_rows_bind_q8,
+    [KV_DTYPE_Q4] = kv_rows_bind_q4,
+    [KV_DTYPE_F16] = kv_rows_bind_f16,
+    [KV_DTYPE_BF16] = kv_rows_bind_bf16,
+    [KV_DTYPE_Q2] = kv_rows_bind_q2,
+};
+static_assert(KV_DTYPE_COUNT == 6, "a new dtype needs a rows_<type>.c line in rows_bind[]");
+
+/* One span of one (sequence, kv head), as the decode blocks read it. */
+struct dec_span {
+    const struct kv_span *s;
+    struct kv_tensor k, v;           /* the span's sides as this sequence reads
+                                        them (its own page table, if any) */
+    struct kv_dec_job J;
+    size_t koff, voff, kqoff, vqoff; /* (b, h) offsets in K/V rows and qparams */
+    int k_generic, v_generic;        /* read through kv_tensor_row_float into a tile */
+    int k_qp, v_qp;                  /* the side's kernels read qparams */
+    int k_channel;                   /* per-channel codes read by the row kernels through
+                                        scaled queries (dec_scores_channel) */
+    int32_t k_block;                 /* k_channel: tokens per qparams block */
+    size_t row_bytes;                /* the longer of a K and a V row (prefetch) */
+};
+
+static void side_of(struct kv_rows_side *r, const struct kv_tensor *t, int32_t d)
+{
+    r->dt = t->dtype;
+    r->group = kv_type_traits[t->dtype].has_qparams ? t->group : 0;
+    r->ng = r->group > 0 ? d / r->group : 1;
+    r->stride = t->row_stride;
+    r->qp_stride = t->qp_row_stride;
+}
+
+/*
+ * Binds the kernels of span s for (b, h): each side by its dtype's bind
+ * function, or the generic tile path for a per-channel side or a dtype
+ * without row kernels; a tiled side gets the f32 kernels over the tile.
+ * qsum (g, d) scratch receives the group sums of the queries when the keys
+ * are read directly as codes.
+ */
+static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int32_t h,
+                     int32_t g, int32_t d, const float *qs, float *qsum, float *qx)
+{
+    struct kv_dec_job *J = &D->J;
+    memset(D, 0, sizeof *D);
+    D->s = s;
+    D->k = kv_tensor_of_seq(&s->k, b);
+    D->v = kv_tensor_of_seq(&s->v, b);
+    D->koff = kv_tensor_off(&s->k, b, h);
+    D->voff = kv_tensor_off(&s->v, b, h);
+    D->kqoff = kv_tensor_qp_off(&s->k, b, h);
+    D->vqoff = kv_tensor_qp_off(&s->v, b, h);
+    const size_t krow = kv_dtype_row_bytes(s->k.dtype, d), vrow = kv_dtype_row_bytes(s->v.dtype, d);
+    D->row_bytes = krow > vrow ? krow : vrow;
+    J->g = g;
+    J->d = d;
+    J->qs = qs;
+    J->qsum = qsum;
+    J->qx = qx;
+    side_of(&J->k, &s->k, d);
+    side_of(&J->v, &s->v, d);
+    J->tile = (struct kv_rows_side){.dt = KV_DTYPE_F32, .ng = 1,
+                                    .stride = (size_t)d * sizeof(float)};
+    D->k_channel = s->k.axis == KV_QAXIS_CHANNEL && kv_type_traits[s->k.dtype].has_qparams &&
+                   rows_bind[s->k.dtype] != NULL;
+    D->k_generic = (s->k.axis != KV_QAXIS_TOKEN && !D->k_channel) || rows_bind[s->k.dtype] == NULL;
+    D->v_generic = s->v.axis != KV_QAXIS_TOKEN || rows_bind[s->v.dtype] == NULL;
+    if (D->k_channel) { /* the per-token kernels of one group spanning the row */
+        D->k_block = s->k.group;
+        J->k.group = d;
+        J->k.ng = 1;
+        J->k.qp_stride = 0;
+    }
+    if (!D->k_generic)
+        rows_bind[s->k.dtype](J, 0);
+    if (D->k_channel && J->k_tile != NULL) { /* a tile would read the block's pairs
+                                                 as one token's: the generic reader */
+        J->k_tile = NULL;
+        D->k_channel = 0;
+        D->k_generic = 1;
+    }
+    if (!D->v_generic)
+        rows_bind[s->v.dtype](J, 1);
+    if (D->k_generic || J->k_tile != NULL)
+        kv_rows_bind_f32(J, 0);
+    if (D->v_generic || J->v_tile != NULL)
+        kv_rows_bind_f32(J, 1);
+    D->k_qp = kv_type_traits[s->k.dtype].has_qparams && !D->k_generic && J->k_tile == NULL &&
+              !D->k_channel;
+    D->v_qp = kv_type_traits[s->v.dtype].has_qparams && !D->v_generic && J->v_tile == NULL;
+    if (D->k_qp) { /* sums of the scaled queries per key group */
+        const int32_t ng = J->k.ng, gs = d / ng;
+        for (int32_t i = 0; i < g; i++)
+            for (int32_t gi = 0; gi < ng; gi++) {
+                float sm = 0.0f;
+                for (int32_t e = gi * gs; e < (gi + 1) * gs; e++)
+                    sm += qs[(size_t)i * d + e];
+                qsum[(size_t)i * ng + gi] = sm;
+            }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* One block of rows                                                        */
+
+/*
+ * Asks for the K and V rows of the next block while this one computes. Only
+ * when the call's K/V are likely to come from DRAM (dec_from_dram): there it
+ * lifted f32 decode at T = 131072 from ~64% to ~90% of the read bandwidth
+ * (GQA 32/8: 32.7 -> 26.6 ms), but from L3 the extra load slots cost more
+ * than the latency they hide (T = 8192: 599 -> 797 us).
+ */
+static void prefetch_block(const struct dec_span *D, int32_t t, int32_t nb)
+{
+    const struct kv_span *s = D->s;
+    const size_t row = D->row_bytes;
+    if (s->page_tokens == 0) {
+        const char *k0 = (const char *)s->k.data + D->koff, *v0 = (const char *)s->v.data + D->voff;
+        for (int32_t j = 0; j < nb; j++) {
+            const char *k = k0 + (size_t)(t + j) * s->k.row_stride;
+            const char *v = v0 + (size_t)(t + j) * s->v.row_stride;
+            for (size_t o = 0; o < row; o += 64) {
+                __builtin_prefetch(k + o, 0, 3);
+                __builtin_prefetch(v + o, 0, 3);
+            }
+        }
+        return;
+    }
+    for (int32_t j = 0; j < nb; j++) {
+        const char *k = kv_tensor_row_at(&D->k, s->page_tokens, D->koff, t + j);
+        const char *v = kv_tensor_row_at(&D->v, s->page_tokens, D->voff, t + j);
+        for (size_t o = 0; o < row; o += 64) {
+            __builtin_prefetch(k + o, 0, 3);
+            __builtin_prefetch(v + o, 0, 3);
+        }
+    }
+}
+
+/* dst (nb, d) <- rows t .. t+nb-1 of one side as f32: its dtype's tile
+ * function page run by page run, or the generic reader row by row */
+static void dec_tile(float *dst, const struct dec_span *D, int is_v, int32_t d, int32_t t,
+                     int32_t nb)
+{
+    const struct kv_span *s = D->s;
+    const struct kv_tensor *x = is_v ? &D->v : &D->k;
+    const size_t off = is_v ? D->voff : D->koff, qoff = is_v ? D->vqoff : D->kqoff;
+    const kv_rows_dequant_fn fn = is_v ? D->J.v_tile : D->J.k_tile;
+    if ((is_v ? D->v_generic : D->k_generic) || fn == NULL) {
+        for (int32_t j = 0; j < nb; j++)
+            kv_tensor_row_float(dst + (size_t)j * d, x, s->page_tokens, off, qoff, t + j, d);
+        return;
+    }
+    for (int32_t j = 0; j < nb;) {
+        const int32_t run = kv_span_run(s, t + j, nb - j);
+        fn(dst + (size_t)j * d, is_v ? &D->J.v : &D->J.k, d,
+           kv_tensor_row_at(x, s->page_tokens, off, t + j),
+           kv_tensor_qp_at(x, s->page_tokens, qoff, t + j), run);
+        j += run;
+    }
+}
+
+/* Row `in` of page pg of a paged side (its sequence's table, off its (b, h)
+ * offset), and its per-token qparams (the row kernels take per-token sides
+ * only): kv_tensor_row_at / kv_tensor_qp_at without the division. */
+static inline const char *dec_page_row(const struct kv_tensor *x, int32_t pg, size_t off,
+                                       int32_t in)
+{
+    return (const char *)x->pages[pg] + off + (size_t)in * x->row_stride;
+}
+
+static inline const char *dec_page_qp(const struct kv_tensor *x, int32_t pg, size_t qoff,
+                                      int32_t in)
+{
+    return (const char *)x->qp_pages[pg] + qoff + (size_t)in * x->qp_row_stride;
+}
+
+/* Scratch of one decode chunk (per thread). */
+struct dec_scratch {
+    float *sc;           /* (g, DEC_KB) scores, then probabilities */
+    float *w;            /* (DEC_KB, ng) weights of quantized value rows */
+    float *msum;         /* (g, ng) pending min terms of quantized values */
+    float *qsum;         /* (g, ng) group sums of the scaled queries */
+    float *ktile, *vtile; /* (DEC_KB, d) */
+    float *qx;           /* (2 g d) the key kernels' own form of the queries */
+};
+
+/* What a block does besides attention, for spans and calls that ask:
+ * mask key by key (a span with a position table) and keep the raw scores
+ * (the attention mass). All NULL on the plain path. */
+struct dec_extra {
+    const struct kv_mask *mask;
+    int32_t b;
+    int64_t qpos;
+    const int32_t *pos; /* the (b, h) row of the span's position table, or NULL */
+    float *mass;        /* this span's keys in the mass row of head 0 of the
+                           group, or NULL; heads n_keys apart */
+    size_t n_keys;
+};
+
+/* Keys of the block the query must not see (position table) -> -inf, every
+ * head; then the raw scores into the mass rows (normalised by the merge). */
+static void dec_block_extra(float *sc, const struct dec_extra *E, int32_t g, int32_t t,
+                            int32_t nb)
+{
+    if (E->pos != NULL)
+        for (int32_t j = 0; j < nb; j++)
+            if (!kv_attn_key_visible(E->mask, E->b, E->qpos, E->pos[t + j]))
+                for (int32_t i = 0; i < g; i++)
+                    sc[(size_t)i * DEC_KB + j] = -INFINITY;
+    if (E->mass != NULL)
+        for (int32_t i = 0; i < g; i++)
+            memcpy(E->mass + (size_t)i * E->n_keys + t, sc + (size_t)i * DEC_KB,
+                   (size_t)nb * sizeof(float));
+}
+
+/*
+ * Scores of per-channel codes (KIVI keys): within a block of k_block tokens
+ * sharing one (scale_c, min_c) per channel c,
+ *     q . k_t = sum_c q_c (min_c + scale_c code_tc)
+ *             = sum_c (q_c scale_c) code_tc + sum_c q_c min_c,
+ * so the codes go through the dtype's per-token row kernels (one group
+ * spanning the row, qparams {1, 0}) with the queries scaled per channel,
+ * q'_c = q_c scale_c, and m = sum_c q_c min_c added to every score of the
+ * block. The codes are read as they are; q' costs 2 g d per block of tokens.
+ * qx (2 g d floats) holds q' (g, d) and m (g).
+ */
+static void dec_scores_channel(float *sc, const struct dec_span *D, int32_t t, int32_t nb,
+                               float *qx)
+{
+    static const struct kv_qparams unit = {.scale = 1.0f, .min = 0.0f};
+    const struct kv_span *s = D->s;
+    const int32_t g = D->J.g, d = D->J.d, blk = D->k_block, page = s->page_tokens;
+    struct kv_dec_job Jc = D->J;
+    float *qc = qx, *m = qx + (size_t)g * d;
+    Jc.qs = qc;
+    Jc.qsum = m; /* min terms: 0 * sum, whatever it holds */
+    for (int32_t j = 0; j < nb;) {
+        const int32_t tt = t + j;
+        int32_t run = blk - tt % blk < nb - j ? blk - tt % blk : nb - j;
+        run = kv_span_run(s, tt, run); /* blocks do not straddle pages (kv_attn_check) */
+        const struct kv_qparams *qp =
+            (const struct kv_qparams *)kv_tensor_qp_at(&s->k, page, D->kqoff, tt);
+        for (int32_t i = 0; i < g; i++) {
+            const float *q = D->J.qs + (size_t)i * d;
+            float *o = qc + (size_t)i * d, mi = 0.0f;
+            for (int32_t c = 0; c < d; c++) {
+                o[c] = q[c] * qp[c].scale;
+                mi += q[c] * qp[c].min;
+            }
+            m[i] = mi;
+        }
+        Jc.scores(sc + j, &Jc, &Jc.k, kv_tensor_row_at(&s->k, page, D->koff, tt),
+                  (const char *)&unit, run);
+        for (int32_t i = 0; i < g; i++)
+            for (int32_t u = 0; u < run; u++)
+                sc[(size_t)i * DEC_KB + j + u] += m[i];
+        j += run;
+    }
+}
+
+/* Rows t .. t+nb-1 (nb <= DEC_KB) of a bound span into the running softmax
+ * states part (g, slot) of one chunk; msum_ng: min terms pending per head
+ * (rescaled with the states), 0 for none; E: masking and mass, or NULL. */
+static void dec_block(float *part, const struct kv_attn_layout *L, const struct dec_scratch *X,
+                      const struct dec_span *D, int32_t d, int32_t t, int32_t nb,
+                      int32_t msum_ng, const struct dec_extra *E)
+{
+    const struct kv_dec_job *J = &D->J;
+    const struct kv_span *s = D->s;
+    const int32_t g = L->g, page = s->page_tokens;
+    float *sc = X->sc;
+
+    /* scores (g, nb) */
+    if (D->k_generic || J->k_tile != NULL) {
+        dec_tile(X->ktile, D, 0, d, t, nb);
+        J->scores(sc, J, &J->tile, (const char *)X->ktile, NULL, nb);
+    } else if (D->k_channel) {
+        dec_scores_channel(sc, D, t, nb, X->qx);
+    } else if (page == 0) {
+        const char *k = (const char *)s->k.data + D->koff + (size_t)t * J->k.stride;
+        const char *kq = D->k_qp ? (const char *)s->k.qp + D->kqoff + (size_t)t * J->k.qp_stride
+                                 : NULL;
+        J->scores(sc, J, &J->k, k, kq, nb);
+    } else {
+        /* page runs: one division per block, then page by page */
+        for (int32_t j = 0, pg = t / page, in = t % page; j < nb; pg++, in = 0) {
+            const int32_t run = page - in < nb - j ? page - in : nb - j;
+            J->scores(sc + j, J, &J->k, dec_page_row(&D->k, pg, D->koff, in),
+                      D->k_qp ? dec_page_qp(&D->k, pg, D->kqoff, in) : NULL, run);
+            j += run;
+        }
+    }
+
+    if (E != NULL)
+        dec_block_extra(sc, E, g, t, nb);
+
+    /* online softmax: the running max and sum per head */
+    for (int32_t i = 0; i < g; i++) {
+        float *st = part + (size_t)i * L->slot, *si_ = sc + (size_t)i * DEC_KB;
+        for (int32_t j = nb; j < DEC_KB; j++)
+            si_[j] = -INFINITY;
+        float bm = row_max(si_, nb);
+        if (bm == -INFINITY) { /* a masked block this head sees nothing of */
+            memset(si_, 0, (size_t)nb * sizeof(float));
+            continue;
+        }
+        if (bm > st[d]) {
+            float corr = expf(st[d] - bm); /* 0 for the first block */
+            st[d] = bm;
+            st[d + 1] *= corr;
+            for (int32_t e2 = 0; e2 < d; e2++)
+                st[e2] *= corr;
+            for (int32_t gi = 0; gi < msum_ng; gi++)
+                X->msum[(size_t)i * msum_ng + gi] *= corr;
+        }
+        st[d + 1] += exp_sub_row(si_, nb, st[d]);
+    }
+
+    /* weighted values */
+    if (D->v_generic || J->v_tile != NULL) {
+        dec_tile(X->vtile, D, 1, d, t, nb);
+        J->pv(part, L->slot, X->msum, X->w, sc, J, &J->tile, (const char *)X->vtile, NULL, nb);
+    } else if (page == 0) {
+        const char *v = (const char *)s->v.data + D->voff + (size_t)t * J->v.stride;
+        const char *vq = D->v_qp ? (const char *)s->v.qp + D->vqoff + (size_t)t * J->v.qp_stride
+                                 : NULL;
+        J->pv(part, L->slot, X->msum, X->w, sc, J, &J->v, v, vq, nb);
+    } else {
+        for (int32_t j = 0, pg = t / page, in = t % page; j < nb; pg++, in = 0) {
+            const int32_t run = page - in < nb - j ? page - in : nb - j;
+            J->pv(part, L->slot, X->msum, X->w, sc + j, J, &J->v,
+                  dec_page_row(&D->v, pg, D->voff, in),
+                  D->v_qp ? dec_page_qp(&D->v, pg, D->vqoff, in) : NULL, run);
+            j += run;
+        }
+    }
+}
+
+/* part_i (d) += msum_i (ng) spread over each group's elements, msum <- 0 */
+static void fold_msum(float *part, const struct kv_attn_layout *L, float *msum, int32_t d,
+                      int32_t group)
+{
+    const int32_t ng = d / group;
+    for (int32_t i = 0; i < L->g; i++) {
+        for (int32_t e2 = 0; e2 < d; e2++)
+            part[(size_t)i * L->slot + e2] += msum[(size_t)i * ng + e2 / group];
+        memset(msum + (size_t)i * ng, 0, (size_t)ng * sizeof(float));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* One split-K chunk of one (sequence, kv head)                             */
+
+/*
+ * Runs the online softmax of one split-K chunk: the visible keys of
+ * (sequence b, kv head h) with indices [v0, v1) in span order (each span's
+ * sinks, then its window). part (g, slot): per head acc (d), then m and l.
+ */
+static void dec_chunk(float *part, float *scratch, const struct kv_attn_layout *L,
+                      const struct kv_attn_params *p, const struct kv_view *view, int32_t b,
+                      int32_t h, int64_t v0, int64_t v1, const float *qs, int prefetch,
+                      size_t n_keys)
+{
+    const int32_t g = L->g, d = p->head_dim;
+    struct dec_scratch X;
+    X.sc = scratch;
+    X.w = X.sc + round_up((size_t)g * DEC_KB, WS_ALIGN_FLOATS);
+    X.msum = X.w + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
+    X.qsum = X.msum + round_up((size_t)g * d, WS_ALIGN_FLOATS);
+    X.ktile = X.qsum + round_up((size_t)g * d, WS_ALIGN_FLOATS);
+    X.vtile = X.ktile + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
+    X.qx = X.vtile + round_up((size_t)DEC_KB * d, WS_ALIGN_FLOATS);
+    for (int32_t i = 0; i < g; i++) {
+        float *st = part + (size_t)i * L->slot;
+        memset(st, 0, (size_t)d * sizeof(float));
+        st[d] = -INFINITY;
+        st[d + 1] = 0.0f;
+    }
+    memset(X.msum, 0, (size_t)g * d * sizeof(float));
+    int32_t msum_group = 0, msum_ng = 0; /* group and count per head of the
+                                            pending min terms, 0: none */
+
+    int64_t lo[2], hi[2], seen = 0;
+    const int nr = kv_mask_ranges(&view->mask, b, p->q_pos0, lo, hi);
+    struct dec_span D;
+    struct dec_extra E = {.mask = &view->mask, .b = b, .qpos = p->q_pos0, .n_keys = n_keys};
+    size_t key0 = 0; /* index in the view of the span's token 0 */
+    for (int32_t si = 0; si < view->n_spans && seen < v1;
+         key0 += (size_t)view->spans[si].n_tokens, si++) {
+        const struct kv_span *s = &view->spans[si];
+        int bound = 0;
+        /* a span with a position table: all its tokens are candidates
+         * (masked key by key), once */
+        const int nrs = s->pos != NULL ? nr > 0 : nr;
+        E.pos = s->pos != NULL ? s->pos + (size_t)b * s->pos_seq_stride +
+                                     (size_t)h * s->pos_head_stride
+                               : NULL;
+        E.mass = p->mass != NULL
+                     ? p->mass + ((size_t)b * p->n_heads + (size_t)h * g) * n_keys + key0
+                     : NULL;
+        const struct dec_extra *Ep = E.pos != NULL || E.mass != NULL ? &E : NULL;
+        for (int r = 0; r < nrs; r++) {
+            int32_t t0 = 0, t1 = s->n_tokens;
+            if (s->pos == NULL)
+                kv_span_token_range(s, lo[r], hi[r], &t0, &t1);
+            int64_t n = t1 - t0;
+            /* intersect [seen, seen + n) with [v0, v1) */
+            int64_t a = v0 > seen ? v0 - seen : 0, e = v1 - seen < n ? v1 - seen : n;
+            seen += n;
+            if (a >= e)
+                continue;
+            if (!bound) {
+                dec_bind(&D, s, b, h, g, d, qs, X.qsum, X.qx);
+                bound = 1;
+                if (D.v_qp && msum_group != 0 && msum_group != D.J.v.group) {
+                    fold_msum(part, L, X.msum, d, msum_group);
+                    msum_group = msum_ng = 0;
+                }
+                if (D.v_qp) {
+                    msum_group = D.J.v.group;
+                    msum_ng = D.J.v.ng;
+                }
+            }
+            const int32_t end = t0 + (int32_t)e;
+            for (int32_t t = t0 + (int32_t)a; t < end; t += DEC_KB) {
+                int32_t nb = end - t < DEC_KB ? end - t : DEC_KB;
+                if (prefetch && t + DEC_KB < end)
+                    prefetch_block(&D, t + DEC_KB,
+                                   end - t - DEC_KB < DEC_KB ? end - t - DEC_KB : DEC_KB);
+                dec_block(part, L, &X, &D, d, t, nb, msum_ng, Ep);
+            }
+        }
+    }
+    if (msum_group != 0) /* fold the min terms into the values */
+        fold_msum(part, L, X.msum, d, msum_group);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The driver (scaled queries, split-K chunks, the merge)                   */
+
+/* exp_sub_row over a row of any length (the mass rows of long views). */
+static void exp_sub_rows(float *x, size_t n, float m)
+{
+    for (size_t j = 0; j < n; j += (size_t)INT32_MAX / 2) {
+        const size_t k = n - j < (size_t)INT32_MAX / 2 ? n - j : (size_t)INT32_MAX / 2;
+        (void)exp_sub_row(x + j, (int32_t)k, m);
+    }
+}
+
+/* Number of visible keys of sequence b for the decode query (every key of
+ * a span with a position table: the candidates, masked in the blocks). */
+static int64_t dec_visible(const struct kv_attn_params *p, const struct kv_view *v, int32_t b)
+{
+    int64_t lo[2], hi[2], n = 0;
+    const int nr = kv_mask_ranges(&v->mask, b, p->q_pos0, lo, hi);
+    for (int32_t s = 0; s < v->n_spans; s++) {
+        if (v->spans[s].pos != NULL) {
+            n += nr > 0 ? v->spans[s].n_tokens : 0;
+            continue;
+        }
+        for (int r = 0; r < nr; r++) {
+            int32_t t0, t1;
+            kv_span_token_range(&v->spans[s], lo[r], hi[r], &t0, &t1);
+            n += t1 - t0;
+        }
+    }
+    return n;
+}
+
+/* Whether the K/V rows one decode call reads (all sequences and kv heads,
+ * codes and group parameters) exceed half the L3 cache: they share it with
+ * the weights, the other layers' rows and, on a VM, other guests (on the
+ * 2-core VM with a 260 MiB L3, 33 MB of f32 rows ran from L3 at 53 GB/s, 67
+ * MB at 28-50 GB/s, 134 MB at the DRAM rate; 168 MB of int8 rows ran
+ * 10.6 ms without prefetching, 8.6 ms with it). */
+static int dec_from_dram(const struct kv_attn_params *p, const struct kv_view *v)
+{
+    return (double)kv_attn_span_bytes(p, v) > 0.5 * (double)kv_l3_bytes();
+}
+
+void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
+                    const struct kv_view *view, float *ws, const struct kv_attn_layout *L)
+{
+    const int32_t d = p->head_dim, g = L->g, S = L->splits;
+    const int32_t H = p->n_heads;
+    const int64_t items = (int64_t)p->batch * p->n_kv_heads, rows = (int64_t)p->batch * H;
+    float *qs = ws, *parts = qs + L->qs;
+    float *scratch = parts + L->parts;
+    const int prefetch = dec_from_dram(p, view);
+    const size_t n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0;
+
+#pragma omp parallel num_threads(p->n_threads)
+    {
+        float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
+        /* scaled queries (and the mass rows: -inf, a key nobody sees) */
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            for (int32_t e = 0; e < d; e++)
+                qs[(size_t)r * d + e] = q[(size_t)r * d + e] * p->scale;
+            for (size_t j = 0; j < n_keys; j++)
+                p->mass[(size_t)r * n_keys + j] = -INFINITY;
+        }
+        /* split-K chunks, each (sequence, kv head, split) independent */
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < items * S; it++) {
+            int64_t bh = it / S;
+            int32_t s = (int32_t)(it % S), b = (int32_t)(bh / p->n_kv_heads),
+                    h = (int32_t)(bh % p->n_kv_heads);
+            int64_t nv = dec_visible(p, view, b);
+            int64_t chunk = (nv + S - 1) / S;
+            chunk = (chunk + DEC_KB - 1) / DEC_KB * DEC_KB;
+            int64_t v0 = s * chunk < nv ? s * chunk : nv;
+            int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
+            size_t r0 = (size_t)b * H + (size_t)h * g;
+            dec_chunk(parts + (size_t)it * g * L->slot, my, L, p, view, b, h, v0, v1,
+                      qs + r0 * d, prefetch, n_keys);
+        }
+        /* merge the splits of each (sequence, query head) */
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            int32_t b = (int32_t)(r / H), hq = (int32_t)(r % H), h = hq / g, i = hq % g;
+            const float *st0 = parts + (((size_t)b * p->n_kv_heads + h) * S * g + i) * L->slot;
+            const size_t sstride = (size_t)g * L->slot;
+            float M = -INFINITY, lsum = 0.0f;
+            for (int32_t s = 0; s < S; s++) {
+                const float *st = st0 + s * sstride;
+                if (st[d + 1] > 0.0f && st[d] > M)
+                    M = st[d];
+            }
+            float *o = out + (size_t)r * d;
+            for (int32_t e = 0; e < d; e++)
+                o[e] = 0.0f;
+            for (int32_t s = 0; s < S; s++) {
+                const float *st = st0 + s * sstride;
+                if (!(st[d + 1] > 0.0f))
+                    continue;
+                float f = expf(st[d] - M);
+                lsum += st[d + 1] * f;
+                for (int32_t e = 0; e < d; e++)
+                    o[e] += st[e] * f;
+            }
+            if (lsum > 0.0f) {
+                float inv = 1.0f / lsum;
+                for (int32_t e = 0; e < d; e++)
+                    o[e] *= inv;
+            }
+            if (n_keys > 0) { /* raw scores -> probabilities */
+                float *m = p->mass + (size_t)r * n_keys;
+                if (lsum > 0.0f) {
+                    exp_sub_rows(m, n_keys, M);
+                    const float inv = 1.0f / lsum;
+                    for (size_t j = 0; j < n_keys; j++)
+                        m[j] *= inv;
+                } else {
+                    memset(m, 0, n_keys * sizeof(float));
+                }
+            }
+        }
+    }
+}
