@@ -174,9 +174,9 @@ static int sharing_shape(struct sharing_state *S)
 {
     const struct sharing_opts *so = S->so;
     struct kv_cli_common *c = S->c;
-    int rc;
     if (c->model_path != NULL) {
-        if ((rc = kv_cli_load_model("sharing", c->model_path, &S->m)) != 0)
+        const int rc = kv_cli_load_model("sharing", c->model_path, &S->m);
+        if (rc != 0)
             return rc;
         c->model = S->m->cfg;
     }

@@ -349,14 +349,15 @@ static int32_t split_names(const char *list, char *buf, size_t cap, const char *
 static int32_t sweep_strategies(const struct kv_cmd_ctx *x, const char **names, int32_t max)
 {
     const struct sweep_opts *o = x->opts;
-    static char buf[KV_CMD_MAX_STRATEGIES * 64];
     int32_t n = 0;
     if (o->frontier != NULL)
         return kv_sweepi_frontier_strategies(o->frontier, names, max);
     if (x->c.strategy != NULL)
         names[n++] = x->c.strategy;
-    if (x->c.strategy == NULL || kv_cmd_given(x, "--strategies"))
+    if (x->c.strategy == NULL || kv_cmd_given(x, "--strategies")) {
+        static char buf[KV_CMD_MAX_STRATEGIES * 64]; /* names[] point into it */
         n = split_names(o->strategies, buf, sizeof buf, names, n, max);
+    }
     return n;
 }
 
@@ -523,7 +524,6 @@ static int sweep_model(const struct kv_cmd_ctx *x, struct kv_sweep_config *cfg,
 {
     const struct sweep_opts *o = x->opts;
     struct kv_model *m = NULL;
-    enum kv_status s = KV_OK;
     int32_t capacity = kv_sweep_capacity(cfg);
     if (x->c.model_path != NULL) {
         int rc = kv_cli_load_model("sweep", x->c.model_path, &m);
@@ -540,8 +540,8 @@ static int sweep_model(const struct kv_cmd_ctx *x, struct kv_sweep_config *cfg,
         int rc = weights > 0 ? check_sweep_memory(&mc, cfg, weights, !o->list) : 0;
         if (rc != 0)
             return rc;
-        s = o->list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
-                   : kv_model_create_synthetic(&m, &mc, x->c.seed);
+        const enum kv_status s = o->list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
+                                          : kv_model_create_synthetic(&m, &mc, x->c.seed);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: sweep: model: %s\n", kv_status_str(s));
             return s == KV_ERR_INVALID || s == KV_ERR_OVERFLOW ? 2 : 1;

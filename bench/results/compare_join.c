@@ -36,8 +36,8 @@ static_assert(KV_SWEEP_N_KEY == COL_SEQ_LEN + 1, "the key ends at seq_len");
 static int text_rule(const struct kv_csv *c, int64_t line, const char *what, const char *s,
                      int params, char *err, size_t err_len)
 {
-    char sub[192];
     if (!params) {
+        char sub[192];
         if (kv_label_why(s, sub, sizeof sub) == 0)
             return 0;
         kv_csv_error(err, err_len, c->name, line, "%s: %s (kvlab writes no such label)", what,
