@@ -46,14 +46,38 @@ const struct kv_strategy_ops *kv_strategy_at(int32_t i)
     return i < KV_REGISTRY_COUNT ? kv_registry[i] : kv_extra[i - KV_REGISTRY_COUNT];
 }
 
+/* A thin wrapper of the one resolver, kv_strategy_lookup: the table of a
+ * strategy's own name, NULL for a preset's (whose parameters it would drop). */
 const struct kv_strategy_ops *kv_strategy_find(const char *name)
 {
-    if (name == NULL)
+    const struct kv_strategy_ops *o = NULL;
+    if (kv_strategy_lookup(name, &o, NULL, 0) != KV_OK || strcmp(o->name, name) != 0)
         return NULL;
-    for (int32_t i = 0; i < kv_strategy_count(); i++)
-        if (strcmp(kv_strategy_at(i)->name, name) == 0)
-            return kv_strategy_at(i);
-    return NULL;
+    return o;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Capability names                                                         */
+
+/* Bit i of enum kv_cap is named kv_cap_names[i] (`kvlab strategies
+ * --verbose`, messages): a flag added to strategy.h without its name here
+ * fails the assertion. */
+static const char *const kv_cap_names[] = {
+    "keeps-history", "lossy",          "evicts",  "preallocates", "chunked-append",
+    "crop",          "fork",           "reorder", "shares-storage", "bounded",
+    "attention-mass", "score-evicts", "repositions",
+};
+_Static_assert(KV_CAP_ALL == (1u << (sizeof kv_cap_names / sizeof kv_cap_names[0])) - 1,
+               "kv_cap_names must name every KV_CAP_ flag, in bit order");
+
+const char *kv_cap_name(uint32_t cap)
+{
+    if (cap == 0 || (cap & (cap - 1)) != 0 || (cap & ~(uint32_t)KV_CAP_ALL) != 0)
+        return NULL;
+    int32_t i = 0;
+    while ((cap >> i) != 1u)
+        i++;
+    return kv_cap_names[i];
 }
 
 /* 1 when a strategy or a preset already has this name. */
@@ -104,6 +128,9 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
         !(o->caps & KV_CAP_REORDER) != (o->reorder == NULL) ||
         !(o->caps & KV_CAP_ATTN_MASS) != (o->observe == NULL) ||
         (o->wants_mass != NULL && o->observe == NULL))
+        return KV_ERR_INVALID;
+    /* evicting what no mask describes is a kind of evicting */
+    if ((o->caps & KV_CAP_SCORE_EVICTS) && !(o->caps & KV_CAP_EVICTS))
         return KV_ERR_INVALID;
     if (o->n_params < 0 || o->n_presets < 0 || o->params_size > KV_PARAMS_MAX_BYTES ||
         (o->n_params > 0 && (o->params == NULL || o->params_size == 0)))

@@ -59,7 +59,24 @@ struct kv_cache_config {
 /* Capabilities                                                             */
 
 /* What a strategy can do and promises; code outside strategies/ asks these,
- * never the name (the conformance suite tests each promise). */
+ * never the name (the conformance suite tests each promise). kv_cap_name
+ * gives each flag's short name ("evicts", "score-evicts", ...).
+ *
+ * Eviction is described by three independent questions, each its own flag,
+ * never inferred from the shape of a view (a span's position table is a
+ * storage layout, not a promise):
+ *   - KV_CAP_EVICTS: does it forget tokens at all? Then it is exact only
+ *     under the mask its views carry;
+ *   - KV_CAP_SCORE_EVICTS: does it evict what no mask describes? (requires
+ *     KV_CAP_EVICTS; kv_strategy_register refuses it alone.) Then nobody can
+ *     rebuild its view from the history and a mask: a reference compares it
+ *     on the keys its views list (the conformance suite, attention checks);
+ *   - KV_CAP_ATTN_MASS: does it need the attention scores? Then the caller
+ *     hands it the mass per key (kv_cache_mass_buffer, kv_cache_observe; the
+ *     model's forward does). It must stay correct without them.
+ * h2o has all three; sliding and sinks only the first. A strategy evicting
+ * by key norm would have SCORE_EVICTS without ATTN_MASS, one that only
+ * gathers statistics ATTN_MASS without evicting. */
 enum kv_cap {
     /* fed only the new tokens; without it the model re-runs the whole
      * sequence every step and the cache exposes only that call's k/v */
@@ -82,13 +99,15 @@ enum kv_cap {
     KV_CAP_SHARES_STORAGE = 1u << 8,
     /* refuses positions past cfg.max_len > 0 with KV_ERR_FULL */
     KV_CAP_BOUNDED = 1u << 9,
-    /* wants the attention mass per key of its views (an eviction score):
-     * the caller asks kv_cache_mass_buffer for a buffer, passes it to the
-     * kernel (kv_attn_params.mass) and hands it back with kv_cache_observe */
+    /* needs the attention scores: the mass per key of its views (an
+     * eviction score); the caller asks kv_cache_mass_buffer for a buffer,
+     * passes it to the kernel (kv_attn_params.mass) and hands it back with
+     * kv_cache_observe. Independent of KV_CAP_SCORE_EVICTS */
     KV_CAP_ATTN_MASS = 1u << 10,
-    /* evicts by a score (accumulated attention), so no mask says which
-     * keys are gone: its views hold, exactly, the keys it kept, always
-     * including the current update's own */
+    /* evicts what no mask describes (by a score: accumulated attention, a
+     * key's norm), so no mask says which keys are gone: its views hold,
+     * exactly, the keys it kept, always including the current update's own.
+     * Only with KV_CAP_EVICTS; independent of KV_CAP_ATTN_MASS */
     KV_CAP_SCORE_EVICTS = 1u << 11,
     /* its views may serve keys rotated (RoPE, kernels/kv_ops.h) to other
      * positions than they were written at (StreamingLLM's re-indexing):
@@ -96,6 +115,14 @@ enum kv_cap {
     KV_CAP_REPOSITIONS = 1u << 12,
     KV_CAP_ALL = (1u << 13) - 1
 };
+
+/* The short name of one flag ("keeps-history", "evicts", "score-evicts",
+ * "attention-mass", ...: lower case, '-' between words, a label), NULL for
+ * 0, several bits or a bit outside KV_CAP_ALL. Every flag has one, so a
+ * list of a strategy's flags is
+ *     for (uint32_t bit = 1; bit & KV_CAP_ALL; bit <<= 1)
+ *         if (caps & bit) printf(" %s", kv_cap_name(bit)); */
+const char *kv_cap_name(uint32_t cap);
 
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                               */
@@ -133,7 +160,13 @@ struct kv_param {
 };
 
 /* A named parameter set (e.g. "quantized-int4" = "bits=4"): a strategy can
- * be picked by a preset's name wherever a strategy name is accepted. */
+ * be picked by a preset's name wherever a strategy name is accepted
+ * (kv_strategy_lookup). Its results are filed under label() of its
+ * parameters, which is the preset's own name ("dynamic-f16", "kivi-2",
+ * "paged-16"), unless the preset is an alias: parameters equal to the
+ * strategy's defaults or to an earlier preset's file under that label
+ * ("sinks-original" as "sinks", "quantized:8" as "quantized-int8"), so one
+ * configuration never gets two labels (the conformance suite checks it). */
 struct kv_preset {
     const char *name;
     const char *params; /* `k=v;k=v`, the parameters it sets */
@@ -350,7 +383,13 @@ int kv_label_why(const char *s, char *why, size_t n);
 /* ------------------------------------------------------------------------ */
 /* Registry (registry.c)                                                    */
 
-/* NULL when no strategy has that name. */
+/*
+ * Resolving a name: kv_strategy_lookup (below) is the one way, for a
+ * strategy's name and a preset's alike. kv_strategy_find is a thin wrapper
+ * of it for code that holds a strategy's own name: the table, or NULL when
+ * nothing or only a preset has that name (a preset's parameters would be
+ * lost; use kv_strategy_lookup for those).
+ */
 const struct kv_strategy_ops *kv_strategy_find(const char *name);
 /* Number of registered strategies and the i-th one (registry order). */
 int32_t kv_strategy_count(void);
@@ -391,9 +430,14 @@ enum kv_status kv_strategy_reserve_flags(const char *const *flags, int32_t n);
 int kv_strategy_flag_reserved(const char *flag);
 
 /*
- * Resolves a name or a preset name: *ops and, when params is not NULL
- * (ops->params_size bytes, filled with the defaults first), the preset's
- * parameters. KV_ERR_INVALID when nothing has that name.
+ * The resolver: a strategy's name or a preset's name -> *ops and, when
+ * params is not NULL (at least ops->params_size bytes, params_bytes says
+ * how many; filled with the defaults first), the preset's parameters (the
+ * defaults for a strategy's own name). KV_ERR_INVALID, *ops NULL, when
+ * nothing has that name (or name/ops is NULL, or params_bytes is too
+ * small). kv_strategy_label of the parameters it gives is the preset's name
+ * (struct kv_preset: aliases aside). Names are unique across strategies and
+ * presets (kv_strategy_register), so the answer never depends on order.
  */
 enum kv_status kv_strategy_lookup(const char *name, const struct kv_strategy_ops **ops,
                                   void *params, size_t params_bytes);

@@ -415,6 +415,133 @@ START_TEST(test_forward_vs_naive)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Library helpers: a cache for a model, one decode step for any strategy   */
+
+/* Greedy decoding through kv_decode_step alone (no branch on the strategy):
+ * out (batch, n_new). */
+static void decode_with_helper(const struct kv_model *m, const char *name, int32_t batch,
+                               const int32_t *prompt, int32_t P, int32_t n_new, int32_t *out)
+{
+    const struct kv_strategy_ops *ops = NULL;
+    ck_assert_int_eq(kv_strategy_lookup(name, &ops, NULL, 0), KV_OK);
+    const struct kv_cache_config cc = kv_cache_config_for_model(m, batch);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, ops, &cc, NULL), KV_OK);
+    const int32_t widest = kv_decode_max_tokens(c, P, n_new);
+    ck_assert_int_eq(widest, kv_cache_has(c, KV_CAP_KEEPS_HISTORY) ? P : P + n_new - 1);
+    struct kv_runner *r = NULL;
+    ck_assert_int_eq(kv_runner_create(&r, m, batch, widest, THREADS), KV_OK);
+    const int32_t S = P + n_new + 3, V = m->cfg.vocab_size; /* rows longer than fed */
+    int32_t *seq = calloc((size_t)batch * S, sizeof *seq);
+    float *logits = malloc((size_t)batch * V * sizeof *logits);
+    ck_assert(seq && logits);
+    for (int32_t b = 0; b < batch; b++)
+        memcpy(seq + (size_t)b * S, prompt + (size_t)b * P, (size_t)P * sizeof *seq);
+    for (int32_t len = P; len < P + n_new; len++) {
+        struct kv_step_stats st = {0};
+        ck_assert_int_eq(kv_decode_step(r, m, c, seq, S, len, NULL, logits, &st), KV_OK);
+        /* the prompt once, then one token, or everything again without history */
+        ck_assert_int_eq(st.tokens_fed,
+                         kv_cache_has(c, KV_CAP_KEEPS_HISTORY) && len > P ? 1 : len);
+        for (int32_t b = 0; b < batch; b++) {
+            const int32_t next = kv_argmax(logits + (size_t)b * V, V);
+            seq[(size_t)b * S + len] = next;
+            out[(size_t)b * n_new + len - P] = next;
+        }
+    }
+    free(seq);
+    free(logits);
+    kv_runner_destroy(r);
+    kv_cache_destroy(c);
+}
+
+START_TEST(test_decode_helpers)
+{
+    enum { B = 2, P = 7, N = 12 };
+    const struct kv_model_config mc = small_cfg();
+    struct kv_model *m = make_model(&mc, 23);
+    int32_t prompt[B * P], none[B * N], dyn[B * N], gen[B * N];
+    make_prompt(prompt, B * P, mc.vocab_size, 9);
+
+    /* the cache's shape from the model */
+    const struct kv_cache_config cc = kv_cache_config_for_model(m, B), want = cache_cfg(&mc, B, 8);
+    ck_assert(memcmp(&cc, &want, sizeof cc) == 0);
+    const struct kv_cache_config from_cfg = kv_cache_config_for(&mc, B);
+    ck_assert(memcmp(&from_cfg, &want, sizeof cc) == 0);
+    const struct kv_cache_config zero = {0}, none_cc = kv_cache_config_for_model(NULL, B);
+    ck_assert(memcmp(&none_cc, &zero, sizeof zero) == 0);
+    struct kv_model_config bad = mc;
+    bad.n_heads = 3; /* does not divide dim */
+    const struct kv_cache_config bad_cc = kv_cache_config_for(&bad, B);
+    ck_assert(memcmp(&bad_cc, &zero, sizeof zero) == 0);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("dynamic"), &none_cc, NULL),
+                     KV_ERR_INVALID);
+
+    /* none (the whole sequence every step) and dynamic (one token) through
+     * the same loop: the same tokens, and kv_generate's */
+    decode_with_helper(m, "none", B, prompt, P, N, none);
+    decode_with_helper(m, "dynamic", B, prompt, P, N, dyn);
+    for (int32_t i = 0; i < B * N; i++)
+        ck_assert_int_eq(none[i], dyn[i]);
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("dynamic"), &cc, NULL), KV_OK);
+    const struct kv_gen_params gp = {.batch = B, .prompt_len = P, .prompt = prompt,
+                                     .new_tokens = N, .n_threads = THREADS};
+    ck_assert_int_eq(kv_generate(m, c, &gp, gen, NULL, NULL), KV_OK);
+    for (int32_t i = 0; i < B * N; i++)
+        ck_assert_int_eq(gen[i], dyn[i]);
+    kv_cache_destroy(c);
+
+    /* refusals, the cache untouched */
+    ck_assert_int_eq(kv_decode_max_tokens(NULL, P, N), 0);
+    struct kv_runner *r = NULL;
+    ck_assert_int_eq(kv_runner_create(&r, m, B, P, THREADS), KV_OK);
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("dynamic"), &cc, NULL), KV_OK);
+    ck_assert_int_eq(kv_decode_max_tokens(c, 0, N), 0);
+    ck_assert_int_eq(kv_decode_max_tokens(c, P, 0), 0);
+    ck_assert_int_eq(kv_decode_max_tokens(c, INT32_MAX, 2), 0);
+    int32_t seq[B * (P + 1)] = {0};
+    for (int32_t b = 0; b < B; b++) /* rows of P + 1: the prompt and room for one */
+        memcpy(seq + (size_t)b * (P + 1), prompt + (size_t)b * P, P * sizeof(int32_t));
+    float logits[B * 256];
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P, P + 1, NULL, logits, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P + 1, 0, NULL, logits, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_decode_step(NULL, m, c, seq, P, P, NULL, logits, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_decode_step(r, NULL, c, seq, P, P, NULL, logits, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_decode_step(r, m, NULL, seq, P, P, NULL, logits, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_decode_step(r, m, c, NULL, P, P, NULL, logits, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P, P, NULL, NULL, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P + 1, P + 1, NULL, logits, NULL),
+                     KV_ERR_INVALID); /* P + 1 tokens at once: wider than the runner */
+    ck_assert_int_eq(kv_cache_seq_len(c, 0), 0);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P + 1, P, NULL, logits, NULL), KV_OK);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P + 1, P, NULL, logits, NULL),
+                     KV_ERR_INVALID); /* it holds those P tokens already */
+    ck_assert_int_eq(kv_cache_seq_len(c, 0), P);
+    kv_cache_destroy(c);
+    const struct kv_cache_config one = kv_cache_config_for_model(m, 1);
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("dynamic"), &one, NULL), KV_OK);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P + 1, P, NULL, logits, NULL),
+                     KV_ERR_INVALID); /* a cache of another batch than the runner's */
+    kv_cache_destroy(c);
+    /* none: the whole sequence must fit the runner, checked before the reset */
+    ck_assert_int_eq(kv_cache_create(&c, kv_strategy_find("none"), &cc, NULL), KV_OK);
+    ck_assert_int_eq(kv_decode_max_tokens(c, P, 2), P + 1);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P + 1, P, NULL, logits, NULL), KV_OK);
+    struct kv_view v;
+    ck_assert_int_eq(kv_cache_view(c, 0, &v), KV_OK);
+    ck_assert_int_eq(v.n_spans, 1);
+    ck_assert_int_eq(kv_decode_step(r, m, c, seq, P + 1, P + 1, NULL, logits, NULL),
+                     KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_view(c, 0, &v), KV_OK);
+    ck_assert_int_eq(v.n_spans, 1); /* not reset */
+    kv_cache_destroy(c);
+    kv_runner_destroy(r);
+    kv_model_destroy(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Conformance over every registered strategy                               */
 
 /* Teacher-forced lockstep of `ops` (with `params`) against the exact
@@ -1243,6 +1370,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_config_check);
     tcase_add_test(tc, test_probe_and_window);
     tcase_add_test(tc, test_mass_through_model);
+    tcase_add_test(tc, test_decode_helpers);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
 

@@ -19,10 +19,25 @@
  * error-path suite fails every allocation in turn (kv_alloc_fail_at) and
  * checks that the status is KV_ERR_NOMEM, the cache is unchanged and
  * nothing leaks (kv_alloc_live); run it under ASan too.
+ *
+ * The test configurations set the parameters the test knows by name
+ * (window, bits, group, residual, sinks, heavy). So the suite runs every
+ * subject a second time at small sizes it derives from the parameter
+ * table alone (test_conformance_small): every integer parameter with
+ * scales_memory at the smallest value near 3 that the strategy's check
+ * accepts, tokens fed far past it, readback, coverage, attention against
+ * the scalar reference (over the history under the view's mask, or over
+ * the keys it claims to keep), the attention mass handed back, memory.
+ * Those checks return a verdict instead of aborting, so
+ * test_conformance_small_catches can show them failing on three broken
+ * copies of a test double (test-budget: the newest --budget tokens, a
+ * parameter no other test names), which pass every check at its default.
  */
 #include <check.h>
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,9 +362,11 @@ static void read_side(float *x, const struct kv_span *sp, const struct kv_tensor
  * `group` tokens in that channel (per channel); `hist` gives the original
  * value of (position, element).
  */
-static void check_lossy_row(const struct feed *f, const struct kv_span *sp,
-                            const struct kv_tensor *td, int32_t l, int32_t b, int32_t h,
-                            int32_t t, const float *got, int is_v, const char *what)
+/* The first element of row t outside that bound (-1: none), its original
+ * value and tolerance. */
+static int32_t lossy_row_bad(const struct feed *f, const struct kv_span *sp,
+                             const struct kv_tensor *td, int32_t l, int32_t b, int32_t h,
+                             int32_t t, const float *got, int is_v, float *want_i, float *tol_i)
 {
     const int32_t d = f->cfg.head_dim, pos = sp->pos0 + t;
     const struct kv_type_traits *tr = &kv_type_traits[td->dtype];
@@ -378,9 +395,23 @@ static void check_lossy_row(const struct feed *f, const struct kv_span *sp,
         const float step = (float)tr->err_step * (hi - lo);
         const float tol = step * (1.0f + QUANT_REL_SLACK) + (float)tr->err_rel * fabsf(want[i]) +
                           (float)tr->err_abs + QUANT_ULP_SLACK * FLT_EPSILON * amax;
-        REQUIRE(fabsf(got[i] - want[i]) <= tol, "%s pos %d elem %d: got %g want %g (tol %g)",
-                what, pos, i, (double)got[i], (double)want[i], (double)tol);
+        if (!(fabsf(got[i] - want[i]) <= tol)) {
+            *want_i = want[i];
+            *tol_i = tol;
+            return i;
+        }
     }
+    return -1;
+}
+
+static void check_lossy_row(const struct feed *f, const struct kv_span *sp,
+                            const struct kv_tensor *td, int32_t l, int32_t b, int32_t h,
+                            int32_t t, const float *got, int is_v, const char *what)
+{
+    float want = 0.0f, tol = 0.0f;
+    const int32_t i = lossy_row_bad(f, sp, td, l, b, h, t, got, is_v, &want, &tol);
+    REQUIRE(i < 0, "%s pos %d elem %d: got %g want %g (tol %g)", what, sp->pos0 + t, i,
+            (double)got[i < 0 ? 0 : i], (double)want, (double)tol);
 }
 
 /*
@@ -390,14 +421,24 @@ static void check_lossy_row(const struct feed *f, const struct kv_span *sp,
  * absolute floor for near-zero pairs).
  */
 #define ROTATED_PAIR_TOL 1e-5f
-static void check_rotated_row(const float *got, const float *want, int32_t d, int32_t l,
-                              int32_t pos)
+/* The first pair whose length moved (-1: none). */
+static int32_t rotated_pair_bad(const float *got, const float *want, int32_t d)
 {
     for (int32_t i = 0; i + 1 < d; i += 2) {
         const float a = hypotf(got[i], got[i + 1]), b = hypotf(want[i], want[i + 1]);
-        REQUIRE(fabsf(a - b) <= ROTATED_PAIR_TOL * (b + 1.0f), "layer %d pos %d: rotated key "
-                "pair %d has length %g, written %g", l, pos, i / 2, (double)a, (double)b);
+        if (!(fabsf(a - b) <= ROTATED_PAIR_TOL * (b + 1.0f)))
+            return i / 2;
     }
+    return -1;
+}
+
+static void check_rotated_row(const float *got, const float *want, int32_t d, int32_t l,
+                              int32_t pos)
+{
+    const int32_t i = rotated_pair_bad(got, want, d);
+    REQUIRE(i < 0, "layer %d pos %d: rotated key pair %d has length %g, written %g", l, pos, i,
+            (double)hypotf(got[2 * (i < 0 ? 0 : i)], got[2 * (i < 0 ? 0 : i) + 1]),
+            (double)hypotf(want[2 * (i < 0 ? 0 : i)], want[2 * (i < 0 ? 0 : i) + 1]));
 }
 
 struct seen {
@@ -1358,6 +1399,881 @@ START_TEST(test_conformance_optional)
     }
     kv_cache_destroy(c);
     feed_free(&f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Test doubles: a cache of the newest --budget tokens                      */
+
+/*
+ * A strategy the suite knows nothing about by name: a ring of the newest
+ * --budget tokens (default 256, scales memory, no preset), growing one row
+ * at a time up to its budget, with the window mask that makes it exact. The
+ * correct table is registered in main() and passes the whole suite like a
+ * built-in one. Three broken tables of the same shape, each with one
+ * eviction bug, are registered only by test_conformance_small_catches:
+ *   - test-budget-wide-mask: the mask says one key more than it keeps;
+ *   - test-budget-wrong-victim: once full, a new token replaces the
+ *     second-oldest instead of the oldest;
+ *   - test-budget-one-more: keeps one token more than bytes_for promises.
+ * At the default budget, 64 tokens never fill the ring, so every bug is
+ * invisible to the checks at the test configurations (which set window,
+ * bits, group, residual, sinks and heavy by name, never budget).
+ */
+struct tb_params {
+    int32_t budget;
+};
+
+static const struct kv_param tb_param_table[] = {
+    {.name = "budget", .flag = "--budget", .type = KV_PARAM_INT, .lo = 1, .hi = 1 << 20,
+     .def = 256, .help = "tokens kept, the newest (test double)", .scales_memory = 1,
+     .offset = offsetof(struct tb_params, budget)},
+};
+
+enum tb_bug { TB_CORRECT, TB_WIDE_MASK, TB_WRONG_VICTIM, TB_ONE_MORE };
+
+struct tb_layer {
+    int32_t len;          /* tokens seen (the next pos0) */
+    int32_t slots;        /* rows allocated, up to cap */
+    float *k, *v;         /* (slots, batch, n_kv_heads, head_dim); position p in slot p % cap */
+    const float *pk, *pv; /* a prefill longer than the ring: the caller's rows serve the view */
+    int32_t pn;
+};
+
+struct tb_state {
+    struct kv_cache_config cfg;
+    int32_t budget, cap; /* cap: the rows it keeps (budget, or one more: the bug) */
+    enum tb_bug bug;
+    size_t row;          /* floats of one slot */
+    size_t copied;
+    struct tb_layer *layers;
+};
+
+static enum kv_status tb_init_bug(void *state, const struct kv_cache_config *cfg,
+                                  const void *params, enum tb_bug bug)
+{
+    struct tb_state *s = state;
+    s->cfg = *cfg;
+    s->budget = ((const struct tb_params *)params)->budget;
+    s->bug = bug;
+    s->cap = s->budget + (bug == TB_ONE_MORE);
+    s->row = (size_t)cfg->batch * (size_t)cfg->n_kv_heads * (size_t)cfg->head_dim;
+    s->layers = kv_alloc((size_t)cfg->n_layers * sizeof *s->layers);
+    return s->layers != NULL ? KV_OK : KV_ERR_NOMEM;
+}
+
+static enum kv_status tb_init(void *st, const struct kv_cache_config *cfg, const void *p)
+{
+    return tb_init_bug(st, cfg, p, TB_CORRECT);
+}
+static enum kv_status tb_init_wide(void *st, const struct kv_cache_config *cfg, const void *p)
+{
+    return tb_init_bug(st, cfg, p, TB_WIDE_MASK);
+}
+static enum kv_status tb_init_victim(void *st, const struct kv_cache_config *cfg, const void *p)
+{
+    return tb_init_bug(st, cfg, p, TB_WRONG_VICTIM);
+}
+static enum kv_status tb_init_more(void *st, const struct kv_cache_config *cfg, const void *p)
+{
+    return tb_init_bug(st, cfg, p, TB_ONE_MORE);
+}
+
+static void tb_free(void *state)
+{
+    struct tb_state *s = state;
+    for (int32_t l = 0; s->layers != NULL && l < s->cfg.n_layers; l++) {
+        kv_free(s->layers[l].k);
+        kv_free(s->layers[l].v);
+    }
+    kv_free(s->layers);
+    s->layers = NULL;
+}
+
+/* Layer L grown to `want` rows (moving what it holds); the cache unchanged
+ * on KV_ERR_NOMEM. */
+static enum kv_status tb_grow(struct tb_state *s, struct tb_layer *L, int32_t want)
+{
+    if (want <= L->slots)
+        return KV_OK;
+    const size_t bytes = (size_t)want * s->row * sizeof(float);
+    float *k = kv_alloc(bytes), *v = kv_alloc(bytes);
+    if (k == NULL || v == NULL) {
+        kv_free(k);
+        kv_free(v);
+        return KV_ERR_NOMEM;
+    }
+    const size_t old = (size_t)L->slots * s->row * sizeof(float);
+    if (old > 0) {
+        memcpy(k, L->k, old);
+        memcpy(v, L->v, old);
+    }
+    s->copied += 2 * old;
+    kv_free(L->k);
+    kv_free(L->v);
+    L->k = k;
+    L->v = v;
+    L->slots = want;
+    return KV_OK;
+}
+
+/* The slot position p is written to. The wrong-victim bug: once the ring is
+ * full, it overwrites the second-oldest token (still visible) and keeps
+ * the oldest (no longer visible). */
+static int32_t tb_slot(const struct tb_state *s, int32_t p)
+{
+    if (s->bug == TB_WRONG_VICTIM && p >= s->cap)
+        return (p + 1) % s->cap;
+    return p % s->cap;
+}
+
+/* One token at a time, or several into an empty layer (a prefill). */
+static enum kv_status tb_update(void *state, int32_t layer, const float *k_new,
+                                const float *v_new, int32_t n_new, int32_t pos0)
+{
+    struct tb_state *s = state;
+    struct tb_layer *L = &s->layers[layer];
+    if (pos0 != L->len || (n_new > 1 && L->len > 0))
+        return KV_ERR_INVALID;
+    const int32_t end = pos0 + n_new, keep = end < s->cap ? end : s->cap;
+    const enum kv_status st = tb_grow(s, L, keep);
+    if (st != KV_OK)
+        return st;
+    const size_t kvd = (size_t)s->cfg.n_kv_heads * (size_t)s->cfg.head_dim;
+    for (int32_t p = end - (n_new < s->cap ? n_new : s->cap); p < end; p++)
+        for (int32_t b = 0; b < s->cfg.batch; b++) {
+            const size_t to = (size_t)tb_slot(s, p) * s->row + (size_t)b * kvd;
+            const size_t from = ((size_t)b * (size_t)n_new + (size_t)(p - pos0)) * kvd;
+            memcpy(L->k + to, k_new + from, kvd * sizeof(float));
+            memcpy(L->v + to, v_new + from, kvd * sizeof(float));
+            s->copied += 2 * kvd * sizeof(float);
+        }
+    L->pn = n_new > s->cap ? n_new : 0;
+    L->pk = k_new;
+    L->pv = v_new;
+    L->len = end;
+    return KV_OK;
+}
+
+static struct kv_tensor tb_side(const float *data, size_t row_stride, size_t seq_stride,
+                                int32_t head_dim)
+{
+    return (struct kv_tensor){.dtype = KV_DTYPE_F32, .data = data,
+                              .row_stride = row_stride * sizeof(float),
+                              .head_stride = (size_t)head_dim * sizeof(float),
+                              .seq_stride = seq_stride * sizeof(float)};
+}
+
+/* The held positions in order: the ring's (at most two) runs, or the
+ * caller's rows of a long prefill; the mask's window is the budget (the
+ * wide-mask bug: one more). */
+static int32_t tb_view(const void *state, int32_t layer, struct kv_span *spans,
+                       struct kv_mask *mask)
+{
+    const struct tb_state *s = state;
+    const struct tb_layer *L = &s->layers[layer];
+    const int32_t d = s->cfg.head_dim;
+    const size_t kvd = (size_t)s->cfg.n_kv_heads * (size_t)d;
+    mask->window = s->budget + (s->bug == TB_WIDE_MASK);
+    if (L->pn > 0) {
+        spans[0] = (struct kv_span){.k = tb_side(L->pk, kvd, (size_t)L->pn * kvd, d),
+                                    .v = tb_side(L->pv, kvd, (size_t)L->pn * kvd, d),
+                                    .n_tokens = L->pn, .pos0 = L->len - L->pn};
+        return 1;
+    }
+    const int32_t held = L->len < s->cap ? L->len : s->cap;
+    int32_t n = 0;
+    for (int32_t p = L->len - held; p < L->len;) {
+        const int32_t slot = p % s->cap;
+        const int32_t run = s->cap - slot < L->len - p ? s->cap - slot : L->len - p;
+        spans[n++] = (struct kv_span){.k = tb_side(L->k + (size_t)slot * s->row, s->row, kvd, d),
+                                      .v = tb_side(L->v + (size_t)slot * s->row, s->row, kvd, d),
+                                      .n_tokens = run, .pos0 = p};
+        p += run;
+    }
+    return n;
+}
+
+static int32_t tb_max_spans(const struct kv_cache_config *cfg, const void *params)
+{
+    (void)cfg, (void)params;
+    return 2;
+}
+
+static int32_t tb_seq_len(const void *state, int32_t layer)
+{
+    return ((const struct tb_state *)state)->layers[layer].len;
+}
+
+static size_t tb_resident_bytes(const void *state)
+{
+    const struct tb_state *s = state;
+    size_t rows = 0;
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        rows += (size_t)s->layers[l].slots;
+    return 2 * rows * s->row * sizeof(float);
+}
+
+static size_t tb_copied_bytes(const void *state)
+{
+    return ((const struct tb_state *)state)->copied;
+}
+
+/* The promise: the newest min(n, budget) tokens of every layer. */
+static enum kv_status tb_bytes_for(const struct kv_cache_config *cfg, const void *params,
+                                   int32_t n_tokens, size_t *bytes)
+{
+    const int32_t budget = ((const struct tb_params *)params)->budget;
+    const size_t f[7] = {2, (size_t)cfg->n_layers,
+                         (size_t)(n_tokens < budget ? (n_tokens > 0 ? n_tokens : 0) : budget),
+                         (size_t)cfg->batch, (size_t)cfg->n_kv_heads, (size_t)cfg->head_dim,
+                         sizeof(float)};
+    return kv_mul_sizes(bytes, 7, f) == KV_OK ? KV_OK : KV_ERR_OVERFLOW;
+}
+
+#define TB_OPS(NAME, DESC, INIT)                                                             \
+    {                                                                                        \
+        .name = NAME, .description = DESC,                                                   \
+        .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_EVICTS | KV_CAP_SHARES_STORAGE,                \
+        .params = tb_param_table, .n_params = 1, .params_size = sizeof(struct tb_params),    \
+        .state_size = sizeof(struct tb_state), .bytes_for = tb_bytes_for,                    \
+        .max_spans = tb_max_spans, .init = INIT, .free = tb_free, .update = tb_update,       \
+        .view = tb_view, .seq_len = tb_seq_len, .resident_bytes = tb_resident_bytes,         \
+        .copied_bytes = tb_copied_bytes,                                                     \
+    }
+
+static const struct kv_strategy_ops tb_ops = TB_OPS(
+    "test-budget", "test only: the newest --budget tokens, a growing ring", tb_init);
+static const struct kv_strategy_ops tb_wide_ops = TB_OPS(
+    "test-budget-wide-mask", "test only, broken: its mask shows one key more than it keeps",
+    tb_init_wide);
+static const struct kv_strategy_ops tb_victim_ops = TB_OPS(
+    "test-budget-wrong-victim", "test only, broken: evicts the second-oldest token",
+    tb_init_victim);
+static const struct kv_strategy_ops tb_more_ops = TB_OPS(
+    "test-budget-one-more", "test only, broken: keeps one token more than bytes_for says",
+    tb_init_more);
+
+/* ------------------------------------------------------------------------ */
+/* Conformance at small sizes: parameters derived from the table            */
+
+/*
+ * The checks above give every strategy the test configurations' window,
+ * bits, group, residual, sinks and heavy: parameters the test knows by
+ * name. A strategy whose memory scales with a parameter of another name
+ * (a --budget of 256) keeps its default there and never evicts in 64
+ * tokens. So this part derives its configuration from the parameter table
+ * alone: every integer parameter with scales_memory is set to the value
+ * nearest SMALL_TARGET (SMALL_TARGET, then down to 1, then up) that the
+ * strategy's own check accepts (kv_params_check, with the others already
+ * small), and every schedule feeds tokens far past the largest of them:
+ * readback and coverage against the mask (or, evicting what no mask
+ * describes, against the keys the view lists), attention over the view
+ * against kv_attn_ref over the history under the view's mask (or over the
+ * keys it claims to keep), the attention mass handed back where the
+ * strategy asks for it, bytes_for, flat preallocated memory, a bounded
+ * cache full at max_len, and that an evicting cache did evict.
+ *
+ * These checks do not abort: each returns through a verdict (how many
+ * failed, and the first one's message), so test_conformance_small_catches
+ * can run them on a deliberately broken strategy and see them fail.
+ */
+#define SMALL_TARGET 3
+#define SMALL_SEARCH 64
+#define SMALL_T_MIN 48
+#define SMALL_T_MAX 192
+
+struct verdict {
+    int32_t fails;
+    char first[512];
+};
+
+static void verdict_fail(struct verdict *vd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void verdict_fail(struct verdict *vd, const char *fmt, ...)
+{
+    if (vd->fails++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(vd->first, sizeof vd->first, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* In a function returning int: records the failure and returns 1. */
+#define SOFT(vd, cond, ...)                                                                  \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            verdict_fail((vd), __VA_ARGS__);                                                 \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+static const struct conf small_shape = {.n_layers = 2, .batch = 2, .n_kv_heads = 2,
+                                        .head_dim = 16, .max_len = 256};
+
+/* A variant at small sizes: its parameters, the shape, the tokens to feed. */
+struct small {
+    struct variant var;
+    struct conf shape;
+    struct test_param_block blk;
+    int32_t n_scaled; /* memory-scaling parameters set small */
+    int32_t biggest;  /* the largest value they got */
+    int32_t T;        /* tokens each schedule feeds */
+    char desc[256];   /* the parameters (kv_params_format), for messages */
+};
+
+/* 1 when a cache of these parameters takes the first n tokens one at a
+ * time in every layer (a value so small that nothing fits, a pool of fewer
+ * blocks than layers and sequences, tests no more than a refusal). */
+static int small_takes(const struct kv_strategy_ops *ops, const struct kv_cache_config *cc,
+                       const void *params, int32_t n)
+{
+    struct kv_cache *c = NULL;
+    if (kv_cache_create(&c, ops, cc, params) != KV_OK)
+        return 0;
+    float *zero = calloc((size_t)cc->batch * cc->n_kv_heads * cc->head_dim, sizeof(float));
+    ck_assert_ptr_nonnull(zero);
+    const int hist = kv_cache_has(c, KV_CAP_KEEPS_HISTORY);
+    int ok = 1;
+    for (int32_t p = 0; p < n && ok && hist; p++)
+        for (int32_t l = 0; l < cc->n_layers && ok; l++)
+            ok = kv_cache_update(c, l, zero, zero, 1, p) == KV_OK;
+    kv_cache_destroy(c);
+    free(zero);
+    return ok;
+}
+
+/*
+ * sm <- the variant's parameters (defaults, preset, extra) with, when
+ * shrink is set, every memory-scaling integer parameter small: the first
+ * value of SMALL_TARGET, SMALL_TARGET - 1 .. 1, SMALL_TARGET + 1 .. that
+ * the table's range and the strategy's check accept and whose cache takes
+ * 2 * value + 1 tokens. The shape has 2 layers, else 3 or 1 (a per-layer
+ * pattern of that many). 0 when the variant takes none of them.
+ */
+static int small_make_layers(struct small *sm, struct variant var, int shrink, int32_t n_layers)
+{
+    const struct kv_strategy_ops *ops = var.ops;
+    memset(sm, 0, sizeof *sm);
+    sm->var = var;
+    sm->shape = small_shape;
+    sm->shape.n_layers = n_layers;
+    ck_assert_uint_le(ops->params_size, TEST_PARAMS_BYTES);
+    kv_params_defaults(ops, sm->blk.b);
+    for (int32_t k = 0; var.preset != NULL && k < ops->n_presets; k++)
+        if (strcmp(ops->presets[k].name, var.preset) == 0)
+            ck_assert_int_eq(kv_params_parse(ops, sm->blk.b, ops->presets[k].params), KV_OK);
+    if (var.params != NULL)
+        ck_assert_int_eq(kv_params_parse(ops, sm->blk.b, var.params), KV_OK);
+    struct kv_cache_config cc = cc_of(&sm->shape);
+    /* (a default the shape refuses, a group of 32 for head_dim 16, may be
+     * one the search replaces) */
+    for (int32_t k = 0; shrink && k < ops->n_params; k++) {
+        const struct kv_param *p = &ops->params[k];
+        if (p->type != KV_PARAM_INT || !p->scales_memory)
+            continue;
+        const int32_t old = kv_params_get(ops, sm->blk.b, k);
+        int32_t got = 0;
+        for (int32_t i = 0; i < SMALL_SEARCH && got == 0; i++) {
+            const int64_t v = i < SMALL_TARGET ? SMALL_TARGET - i : i + 1;
+            if (!kv_param_accepts(p, v) || kv_params_set(ops, sm->blk.b, p->name, v) != KV_OK)
+                continue;
+            if (kv_params_check(ops, &cc, sm->blk.b, NULL, 0) == KV_OK &&
+                small_takes(ops, &cc, sm->blk.b, 2 * (int32_t)v + 1))
+                got = (int32_t)v;
+        }
+        if (got == 0) { /* nothing small fits: it keeps its value */
+            ck_assert_int_eq(kv_params_set(ops, sm->blk.b, p->name, old), KV_OK);
+            continue;
+        }
+        sm->n_scaled++;
+        sm->biggest = got > sm->biggest ? got : sm->biggest;
+    }
+    sm->T = 8 * sm->biggest + 16;
+    sm->T = sm->T < SMALL_T_MIN ? SMALL_T_MIN : sm->T > SMALL_T_MAX ? SMALL_T_MAX : sm->T;
+    /* max_len = what is fed, so a bounded cache ends full */
+    sm->shape.max_len = sm->T;
+    cc = cc_of(&sm->shape);
+    if (kv_params_check(ops, &cc, sm->blk.b, NULL, 0) != KV_OK)
+        sm->shape.max_len = small_shape.max_len;
+    cc = cc_of(&sm->shape);
+    if (kv_params_check(ops, &cc, sm->blk.b, NULL, 0) != KV_OK)
+        return 0;
+    kv_params_format(ops, sm->blk.b, sm->desc, sizeof sm->desc);
+    return 1;
+}
+
+static int small_make(struct small *sm, struct variant var, int shrink)
+{
+    return small_make_layers(sm, var, shrink, 2) || small_make_layers(sm, var, shrink, 3) ||
+           small_make_layers(sm, var, shrink, 1);
+}
+
+/* Schedule `kind` of T tokens: one by one; a prefill past the sizes then
+ * tokens; uneven chunks; half of T at once then tokens. */
+#define SMALL_N_SCHEDS 4
+static int32_t small_sched(int32_t kind, int32_t T, int32_t biggest, int32_t *out)
+{
+    static const int32_t chunks[] = {3, 1, 5, 1, 1, 7, 2, 4};
+    int32_t n = 0, total = 0;
+    if (kind == 1 || kind == 3) {
+        out[n] = kind == 3 ? T / 2 : biggest > 0 ? 2 * biggest + 1 : 13;
+        out[n] = out[n] < 1 ? 1 : out[n] > T ? T : out[n];
+        total += out[n++];
+    }
+    for (int32_t i = 0; total < T; i++) {
+        int32_t c = kind == 2 ? chunks[i % (int32_t)(sizeof chunks / sizeof chunks[0])] : 1;
+        c = c > T - total ? T - total : c;
+        out[n++] = c;
+        total += c;
+    }
+    return n;
+}
+
+/* One run: the cache, the history and every buffer of the checks. */
+struct small_run {
+    struct verdict *vd;
+    const struct small *sm;
+    const char *name;
+    struct feed f;
+    struct kv_cache *c;
+    int32_t n_heads, t_max;
+    float *qh;            /* (batch, t_max, n_heads, head_dim) a query per position */
+    float *q, *out, *ref, *want; /* (batch, t_max, n_heads, head_dim) one call's */
+    float *gk, *gv;       /* (batch, t_max, n_kv_heads, head_dim) the kept keys, gathered */
+    int32_t *gpos;        /* (batch, n_kv_heads, t_max) their positions */
+    char *mark;           /* (batch * n_kv_heads, t_max + 1) positions a view holds */
+    int32_t held_min;     /* fewest positions (b 0, h 0) a layer's view held, last step */
+};
+
+/*
+ * Layer l's view after an update of the queries [q_first, q_end): every
+ * position once, in [0, q_end), spans without a table in order, the values
+ * written (bit-exact, within the dtype's bound, or a rotated key of the same
+ * pair lengths); a position missing only with KV_CAP_EVICTS, and then
+ * hidden from every query of the step by the view's own mask, or, evicting
+ * what no mask describes, not one of the step's own. Leaves mark set.
+ */
+static int small_view(struct small_run *R, int32_t l, int32_t q_first, int32_t q_end)
+{
+    const struct kv_cache *c = R->c;
+    const struct conf *cfg = &R->f.cfg;
+    const int32_t nbh = cfg->batch * cfg->n_kv_heads, d = cfg->head_dim;
+    const size_t stride = (size_t)R->t_max + 1;
+    const int scored = kv_cache_has(c, KV_CAP_SCORE_EVICTS);
+    const int repositions = kv_cache_has(c, KV_CAP_REPOSITIONS);
+    struct kv_view view;
+    SOFT(R->vd, kv_cache_view(c, l, &view) == KV_OK, "%s: view of layer %d refused", R->name, l);
+    SOFT(R->vd, view.n_spans >= 0 && view.n_spans <= c->max_spans,
+         "%s: layer %d: %d spans, max_spans %d", R->name, l, view.n_spans, c->max_spans);
+    memset(R->mark, 0, (size_t)nbh * stride);
+    int32_t prev_end = 0, held0 = 0;
+    for (int32_t i = 0; i < view.n_spans; i++) {
+        const struct kv_span *sp = &view.spans[i];
+        SOFT(R->vd, sp->n_tokens >= 1, "%s: layer %d span %d is empty", R->name, l, i);
+        if (sp->pos == NULL) {
+            SOFT(R->vd, sp->pos0 >= prev_end && sp->pos0 + sp->n_tokens <= q_end,
+                 "%s: layer %d span %d holds [%d, %d): out of order or past %d", R->name, l, i,
+                 sp->pos0, sp->pos0 + sp->n_tokens, q_end);
+            prev_end = sp->pos0 + sp->n_tokens;
+        }
+        const int lossy = kv_type_traits[sp->k.dtype].has_qparams ||
+                          kv_type_traits[sp->v.dtype].has_qparams;
+        SOFT(R->vd, !lossy || kv_cache_has(c, KV_CAP_LOSSY),
+             "%s: a lossy span without KV_CAP_LOSSY", R->name);
+        SOFT(R->vd, !lossy || sp->pos == NULL, "%s: lossy rows with a position table", R->name);
+        for (int32_t bh = 0; bh < nbh; bh++) {
+            const int32_t b = bh / cfg->n_kv_heads, h = bh % cfg->n_kv_heads;
+            char *mk = R->mark + (size_t)bh * stride;
+            for (int32_t t = 0; t < sp->n_tokens; t++) {
+                const int64_t p = kv_span_pos(sp, b, h, t);
+                SOFT(R->vd, p >= 0 && p < q_end, "%s: layer %d (b,h) %d: position %lld outside "
+                     "[0, %d)", R->name, l, bh, (long long)p, q_end);
+                SOFT(R->vd, !mk[p], "%s: layer %d (b,h) %d: position %lld visible twice",
+                     R->name, l, bh, (long long)p);
+                mk[p] = 1;
+                held0 += bh == 0;
+                for (int kv = 0; kv < 2; kv++) {
+                    const struct kv_tensor *td = kv ? &sp->v : &sp->k;
+                    const float *want =
+                        (kv ? R->f.v : R->f.k) + feed_row(&R->f, l, b, (int32_t)p, h);
+                    read_side(R->f.deq, sp, td, b, h, t, d);
+                    const struct kv_type_traits *tr = &kv_type_traits[td->dtype];
+                    if (!tr->has_qparams && tr->err_rel == 0.0) {
+                        if (memcmp(R->f.deq, want, (size_t)d * sizeof(float)) == 0)
+                            continue;
+                        SOFT(R->vd, kv == 0 && repositions &&
+                                        rotated_pair_bad(R->f.deq, want, d) < 0,
+                             "%s: layer %d seq %d head %d pos %lld: %s differs from what was "
+                             "written", R->name, l, b, h, (long long)p, kv ? "V" : "K");
+                        continue;
+                    }
+                    float w = 0.0f, tol = 0.0f;
+                    const int32_t e = lossy_row_bad(&R->f, sp, td, l, b, h, t, R->f.deq, kv, &w,
+                                                    &tol);
+                    SOFT(R->vd, e < 0, "%s: layer %d seq %d head %d pos %lld %s elem %d: got %g, "
+                         "written %g (tol %g)", R->name, l, b, h, (long long)p, kv ? "V" : "K", e,
+                         (double)R->f.deq[e < 0 ? 0 : e], (double)w, (double)tol);
+                }
+            }
+        }
+    }
+    for (int32_t bh = 0; bh < nbh; bh++)
+        for (int32_t p = 0; p < q_end; p++) {
+            if (R->mark[(size_t)bh * stride + p])
+                continue;
+            SOFT(R->vd, kv_cache_has(c, KV_CAP_EVICTS),
+                 "%s: layer %d lost position %d without KV_CAP_EVICTS", R->name, l, p);
+            SOFT(R->vd, !scored || p < q_first, "%s: layer %d (b,h) %d evicted position %d of "
+                 "the step itself", R->name, l, bh, p);
+            for (int32_t q = q_first; q < q_end && !scored; q++)
+                SOFT(R->vd, !kv_attn_key_visible(&view.mask, 0, q, p),
+                     "%s: layer %d (b,h) %d: key %d, which the query at %d sees under the view's "
+                     "mask (window %d, %d sinks), is missing", R->name, l, bh, p, q,
+                     view.mask.window, view.mask.n_sink);
+        }
+    R->held_min = held0 < R->held_min ? held0 : R->held_min;
+    return 0;
+}
+
+/* The largest |a - b| over n floats, and where. */
+static float max_diff(const float *a, const float *b, size_t n, size_t *at)
+{
+    float m = 0.0f;
+    *at = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= m)) {
+            m = fabsf(a[i] - b[i]);
+            *at = i;
+        }
+    return m;
+}
+
+/*
+ * Attention of the step's queries over layer l's view (mark as small_view
+ * left it): the fast kernel (with the attention mass, where the cache wants
+ * it) against kv_attn_ref on the view; then, where every span is exact f32
+ * at its written position, kv_attn_ref on the view against kv_attn_ref on
+ * the history: all of it under the view's mask, or, evicting what no mask
+ * describes, the keys the view lists (gathered from the history). The mass
+ * is handed back (kv_cache_observe), so a score-evicting cache evicts.
+ */
+static int small_attend(struct small_run *R, int32_t l, int32_t q_first, int32_t q_end)
+{
+    struct kv_cache *c = R->c;
+    const struct conf *cfg = &R->f.cfg;
+    const int32_t B = cfg->batch, KH = cfg->n_kv_heads, d = cfg->head_dim, H = R->n_heads;
+    const int32_t nq = q_end - q_first;
+    const size_t qrow = (size_t)H * d, stride = (size_t)R->t_max + 1;
+    for (int32_t b = 0; b < B; b++)
+        memcpy(R->q + (size_t)b * nq * qrow, R->qh + ((size_t)b * R->t_max + q_first) * qrow,
+               (size_t)nq * qrow * sizeof(float));
+    struct kv_view view;
+    SOFT(R->vd, kv_cache_view(c, l, &view) == KV_OK, "%s: view of layer %d refused", R->name, l);
+    const struct kv_attn_params p = {.batch = B, .n_q = nq, .n_heads = H, .n_kv_heads = KH,
+                                     .head_dim = d, .q_pos0 = q_first,
+                                     .scale = 1.0f / sqrtf((float)d), .n_threads = 1};
+    SOFT(R->vd, kv_attn_check(&p, &view) == KV_OK, "%s: layer %d: the kernel refuses the view",
+         R->name, l);
+    float *mass = NULL;
+    size_t mass_len = 0;
+    SOFT(R->vd, kv_cache_mass_buffer(c, l, &view, H, &mass, &mass_len) == KV_OK,
+         "%s: layer %d: no attention mass buffer", R->name, l);
+    SOFT(R->vd, mass == NULL || kv_cache_has(c, KV_CAP_ATTN_MASS),
+         "%s: asks for the attention mass without KV_CAP_ATTN_MASS", R->name);
+    struct kv_attn_params pm = p;
+    pm.mass = mass;
+    pm.mass_len = mass_len;
+    const size_t ws_bytes = (kv_attn_workspace_bytes(&pm) + 63) / 64 * 64;
+    void *ws = aligned_alloc(64, ws_bytes ? ws_bytes : 64);
+    ck_assert_ptr_nonnull(ws);
+    const enum kv_status fast = kv_attn(R->out, R->q, &pm, &view, ws, ws_bytes);
+    free(ws);
+    SOFT(R->vd, fast == KV_OK, "%s: layer %d: kv_attn: %s", R->name, l, kv_status_str(fast));
+    SOFT(R->vd, kv_attn_ref(R->ref, R->q, &p, &view) == KV_OK, "%s: layer %d: kv_attn_ref "
+         "refuses the view", R->name, l);
+    const size_t n_out = (size_t)B * nq * qrow;
+    size_t at;
+    float diff = max_diff(R->out, R->ref, n_out, &at);
+    SOFT(R->vd, diff <= ATTN_FAST_TOL, "%s: layer %d, queries [%d, %d): fast kernel %g, "
+         "reference %g", R->name, l, q_first, q_end, (double)R->out[at], (double)R->ref[at]);
+
+    int exact = !kv_cache_has(c, KV_CAP_REPOSITIONS);
+    for (int32_t i = 0; i < view.n_spans; i++)
+        exact &= view.spans[i].k.dtype == KV_DTYPE_F32 && view.spans[i].v.dtype == KV_DTYPE_F32;
+    if (exact) {
+        const size_t row = (size_t)KH * d;
+        struct kv_span sp = {.n_tokens = q_end};
+        const char *what = "the history under the view's mask";
+        if (!kv_cache_has(c, KV_CAP_SCORE_EVICTS)) {
+            sp.k = tb_side(R->f.k + feed_row(&R->f, l, 0, 0, 0), row, (size_t)R->t_max * row, d);
+            sp.v = tb_side(R->f.v + feed_row(&R->f, l, 0, 0, 0), row, (size_t)R->t_max * row, d);
+        } else { /* the keys it claims to keep, from the history */
+            what = "the keys it lists, from the history";
+            int32_t n = 0;
+            for (int32_t bh = 0; bh < B * KH; bh++) {
+                int32_t k = 0;
+                for (int32_t t = 0; t < q_end; t++)
+                    k += R->mark[(size_t)bh * stride + t] != 0;
+                n = k > n ? k : n;
+            }
+            for (int32_t bh = 0; bh < B * KH; bh++) {
+                const int32_t b = bh / KH, h = bh % KH;
+                int32_t k = 0;
+                for (int32_t t = 0; t < q_end; t++) {
+                    if (!R->mark[(size_t)bh * stride + t])
+                        continue;
+                    R->gpos[(size_t)bh * n + k] = t;
+                    memcpy(R->gk + (((size_t)b * n + k) * KH + h) * d,
+                           R->f.k + feed_row(&R->f, l, b, t, h), (size_t)d * sizeof(float));
+                    memcpy(R->gv + (((size_t)b * n + k) * KH + h) * d,
+                           R->f.v + feed_row(&R->f, l, b, t, h), (size_t)d * sizeof(float));
+                    k++;
+                }
+                for (; k < n; k++) { /* fewer here: padding past every query, never seen */
+                    R->gpos[(size_t)bh * n + k] = q_end;
+                    memset(R->gk + (((size_t)b * n + k) * KH + h) * d, 0, (size_t)d * sizeof(float));
+                    memset(R->gv + (((size_t)b * n + k) * KH + h) * d, 0, (size_t)d * sizeof(float));
+                }
+            }
+            sp = (struct kv_span){.k = tb_side(R->gk, row, (size_t)n * row, d),
+                                  .v = tb_side(R->gv, row, (size_t)n * row, d), .n_tokens = n,
+                                  .pos = R->gpos, .pos_seq_stride = (size_t)KH * n,
+                                  .pos_head_stride = (size_t)n};
+        }
+        const struct kv_view hv = {.spans = &sp, .n_spans = sp.n_tokens > 0, .mask = view.mask,
+                                   .batch = B, .n_kv_heads = KH, .head_dim = d};
+        SOFT(R->vd, kv_attn_ref(R->want, R->q, &p, &hv) == KV_OK, "%s: layer %d: the "
+             "reference view is refused", R->name, l);
+        diff = max_diff(R->ref, R->want, n_out, &at);
+        SOFT(R->vd, diff <= ATTN_REF_TOL, "%s: layer %d, queries [%d, %d): attention over the "
+             "view %g, over %s %g", R->name, l, q_first, q_end, (double)R->ref[at], what,
+             (double)R->want[at]);
+    }
+    if (mass != NULL)
+        SOFT(R->vd, kv_cache_observe(c, l, mass, H) == KV_OK, "%s: layer %d refuses its "
+             "attention mass", R->name, l);
+    return 0;
+}
+
+/*
+ * One model step at [len, len + n) (without history: all of [0, len + n)
+ * at 0): every layer updated, its view and attention checked. 0, 1 when a
+ * check failed, 2 when the cache refused the update (*refused: KV_ERR_FULL,
+ * or KV_ERR_INVALID for a chunk without KV_CAP_CHUNKED_APPEND), unchanged.
+ */
+static int small_step(struct small_run *R, int32_t len, int32_t n, enum kv_status *refused)
+{
+    struct kv_cache *c = R->c;
+    const int hist = kv_cache_has(c, KV_CAP_KEEPS_HISTORY);
+    const int prealloc = kv_cache_has(c, KV_CAP_PREALLOCATES);
+    const int32_t q_end = len + n, q_first = hist ? len : 0;
+    R->held_min = INT32_MAX;
+    for (int32_t l = 0; l < R->f.cfg.n_layers; l++) {
+        const int32_t p0 = hist ? len : 0, cnt = hist ? n : q_end;
+        feed_chunk(&R->f, l, p0, cnt);
+        const int32_t had = kv_cache_seq_len(c, l);
+        const size_t copied = kv_cache_copied_bytes(c), resident = kv_cache_resident_bytes(c);
+        kv_alloc_fail_at(0, 0); /* counts from here */
+        const enum kv_status st = kv_cache_update(c, l, R->f.ck, R->f.cv, cnt, p0);
+        SOFT(R->vd, !prealloc || kv_alloc_count() == 0, "%s: an update of a preallocating "
+             "cache allocated (layer %d, position %d)", R->name, l, len);
+        if (st != KV_OK) {
+            SOFT(R->vd, kv_cache_seq_len(c, l) == had && kv_cache_copied_bytes(c) == copied &&
+                            kv_cache_resident_bytes(c) == resident,
+                 "%s: a refused update (%s) changed layer %d", R->name, kv_status_str(st), l);
+            SOFT(R->vd, st == KV_ERR_FULL || (st == KV_ERR_INVALID && l == 0 && n > 1 && len > 0 &&
+                                              !kv_cache_has(c, KV_CAP_CHUNKED_APPEND)),
+                 "%s: layer %d: update of %d at %d: %s", R->name, l, n, len, kv_status_str(st));
+            SOFT(R->vd, st != KV_ERR_FULL || !kv_cache_has(c, KV_CAP_EVICTS),
+                 "%s: an evicting cache refused position %d (layer %d) as full", R->name, len, l);
+            *refused = st;
+            return 2;
+        }
+        SOFT(R->vd, kv_cache_seq_len(c, l) == (hist ? q_end : 0), "%s: layer %d holds a length "
+             "of %d after position %d", R->name, l, kv_cache_seq_len(c, l), q_end - 1);
+        if (small_view(R, l, q_first, q_end) || small_attend(R, l, q_first, q_end))
+            return 1;
+    }
+    return 0;
+}
+
+/* Memory after a step with len tokens: within bytes_for, flat when
+ * preallocated. */
+static int small_memory(struct small_run *R, int32_t len, size_t resident0)
+{
+    const struct kv_cache_config cc = cc_of(&R->sm->shape);
+    const size_t res = kv_cache_resident_bytes(R->c);
+    SOFT(R->vd, !kv_cache_has(R->c, KV_CAP_PREALLOCATES) || res == resident0,
+         "%s: preallocated, yet its resident bytes moved from %zu to %zu", R->name, resident0,
+         res);
+    size_t bound;
+    const enum kv_status st = kv_cache_bytes_for(R->c->ops, &cc, R->c->params, len, &bound);
+    SOFT(R->vd, st == KV_OK || st == KV_ERR_UNSUPPORTED, "%s: bytes_for: %s", R->name,
+         kv_status_str(st));
+    SOFT(R->vd, st != KV_OK || res <= bound, "%s after %d tokens: resident %zu bytes > "
+         "bytes_for %zu", R->name, len, res, bound);
+    return 0;
+}
+
+/* One schedule through a fresh cache, then the end checks. */
+static int small_schedule(struct small_run *R, const int32_t *sched, int32_t n_sched)
+{
+    const struct small *sm = R->sm;
+    struct kv_cache *c = R->c;
+    const size_t resident0 = kv_cache_resident_bytes(c);
+    int32_t len = 0;
+    int full = 0;
+    for (int32_t i = 0; i < n_sched && !full; i++) {
+        /* the chunk, or token by token where a chunk is refused (no
+         * KV_CAP_CHUNKED_APPEND); KV_ERR_FULL ends the schedule */
+        const int32_t n = sched[i];
+        enum kv_status st = KV_OK;
+        int r = small_step(R, len, n, &st);
+        const int one_by_one = r == 2 && st == KV_ERR_INVALID;
+        for (int32_t j = 0; j < (one_by_one ? n : 1) && !full; j++) {
+            if (one_by_one)
+                r = small_step(R, len, 1, &st);
+            if (r == 1)
+                return 1;
+            full = r == 2;
+            len += full ? 0 : one_by_one ? 1 : n;
+            if (!full && small_memory(R, len, resident0))
+                return 1;
+        }
+    }
+    if (getenv("KV_TEST_VERBOSE") != NULL)
+        fprintf(stderr, "small:   %d of %d tokens%s\n", len, sm->T, full ? ", then full" : "");
+    if (full || !kv_cache_has(c, KV_CAP_KEEPS_HISTORY))
+        return 0;
+    /* an evicting cache with small sizes did evict */
+    SOFT(R->vd, sm->n_scaled == 0 || !kv_cache_has(c, KV_CAP_EVICTS) || R->held_min < len,
+         "%s: after %d tokens every layer's view still holds all of them: it never evicted",
+         R->name, len);
+    /* full at max_len: the next position is refused, nothing changed */
+    if (kv_cache_has(c, KV_CAP_BOUNDED) && len == c->cfg.max_len) {
+        feed_chunk(&R->f, 0, len, 1);
+        const size_t copied = kv_cache_copied_bytes(c);
+        const enum kv_status st = kv_cache_update(c, 0, R->f.ck, R->f.cv, 1, len);
+        SOFT(R->vd, st == KV_ERR_FULL, "%s: bounded, full at max_len %d, yet position %d: %s",
+             R->name, len, len, kv_status_str(st));
+        SOFT(R->vd, kv_cache_seq_len(c, 0) == len && kv_cache_copied_bytes(c) == copied,
+             "%s: refusing position %d as full changed the cache", R->name, len);
+    }
+    return 0;
+}
+
+/* Every check on one small configuration: the verdict. */
+static struct verdict small_verdict(struct variant var, int shrink, uint64_t seed)
+{
+    struct verdict vd = {0};
+    struct small sm;
+    if (!small_make(&sm, var, shrink))
+        return vd; /* the variant does not take the small shape */
+    char name[400];
+    snprintf(name, sizeof name, "%s (%s)", var.preset != NULL ? var.preset : var.ops->name,
+             sm.desc);
+    struct small_run R = {.vd = &vd, .sm = &sm, .name = name, .t_max = sm.T + 1,
+                          .n_heads = 2 * sm.shape.n_kv_heads};
+    const struct conf *cfg = &sm.shape;
+    const size_t qn = (size_t)cfg->batch * R.t_max * R.n_heads * cfg->head_dim;
+    const size_t kn = (size_t)cfg->batch * R.t_max * cfg->n_kv_heads * cfg->head_dim;
+    R.qh = malloc(qn * sizeof(float));
+    R.q = malloc(qn * sizeof(float));
+    R.out = malloc(qn * sizeof(float));
+    R.ref = malloc(qn * sizeof(float));
+    R.want = malloc(qn * sizeof(float));
+    R.gk = malloc(kn * sizeof(float));
+    R.gv = malloc(kn * sizeof(float));
+    R.gpos = malloc((size_t)cfg->batch * cfg->n_kv_heads * R.t_max * sizeof(int32_t));
+    R.mark = malloc((size_t)cfg->batch * cfg->n_kv_heads * (R.t_max + 1));
+    int32_t *sched = malloc((size_t)sm.T * sizeof(int32_t));
+    ck_assert(R.qh && R.q && R.out && R.ref && R.want && R.gk && R.gv && R.gpos && R.mark &&
+              sched);
+    const struct kv_cache_config cc = cc_of(cfg);
+    if (getenv("KV_TEST_VERBOSE") != NULL)
+        fprintf(stderr, "small: %s, %d parameters set small, %d tokens, max_len %d\n", name,
+                sm.n_scaled, sm.T, cfg->max_len);
+    for (int32_t k = 0; k < SMALL_N_SCHEDS && vd.fails == 0; k++) {
+        feed_init(&R.f, cfg, R.t_max, seed + 7 * (uint64_t)k);
+        for (size_t i = 0; i < qn; i++)
+            R.qh[i] = rng_uniform();
+        const enum kv_status st = kv_cache_create(&R.c, var.ops, &cc, sm.blk.b);
+        if (st != KV_OK)
+            verdict_fail(&vd, "%s: refuses the configuration its check accepted: %s", name,
+                         kv_status_str(st));
+        else
+            small_schedule(&R, sched, small_sched(k, sm.T, sm.biggest, sched));
+        kv_cache_destroy(R.c);
+        R.c = NULL;
+        feed_free(&R.f);
+    }
+    kv_alloc_fail_at(0, 0);
+    free(sched);
+    free(R.qh);
+    free(R.q);
+    free(R.out);
+    free(R.ref);
+    free(R.want);
+    free(R.gk);
+    free(R.gv);
+    free(R.gpos);
+    free(R.mark);
+    return vd;
+}
+
+/* Every variant at small sizes. */
+START_TEST(test_conformance_small)
+{
+    const struct variant var = variant_at(_i);
+    const int64_t live0 = kv_alloc_live();
+    const struct verdict vd = small_verdict(var, 1, 5000 + (uint64_t)_i * 31);
+    ck_assert_msg(vd.fails == 0, "%d failed checks, the first: %s", vd.fails, vd.first);
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/*
+ * The proof that the small configuration closes the gap: each broken
+ * double, registered like any strategy and found through the registry,
+ * passes these checks at its defaults (budget 256: it never evicts within
+ * the tokens fed, the old blind spot) and fails them at the budget the
+ * table search finds, with the failure its bug must cause; the correct
+ * double of the same shape passes. (Registered here only, so the normal
+ * run never walks them; in a CK_FORK=no run this test comes last.)
+ */
+START_TEST(test_conformance_small_catches)
+{
+    const struct {
+        const struct kv_strategy_ops *ops;
+        const char *symptom; /* in the first failure's message */
+    } broken[] = {
+        {&tb_wide_ops, "is missing"},
+        {&tb_victim_ops, "differs from what was written"},
+        {&tb_more_ops, "> bytes_for"},
+    };
+    const int64_t live0 = kv_alloc_live();
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+        const char *name = broken[i].ops->name;
+        if (kv_strategy_find(name) == NULL)
+            ck_assert_int_eq(kv_strategy_register(broken[i].ops), KV_OK);
+        const struct variant var = {kv_strategy_find(name), NULL, NULL};
+        ck_assert_ptr_eq(var.ops, broken[i].ops);
+        const struct verdict at_default = small_verdict(var, 0, 77);
+        ck_assert_msg(at_default.fails == 0, "%s at its defaults: %s", name, at_default.first);
+        const struct verdict small = small_verdict(var, 1, 77);
+        ck_assert_msg(small.fails > 0, "%s passes the small configuration", name);
+        ck_assert_msg(strstr(small.first, broken[i].symptom) != NULL, "%s: '%s' not in: %s",
+                      name, broken[i].symptom, small.first);
+        ck_assert_msg(strstr(small.first, "budget=3") != NULL, "%s: %s", name, small.first);
+        if (getenv("KV_TEST_VERBOSE") != NULL)
+            fprintf(stderr, "%s: %d failed checks, the first: %s\n", name, small.fails,
+                    small.first);
+    }
+    const struct verdict good = small_verdict((struct variant){&tb_ops, NULL, NULL}, 1, 77);
+    ck_assert_msg(good.fails == 0, "%s", good.first);
+    ck_assert_int_eq(kv_alloc_live(), live0);
 }
 END_TEST
 
@@ -2343,6 +3259,157 @@ START_TEST(test_registration_text_rule)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Capability names, the eviction flags, the resolver, preset labels        */
+
+static void tb_observe(void *state, int32_t layer, const float *mass, int32_t n_heads)
+{
+    (void)state, (void)layer, (void)mass, (void)n_heads;
+}
+
+/* Every flag has its own short name (a label), nothing else has one; the
+ * three eviction questions are separate flags (strategy.h): evicting what
+ * no mask describes is a kind of evicting, and either it or needing the
+ * attention scores goes without the other. */
+START_TEST(test_cap_names)
+{
+    static const char *const want[] = {
+        "keeps-history", "lossy", "evicts", "preallocates", "chunked-append", "crop", "fork",
+        "reorder", "shares-storage", "bounded", "attention-mass", "score-evicts", "repositions"};
+    int32_t n = 0;
+    for (uint32_t bit = 1; bit & KV_CAP_ALL; bit <<= 1, n++) {
+        const char *name = kv_cap_name(bit);
+        ck_assert_ptr_nonnull(name);
+        ck_assert(kv_label_ok(name));
+        ck_assert_int_lt(n, (int32_t)(sizeof want / sizeof want[0]));
+        ck_assert_str_eq(name, want[n]);
+    }
+    ck_assert_int_eq(n, (int32_t)(sizeof want / sizeof want[0]));
+    ck_assert_str_eq(kv_cap_name(KV_CAP_EVICTS), "evicts");
+    ck_assert_str_eq(kv_cap_name(KV_CAP_SCORE_EVICTS), "score-evicts");
+    ck_assert_str_eq(kv_cap_name(KV_CAP_ATTN_MASS), "attention-mass");
+    ck_assert_ptr_null(kv_cap_name(0));
+    ck_assert_ptr_null(kv_cap_name(KV_CAP_EVICTS | KV_CAP_SCORE_EVICTS));
+    ck_assert_ptr_null(kv_cap_name(KV_CAP_ALL));
+    ck_assert_ptr_null(kv_cap_name((uint32_t)KV_CAP_ALL + 1));
+    ck_assert_ptr_null(kv_cap_name(1u << 31));
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *o = kv_strategy_at(i);
+        ck_assert(!(o->caps & KV_CAP_SCORE_EVICTS) || (o->caps & KV_CAP_EVICTS));
+    }
+    struct kv_strategy_ops o = tb_ops;
+    o.name = "fresh-name";
+    o.caps = KV_CAP_KEEPS_HISTORY | KV_CAP_SCORE_EVICTS; /* without KV_CAP_EVICTS */
+    ck_assert_int_eq(kv_strategy_validate(&o), KV_ERR_INVALID);
+    o.caps |= KV_CAP_EVICTS; /* evicting by a key's norm: no scores needed */
+    ck_assert_int_eq(kv_strategy_validate(&o), KV_OK);
+    o.caps = KV_CAP_KEEPS_HISTORY | KV_CAP_ATTN_MASS; /* scores for statistics only */
+    o.observe = tb_observe;
+    ck_assert_int_eq(kv_strategy_validate(&o), KV_OK);
+}
+END_TEST
+
+/* kv_strategy_lookup resolves every strategy's name (its defaults) and
+ * every preset's (its parameters); kv_strategy_find, its wrapper, takes a
+ * strategy's own name only. */
+START_TEST(test_resolver)
+{
+    struct test_param_block got, want;
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(i), *o = NULL;
+        memset(&got, 0xA5, sizeof got);
+        test_params_fill(ops, &want, NULL);
+        ck_assert_int_eq(kv_strategy_lookup(ops->name, &o, got.b, sizeof got.b), KV_OK);
+        ck_assert_ptr_eq(o, ops);
+        ck_assert(memcmp(got.b, want.b, ops->params_size) == 0);
+        ck_assert_ptr_eq(kv_strategy_find(ops->name), ops);
+        for (int32_t k = 0; k < ops->n_presets; k++) {
+            const char *name = ops->presets[k].name;
+            test_params_fill(ops, &want, NULL);
+            ck_assert_int_eq(kv_params_parse(ops, want.b, ops->presets[k].params), KV_OK);
+            memset(&got, 0xA5, sizeof got);
+            o = NULL;
+            ck_assert_int_eq(kv_strategy_lookup(name, &o, got.b, sizeof got.b), KV_OK);
+            ck_assert_ptr_eq(o, ops);
+            ck_assert(memcmp(got.b, want.b, ops->params_size) == 0);
+            ck_assert_int_eq(kv_strategy_lookup(name, &o, NULL, 0), KV_OK);
+            ck_assert_ptr_eq(o, ops);
+            ck_assert_ptr_null(kv_strategy_find(name)); /* its parameters would be lost */
+        }
+    }
+    const struct kv_strategy_ops *o = kv_strategy_at(0);
+    ck_assert_int_eq(kv_strategy_lookup("no-such-strategy", &o, NULL, 0), KV_ERR_INVALID);
+    ck_assert_ptr_null(o);
+    ck_assert_int_eq(kv_strategy_lookup(NULL, &o, NULL, 0), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_strategy_lookup("dynamic", NULL, NULL, 0), KV_ERR_INVALID);
+    ck_assert_ptr_null(kv_strategy_find("no-such-strategy"));
+    ck_assert_ptr_null(kv_strategy_find(NULL));
+}
+END_TEST
+
+/*
+ * A strategy picked by a preset's name files its results (CSV label,
+ * progress lines: kv_strategy_label, kv_cache_label) under that preset's
+ * name; only an alias, whose parameters equal the defaults or an earlier
+ * preset's, files under theirs (one configuration, one label), and presets
+ * of different parameters never share a label.
+ */
+START_TEST(test_preset_labels)
+{
+    const struct kv_cache_config cc = cc_of(&conf_cfgs[0]);
+    struct test_param_block def, pk, pj;
+    char label[128], other[128];
+    for (int32_t i = 0; i < kv_strategy_count(); i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_at(i), *o;
+        test_params_fill(ops, &def, NULL);
+        for (int32_t k = 0; k < ops->n_presets; k++) {
+            const char *name = ops->presets[k].name;
+            memset(&pk, 0, sizeof pk);
+            ck_assert_int_eq(kv_strategy_lookup(name, &o, pk.b, sizeof pk.b), KV_OK);
+            ck_assert_int_gt(kv_strategy_label(o, pk.b, label, sizeof label), 0);
+            int alias = 0;
+            if (strcmp(label, name) != 0) {
+                if (memcmp(pk.b, def.b, ops->params_size) == 0) {
+                    kv_strategy_label(ops, def.b, other, sizeof other);
+                    alias = strcmp(label, other) == 0;
+                }
+                for (int32_t j = 0; j < k && !alias; j++) {
+                    memset(&pj, 0, sizeof pj);
+                    ck_assert_int_eq(kv_strategy_lookup(ops->presets[j].name, &o, pj.b,
+                                                        sizeof pj.b), KV_OK);
+                    alias = memcmp(pk.b, pj.b, ops->params_size) == 0 &&
+                            strcmp(label, ops->presets[j].name) == 0;
+                }
+                ck_assert_msg(alias, "preset %s files its results under %s", name, label);
+            }
+            for (int32_t j = 0; j < k; j++) {
+                memset(&pj, 0, sizeof pj);
+                ck_assert_int_eq(kv_strategy_lookup(ops->presets[j].name, &o, pj.b, sizeof pj.b),
+                                 KV_OK);
+                kv_strategy_label(ops, pj.b, other, sizeof other);
+                ck_assert_msg(memcmp(pk.b, pj.b, ops->params_size) == 0 ||
+                                  strcmp(label, other) != 0,
+                              "presets %s and %s differ but share the label %s", name,
+                              ops->presets[j].name, label);
+            }
+            /* a cache made from the preset says the same */
+            struct test_param_block fit;
+            const struct conf *t = &conf_cfgs[0];
+            const struct test_params tp = {.window = t->window, .bits = t->bits,
+                                           .group = t->group, .residual = t->residual};
+            test_params_fill(ops, &fit, &tp); /* this shape's sizes, the preset's on top */
+            ck_assert_int_eq(kv_params_parse(ops, fit.b, ops->presets[k].params), KV_OK);
+            struct kv_cache *c = NULL;
+            if (kv_cache_create(&c, ops, &cc, fit.b) != KV_OK)
+                continue;
+            kv_cache_label(c, other, sizeof other);
+            ck_assert_str_eq(other, label);
+            kv_cache_destroy(c);
+        }
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Suites                                                                   */
 
 static Suite *strategies_suite(void)
@@ -2363,6 +3430,7 @@ static Suite *strategies_suite(void)
     tcase_add_loop_test(tc, test_conformance_memory, 0, n * N_SCHEDS);
     tcase_add_loop_test(tc, test_conformance_bounds, 0, n);
     tcase_add_loop_test(tc, test_conformance_optional, 0, n);
+    tcase_add_loop_test(tc, test_conformance_small, 0, n);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("core");
@@ -2370,6 +3438,9 @@ static Suite *strategies_suite(void)
     tcase_add_test(tc, test_wrapper_defaults);
     tcase_add_test(tc, test_reserved_flags);
     tcase_add_test(tc, test_registration_text_rule);
+    tcase_add_test(tc, test_cap_names);
+    tcase_add_test(tc, test_resolver);
+    tcase_add_test(tc, test_preset_labels);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("per-strategy");
@@ -2390,6 +3461,13 @@ static Suite *strategies_suite(void)
     tcase_add_loop_test(tc, test_kivi_decode_accounting, 0, N_KIVI_CFGS);
     tcase_add_loop_test(tc, test_kivi_chunks, 0, N_KIVI_CFGS);
     suite_add_tcase(s, tc);
+
+    /* last: it registers the broken doubles (in its own process, unless
+     * CK_FORK=no, and then after every test that walks the registry) */
+    tc = tcase_create("conformance-proof");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_conformance_small_catches);
+    suite_add_tcase(s, tc);
     return s;
 }
 
@@ -2397,6 +3475,9 @@ int main(void)
 {
     /* the test-only paged strategies: the suite runs them like the others */
     kv_test_register_paged();
+    /* and a strategy the suite knows nothing about by name (--budget) */
+    if (kv_strategy_find(tb_ops.name) == NULL && kv_strategy_register(&tb_ops) != KV_OK)
+        abort();
     SRunner *sr = srunner_create(strategies_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

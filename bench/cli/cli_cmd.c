@@ -421,6 +421,8 @@ static int take_special(const char *cmd, int r, int argc, char **argv)
 static int take_option(struct kv_cmd_ctx *x, struct set *s, int32_t i, char **argv)
 {
     const char *cmd = x->cmd->name;
+    if (i < 0 || i >= s->n)
+        return -1; /* getopt_long answers only the values long_options gave it */
     struct entry *e = &s->e[i];
     if (!typed_exactly(argv, optind, optarg, e->has_value, e->name)) {
         const int at = optind - (e->has_value && optarg == argv[optind - 1] ? 2 : 1);

@@ -28,23 +28,7 @@
 /* ------------------------------------------------------------------------ */
 /* kvlab strategies                                                         */
 
-/* The capability flags, for --verbose. */
-static const struct {
-    uint32_t cap;
-    const char *name;
-} cap_names[] = {
-    {KV_CAP_KEEPS_HISTORY, "keeps-history"}, {KV_CAP_LOSSY, "lossy"},
-    {KV_CAP_EVICTS, "evicts"},               {KV_CAP_PREALLOCATES, "preallocates"},
-    {KV_CAP_CHUNKED_APPEND, "chunked-append"}, {KV_CAP_CROP, "crop"},
-    {KV_CAP_FORK, "fork"},                   {KV_CAP_REORDER, "reorder"},
-    {KV_CAP_SHARES_STORAGE, "shares-storage"}, {KV_CAP_BOUNDED, "bounded"},
-    {KV_CAP_ATTN_MASS, "attention-mass"},    {KV_CAP_SCORE_EVICTS, "score-evicts"},
-    {KV_CAP_REPOSITIONS, "repositions"},
-};
-/* every flag has its name: a flag added to strategy.h without one here is
- * one bit of KV_CAP_ALL too many */
-_Static_assert(sizeof cap_names / sizeof cap_names[0] == 13 && KV_CAP_ALL == (1u << 13) - 1,
-               "cap_names must name every KV_CAP_ flag");
+
 
 /* One line per strategy: name, description, then its parameters' flags
  * with their defaults and its presets in brackets; --verbose adds the
@@ -84,9 +68,9 @@ static int strategies_run(struct kv_cmd_ctx *x)
         if (!verbose)
             continue;
         printf("%-16s capabilities:", "");
-        for (size_t c = 0; c < sizeof cap_names / sizeof cap_names[0]; c++)
-            if (ops->caps & cap_names[c].cap)
-                printf(" %s", cap_names[c].name);
+        for (uint32_t bit = 1; bit & KV_CAP_ALL; bit <<= 1)
+            if (ops->caps & bit)
+                printf(" %s", kv_cap_name(bit));
         printf("\n");
         for (int32_t k = 0; k < ops->n_params; k++) {
             const struct kv_param *p = &ops->params[k];

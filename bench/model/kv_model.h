@@ -151,6 +151,59 @@ enum kv_status kv_forward_all(struct kv_runner *r, const struct kv_model *m,
                               int32_t pos0, float *logits, struct kv_step_stats *st);
 
 /* ------------------------------------------------------------------------ */
+/* A cache for a model, and one decode step whatever the strategy           */
+
+/*
+ * The shape of a cache for m running `batch` sequences: m's layers and kv
+ * heads, head_dim = dim / n_heads, max_len = m's max_len. A zeroed config
+ * (which kv_cache_create refuses, KV_ERR_INVALID) for a NULL m or a config
+ * kv_model_config_check refuses; batch is taken as given (kv_cache_create
+ * refuses one below 1). kv_cache_config_for is the same from a config
+ * alone (before any model exists).
+ *
+ *     struct kv_cache_config cc = kv_cache_config_for_model(m, 1);
+ *     kv_cache_create(&cache, ops, &cc, params);
+ */
+struct kv_cache_config kv_cache_config_for_model(const struct kv_model *m, int32_t batch);
+struct kv_cache_config kv_cache_config_for(const struct kv_model_config *c, int32_t batch);
+
+/*
+ * The widest call kv_decode_step makes over a run of prompt_len tokens and
+ * new_tokens generated ones (the last never fed): prompt_len for a cache
+ * that keeps history, prompt_len + new_tokens - 1 for one that keeps none
+ * (`none` re-runs the whole sequence). The max_tokens to create the runner
+ * with; 0 for a NULL cache, prompt_len < 1 or new_tokens < 1, or a sum past
+ * INT32_MAX.
+ */
+int32_t kv_decode_max_tokens(const struct kv_cache *cache, int32_t prompt_len,
+                             int32_t new_tokens);
+
+/*
+ * Brings the cache up to the first len tokens of every sequence and writes
+ * the logits after token len - 1, hiding the one branch every decode loop
+ * has: a cache that keeps history (KV_CAP_KEEPS_HISTORY) is fed only the
+ * tokens it has not seen, positions kv_cache_seq_len .. len-1 in one call
+ * (the prompt at the first step, the newest token after); one that keeps
+ * none (`none`) is reset and fed all len tokens from position 0.
+ *
+ * seq: (batch, stride) ids, row b the tokens of sequence b (len <= stride);
+ * pad, logits (batch, vocab) and st as kv_forward's. The runner must be of
+ * the cache's batch with max_tokens >= the call (kv_decode_max_tokens).
+ * KV_ERR_INVALID, the cache untouched, for a NULL argument, len < 1,
+ * len > stride, a cache already holding len tokens or more, or a call wider
+ * than the runner; otherwise kv_forward's status. Never allocates.
+ *
+ *     for (int32_t len = P; len < P + N; len++) {     // seq[b*S + 0..P) = prompt
+ *         kv_decode_step(r, m, cache, seq, S, len, NULL, logits, NULL);
+ *         seq[len] = kv_argmax(logits, vocab);         // batch 1
+ *     }
+ */
+enum kv_status kv_decode_step(struct kv_runner *r, const struct kv_model *m,
+                              struct kv_cache *cache, const int32_t *seq, int32_t stride,
+                              int32_t len, const int32_t *pad, float *logits,
+                              struct kv_step_stats *st);
+
+/* ------------------------------------------------------------------------ */
 /* Generation                                                               */
 
 /*
@@ -187,9 +240,10 @@ typedef void (*kv_gen_step_fn)(void *user, int32_t step, const float *logits,
                                const struct kv_step_stats *st, int64_t step_ns);
 
 /*
- * Prefill the prompt then greedy-decode new_tokens tokens. With a strategy
- * that keeps no history, every decode step re-runs the whole sequence so
- * far. out_tokens: (batch, new_tokens). on_step may be NULL.
+ * Prefill the prompt then greedy-decode new_tokens tokens, each step one
+ * kv_decode_step: with a strategy that keeps no history, every decode step
+ * re-runs the whole sequence so far. out_tokens: (batch, new_tokens).
+ * on_step may be NULL.
  */
 enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
                            const struct kv_gen_params *gp, int32_t *out_tokens,

@@ -285,6 +285,7 @@ struct kv_runner {
     float *hb2;   /* (batch*max_tokens, hidden) w3 x */
     float *xlast; /* (batch, dim) last token of each sequence, normalised */
     int32_t *pos; /* (batch*max_tokens) RoPE positions */
+    int32_t *fed; /* (batch*max_tokens) the tokens kv_decode_step gathers */
     void *ws;     /* attention workspace */
     size_t ws_bytes;
 };
@@ -356,13 +357,14 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     if (ws == SIZE_MAX)
         return KV_ERR_OVERFLOW;
 
-    size_t total = 0, o_x, o_xb, o_q, o_k, o_v, o_att, o_hb, o_hb2, o_xl, o_pos, o_ws;
+    size_t total = 0, o_x, o_xb, o_q, o_k, o_v, o_att, o_hb, o_hb2, o_xl, o_pos, o_fed, o_ws;
     if (add_buf(&total, &o_x, T * D, 4) || add_buf(&total, &o_xb, T * D, 4) ||
         add_buf(&total, &o_q, T * D, 4) || add_buf(&total, &o_k, T * kvd, 4) ||
         add_buf(&total, &o_v, T * kvd, 4) || add_buf(&total, &o_att, T * D, 4) ||
         add_buf(&total, &o_hb, T * H, 4) || add_buf(&total, &o_hb2, T * H, 4) ||
         add_buf(&total, &o_xl, (size_t)batch * D, 4) ||
-        add_buf(&total, &o_pos, T, sizeof(int32_t)) || add_buf(&total, &o_ws, ws, 1))
+        add_buf(&total, &o_pos, T, sizeof(int32_t)) ||
+        add_buf(&total, &o_fed, T, sizeof(int32_t)) || add_buf(&total, &o_ws, ws, 1))
         return KV_ERR_OVERFLOW;
 
     struct kv_runner *r = kv_alloc(sizeof *r);
@@ -388,6 +390,7 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     r->hb2 = H ? (float *)(a + o_hb2) : NULL;
     r->xlast = (float *)(a + o_xl);
     r->pos = (int32_t *)(a + o_pos);
+    r->fed = (int32_t *)(a + o_fed);
     r->ws = a + o_ws;
     r->ws_bytes = ws;
 
@@ -620,6 +623,64 @@ enum kv_status kv_forward_all(struct kv_runner *r, const struct kv_model *m,
 }
 
 /* ------------------------------------------------------------------------ */
+/* A cache for a model, and one decode step whatever the strategy           */
+
+struct kv_cache_config kv_cache_config_for(const struct kv_model_config *c, int32_t batch)
+{
+    if (c == NULL || kv_model_config_check(c) != KV_OK)
+        return (struct kv_cache_config){0};
+    return (struct kv_cache_config){.n_layers = c->n_layers,
+                                    .batch = batch,
+                                    .n_kv_heads = c->n_kv_heads,
+                                    .head_dim = c->dim / c->n_heads,
+                                    .max_len = c->max_len};
+}
+
+struct kv_cache_config kv_cache_config_for_model(const struct kv_model *m, int32_t batch)
+{
+    return kv_cache_config_for(m != NULL ? &m->cfg : NULL, batch);
+}
+
+int32_t kv_decode_max_tokens(const struct kv_cache *cache, int32_t prompt_len,
+                             int32_t new_tokens)
+{
+    if (cache == NULL || prompt_len < 1 || new_tokens < 1 ||
+        new_tokens - 1 > INT32_MAX - prompt_len)
+        return 0;
+    return kv_cache_has(cache, KV_CAP_KEEPS_HISTORY) ? prompt_len : prompt_len + new_tokens - 1;
+}
+
+/*
+ * The one place the no-history branch lives: a cache with history takes
+ * the tokens it has not seen, one without is reset and takes them all.
+ * The tokens of the call are gathered into the runner's own buffer, so the
+ * caller's rows may be longer than what is fed (no allocation).
+ */
+enum kv_status kv_decode_step(struct kv_runner *r, const struct kv_model *m,
+                              struct kv_cache *cache, const int32_t *seq, int32_t stride,
+                              int32_t len, const int32_t *pad, float *logits,
+                              struct kv_step_stats *st)
+{
+    if (r == NULL || m == NULL || cache == NULL || seq == NULL || logits == NULL || len < 1 ||
+        stride < len || cache->cfg.batch != r->batch)
+        return KV_ERR_INVALID;
+    const int keeps = kv_cache_has(cache, KV_CAP_KEEPS_HISTORY);
+    const int32_t pos0 = keeps ? kv_cache_seq_len(cache, 0) : 0;
+    if (pos0 < 0 || pos0 >= len || len - pos0 > r->max_tokens)
+        return KV_ERR_INVALID;
+    const int32_t n = len - pos0;
+    for (int32_t b = 0; b < r->batch; b++)
+        memcpy(r->fed + (size_t)b * n, seq + (size_t)b * stride + pos0,
+               (size_t)n * sizeof(int32_t));
+    if (!keeps) {
+        enum kv_status s = kv_cache_reset(cache);
+        if (s != KV_OK)
+            return s;
+    }
+    return kv_forward(r, m, cache, r->fed, n, pos0, pad, logits, st);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Generation                                                               */
 
 static void pick_tokens(int32_t *next, const float *logits, int32_t batch, int32_t vocab)
@@ -690,23 +751,27 @@ enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
         return KV_ERR_INVALID; /* positions beyond the model's max_len */
     if (gp->shared_prompt && !kv_cache_has(cache, KV_CAP_KEEPS_HISTORY | KV_CAP_REORDER))
         return KV_ERR_UNSUPPORTED;
-    const int keeps = kv_cache_has(cache, KV_CAP_KEEPS_HISTORY);
     /* a shared prompt is prefilled by a runner of one sequence */
-    const int32_t max_tokens = keeps ? (gp->shared_prompt ? 1 : P) : P + N - 1;
+    const int32_t max_tokens = gp->shared_prompt ? 1 : kv_decode_max_tokens(cache, P, N);
 
     struct kv_runner *r = NULL;
     enum kv_status s = kv_runner_create(&r, m, B, max_tokens, gp->n_threads);
     if (s != KV_OK)
         return s;
     kv_runner_set_mask(r, gp->window, gp->n_sink);
-    size_t seq_floats = (size_t)B * (size_t)max_tokens;
+    /* (batch, P + N - 1): each row the prompt, then the tokens generated so
+     * far (the last one is never fed) */
+    const int32_t S = P + N - 1;
     float *logits = kv_alloc((size_t)B * (size_t)V * sizeof(float));
     int32_t *next = kv_alloc((size_t)B * sizeof(int32_t));
-    int32_t *seq = keeps ? NULL : kv_alloc(seq_floats * sizeof(int32_t));
-    if (logits == NULL || next == NULL || (!keeps && seq == NULL)) {
+    int32_t *seq = kv_alloc((size_t)B * (size_t)S * sizeof(int32_t));
+    if (logits == NULL || next == NULL || seq == NULL) {
         s = KV_ERR_NOMEM;
         goto done;
     }
+    for (int32_t b = 0; b < B; b++)
+        memcpy(seq + (size_t)b * S, gp->prompt + (size_t)(gp->shared_prompt ? 0 : b) * P,
+               (size_t)P * sizeof(int32_t));
     s = kv_cache_reset(cache);
     if (s != KV_OK)
         goto done;
@@ -714,30 +779,19 @@ enum kv_status kv_generate(const struct kv_model *m, struct kv_cache *cache,
     for (int32_t step = 0; step < N; step++) {
         struct kv_step_stats st = {0};
         int64_t t0 = kv_now_ns();
-        if (step == 0 && gp->shared_prompt) {
+        if (step == 0 && gp->shared_prompt)
             s = kv_prefill_shared(m, cache, gp->prompt, P, B, gp->n_threads, logits, &st);
-        } else if (step == 0) {
-            s = kv_forward(r, m, cache, gp->prompt, P, 0, gp->pad, logits, &st);
-        } else if (keeps) {
-            s = kv_forward(r, m, cache, next, 1, P + step - 1, gp->pad, logits, &st);
-        } else {
-            /* No history: rebuild (batch, P + step) = prompt + generated. */
-            int32_t L = P + step;
-            for (int32_t b = 0; b < B; b++) {
-                int32_t *row = seq + (size_t)b * L;
-                memcpy(row, gp->prompt + (size_t)b * P, (size_t)P * sizeof(int32_t));
-                memcpy(row + P, out_tokens + (size_t)b * N, (size_t)step * sizeof(int32_t));
-            }
-            s = kv_cache_reset(cache);
-            if (s == KV_OK)
-                s = kv_forward(r, m, cache, seq, L, 0, gp->pad, logits, &st);
-        }
+        else /* the prompt, then the newest token (all of them again without history) */
+            s = kv_decode_step(r, m, cache, seq, S, P + step, gp->pad, logits, &st);
         int64_t step_ns = kv_now_ns() - t0;
         if (s != KV_OK)
             goto done;
         pick_tokens(next, logits, B, V);
-        for (int32_t b = 0; b < B; b++)
+        for (int32_t b = 0; b < B; b++) {
             out_tokens[(size_t)b * N + step] = next[b];
+            if (P + step < S)
+                seq[(size_t)b * S + P + step] = next[b];
+        }
         if (on_step != NULL)
             on_step(user, step, logits, next, &st, step_ns);
     }
