@@ -59,23 +59,23 @@ struct kv_opt_rest {
 
 struct kv_opt {
     const char *name;    /* "--reps"; a positional argument: its metavar ("OUT") */
-    enum kv_opt_kind kind;
     size_t off;          /* of the field in the command's option struct */
     int64_t lo, hi;      /* INT, I64, INTS: the range */
     double flo, fhi;     /* FLOAT: the range, both inclusive */
-    int32_t hi_n;        /* INTS: most values (0: KV_OPT_INTS_MAX) */
     const char *const *names; /* ENUM: the accepted words, NULL-terminated */
-    uint32_t modes;      /* the command's modes in which it has an effect; 0: all */
     const char *meta;    /* "N", "FILE": shown in --help */
     const char *help;    /* one line */
+    /* CUSTOM: parse v into field; on failure writes what is expected
+     * ("I/N, whole numbers with 1 <= I <= N") into why and returns -1. */
+    int (*parse)(const char *v, void *field, char *why, size_t n);
+    enum kv_opt_kind kind;
+    int32_t hi_n;        /* INTS: most values (0: KV_OPT_INTS_MAX) */
+    uint32_t modes;      /* the command's modes in which it has an effect; 0: all */
     int32_t pos;         /* 0: an option; k > 0: the k-th positional argument;
                             KV_OPT_REST: every positional argument from here on */
     int32_t required;    /* 1: must be given */
     int32_t stdin_ok;    /* INPUT: "-" is standard input */
     int32_t mkdir;       /* OUTPUT: one missing folder level is created */
-    /* CUSTOM: parse v into field; on failure writes what is expected
-     * ("I/N, whole numbers with 1 <= I <= N") into why and returns -1. */
-    int (*parse)(const char *v, void *field, char *why, size_t n);
 };
 #define KV_OPT_REST 1000
 

@@ -576,7 +576,7 @@ static int demo_run(struct kv_cmd_ctx *cx)
     x.width = demo_width(o.width, width_note, sizeof width_note);
     const char *strategy = o.c.strategy != NULL ? o.c.strategy : demo_default_strategy();
     const char *const shown[2] = {o.compare ? name_a : strategy, name_b};
-    struct kv_cli_strategy sa, sb;
+    struct kv_cli_strategy sa = {0}, sb = {0}; /* sb: only with --compare */
     const struct kv_cli_strategy *const st[2] = {&sa, &sb};
     int32_t ids[DEMO_MAX_PROMPT], n = 0;
     int rc = demo_load(&x, &o, shown, &sa, &sb);

@@ -267,7 +267,7 @@ static int gen_strategy(struct gen_state *G)
 {
     const struct generate_opts *o = G->o;
     struct kv_cli_common *c = &G->c;
-    if (kv_cli_strategy(c, c->strategy, &G->strat) != 0)
+    if (kv_cli_strategy(c, c->strategy, &G->strat) != 0 || G->strat.ops == NULL)
         return 2;
     const struct kv_strategy_ops *ops = G->strat.ops;
     if (o->beams > 0 || o->samples > 0) {
@@ -412,6 +412,8 @@ static int gen_check_size(struct gen_state *G)
                 o->beams, mc->vocab_size);
         return 2;
     }
+    if (G->strat.ops == NULL) /* gen_strategy resolved it */
+        return 2;
     const int keeps = (G->strat.ops->caps & KV_CAP_KEEPS_HISTORY) != 0;
     int32_t call_tokens = keeps ? prompt_len : prompt_len + new_tokens - 1;
     if ((int64_t)c->batch * call_tokens > INT32_MAX) {
