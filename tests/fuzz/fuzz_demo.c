@@ -7,7 +7,7 @@
  * the seeds (tests/fuzz/corpus_demo) are edge cases a reader meets: one-
  * token prompts (T = 1), a window of 1, a batch of 1 and of 4, a residual
  * of 1, a static cache of one slot, --compare against none. The target runs
- * kv_cmd_demo with stdout on /dev/null and stderr's file descriptor on a
+ * kv_cmd_main on the demo's table with stdout on /dev/null and stderr's file descriptor on a
  * temporary file (not a swapped FILE *: the OpenMP runtime, C++, may
  * initialise the C++ streams from stdout/stderr during a run),
  * and checks the CLI's contract besides the sanitizers' "no crash": exit
@@ -103,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     fflush(stderr);
     dup2(capfd, 2);
-    int rc = kv_cmd_demo(argc, argv);
+    int rc = kv_cmd_main(&kv_cmd_demo_def, argc, argv);
     fflush(stdout);
     fflush(stderr);
     dup2(saved2, 2);
