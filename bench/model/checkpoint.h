@@ -1,6 +1,6 @@
 /*
  * checkpoint.h - read and write llama2.c legacy checkpoints (format in
- * ../shared/DESIGN.md): seven int32 header fields, then the float32 weight
+ * docs/design.md): seven int32 header fields, then the float32 weight
  * arrays in a fixed order.
  *
  * The one design decision that matters: a loaded checkpoint is memory-mapped

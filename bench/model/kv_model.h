@@ -3,7 +3,7 @@
  * generation loop around it.
  *
  * Weights follow the llama2.c legacy checkpoint layout exactly (see
- * ../shared/DESIGN.md), so the synthetic model and a loaded checkpoint are
+ * docs/design.md), so the synthetic model and a loaded checkpoint are
  * the same struct and `export-synthetic` is a plain write of it.
  *
  * One forward call takes n tokens of every sequence of the batch at
@@ -30,7 +30,7 @@ struct kv_model_config {
     int32_t shared_classifier; /* 1: logits use token_embedding */
 };
 
-/* DESIGN.md's default synthetic benchmark model. */
+/* docs/design.md's default synthetic benchmark model. */
 struct kv_model_config kv_model_default_config(void);
 /* Checks sizes, divisibility, overflow; KV_ERR_INVALID / KV_ERR_OVERFLOW. */
 enum kv_status kv_model_config_check(const struct kv_model_config *c);

@@ -1,7 +1,7 @@
 /*
  * model.c - the Llama-architecture decoder (synthetic weights), the runner
  * that holds its activations, one forward pass, and the greedy generation
- * loop. See kv_model.h for the contract and ../shared/DESIGN.md for the model.
+ * loop. See kv_model.h for the contract and docs/design.md for the model.
  *
  * The design decision that matters: the runner allocates every activation
  * buffer and the attention workspace once, sized for the largest call it
