@@ -56,7 +56,7 @@ PEERS_CSV ?= out/peers.csv
 PEERS_ACC_CSV ?= out/peers_accuracy.csv
 PEERS_PART = $(PEERS_CSV:.csv=).part
 
-.PHONY: bench bench-quick kernel-bench plots demo notebooks-data
+.PHONY: bench bench-quick kernel-bench plots demo
 
 # Play the narrated demo tour (under 30 s; DEMO_PAUSE=1 pauses between parts on a terminal).
 demo: deps ## the narrated demo tour, under 30 s (DEMO_PAUSE=1 pauses between parts)
@@ -240,10 +240,33 @@ plots: ## redraw every plot from an existing out/bench.csv (BENCH_CSV=, PLOTS_DI
 	  gnuplot -c plots/frontier.gp "$$KV_PLOT_FRONTIER" "$$KV_PLOT_DIR" || exit 1; \
 	  echo "plots: frontier from $$KV_PLOT_FRONTIER in $$KV_PLOT_DIR/"; fi
 
-# Regenerate notebooks_data/bench.csv (the classroom reference data) with the default sweep.
-notebooks-data: deps ## regenerate the classroom reference run notebooks_data/bench.csv
-	@$(MAKE) --no-print-directory $(CLI)
-	$(CLI) sweep --out notebooks_data/bench.csv $(BENCH_ARGS)
+# The reference run: one `make bench` run's result files, committed, from which
+# docs/reference-run.md (the one page with machine-specific figures) is
+# generated. `make reference` after a quiet `make peers && make bench` makes that
+# run the reference: its sweep becomes notebooks_data/bench.csv (the notebook
+# and the report read it), the rest goes to $(REF_DIR)/, and the page is
+# generated again. tests/e2e_docs.sh regenerates the page and fails when the
+# committed one differs.
+REF_DIR ?= notebooks_data/reference
+REF_CSV ?= notebooks_data/bench.csv
+REF_DOC ?= docs/reference-run.md
+REF_FILES = $(TORCH_CSV) $(KERNEL_CSV) $(PEERS_CSV) $(PEERS_ACC_CSV) $(FRONTIER_CSV)
+.PHONY: reference reference-doc
+reference: ## keep the last make bench (out/) as the reference run, regenerate docs/reference-run.md
+	@for f in $(BENCH_CSV) $(REF_FILES); do \
+	  test -f "$$f" || { echo "reference: no $$f (run 'make peers && make bench' first)" >&2; exit 2; }; \
+	  test ! "$$f" -ot $(BENCH_CSV) || \
+	    { echo "reference: $$f is older than $(BENCH_CSV): not from the same make bench run" >&2; exit 2; }; done
+	@mkdir -p $(REF_DIR)
+	cp $(BENCH_CSV) $(REF_CSV)
+	cp $(REF_FILES) $(REF_DIR)/
+	@rm -f $(REF_DIR)/perplexity.md
+	@if [ -f $(PPL_CSV:.csv=.md) ] && [ $(PPL_CSV:.csv=.md) -nt $(BENCH_CSV) ]; then \
+	  cp $(PPL_CSV:.csv=.md) $(REF_DIR)/perplexity.md; fi
+	@$(MAKE) --no-print-directory reference-doc
+
+reference-doc: ## regenerate docs/reference-run.md from the committed reference run
+	bash bench/scripts/reference_doc.sh $(REF_CSV) $(REF_DIR) $(REF_DOC)
 
 # ---- the one-file report (make report) -------------------------------------
 .PHONY: report
