@@ -169,12 +169,12 @@ static void note_ambiguous(const struct kv_compare_result *r)
  * cleanly (exit 3), a note beside a clean regression (exit 1). */
 static void say_noisy(const struct kv_compare_result *r, enum kv_compare_outcome out)
 {
-    if (r->n_noisy == 0)
-        return;
     const struct kv_compare_item *first = NULL;
     for (int64_t t = 0; t < r->n_items && first == NULL; t++)
         if (r->items[t].verdict == KV_VERDICT_NOISY)
             first = &r->items[t];
+    if (first == NULL)
+        return;
     const int side = (first->noisy & 2u) != 0; /* the new file's reason first */
     const char *why = kv_compare_noise_reason(r, side, side ? first->new_row : first->base_row);
     char ex[128];
