@@ -227,7 +227,9 @@ static void write_table(FILE *f, const struct kv_compare_result *r)
     char b[40], n[40], q[40], lab[512];
     fprintf(f, "metric %s%s%s%s, threshold %.3g%%%s\n", r->metric,
             r->unit[0] ? " (" : "", r->unit, r->unit[0] ? ")" : "", r->threshold_pct,
-            r->uses_spread ? " or the rows' own p95-median spread" : "");
+            r->uses_ci ? " beyond the rows' 95% confidence intervals (rows without them: or "
+                         "their p95-median spread)"
+            : r->uses_spread ? " or the rows' own p95-median spread" : "");
     kv_csv_excerpt(lab, sizeof lab, r->base->name, 400);
     fprintf(f, "base %s\n", lab);
     kv_csv_excerpt(lab, sizeof lab, r->cur->name, 400);
