@@ -687,10 +687,11 @@ END_TEST
  * Schema 2 (dtype and params after the v1 columns): two configurations that
  * the v1 columns cannot tell apart (a parameter of the strategy's own, here
  * a sink count) are distinct keys and join with their own rows; against a
- * schema-1 base they join on the v1 key alone, which then sees them as the
- * same configuration; a schema-2 file without the two columns is refused at
- * the schema line, an empty dtype cell at its row; an empty params cell
- * reads as "-" (no parameters).
+ * schema-1 base they join on the v1 key alone, where a schema-1 row meets
+ * two of them: ambiguous, so nothing here matches and that is refused
+ * (check_compare_rows.c has the partial cases); a schema-2 file without
+ * the two columns is refused at the schema line, an empty dtype cell at its
+ * row; an empty params cell reads as "-" (no parameters).
  */
 START_TEST(test_schema2)
 {
@@ -740,12 +741,17 @@ START_TEST(test_schema2)
     free(tbl);
     release(b, c, r);
 
-    /* a schema-1 base: the v1 key only, so the v2 file's two rows per T are
-     * duplicates of each other there */
-    struct row rb[1] = {row_of("sinks", 32, 64, 1e6)};
-    write_sweep("v2_oldbase.csv", pb, sizeof pb, 20, 100, rb, 1);
+    /* a schema-1 base: the v1 key only, so each of its rows meets the v2
+     * file's two rows of that T: ambiguous, not a duplicate */
+    snprintf(text, sizeof text, "# schema=1\n%s\n%s%s", HEADER,
+             "sinks,4,512,8,8,64,1376,1,512,32,0,0,2,64,9,1e6,1e6,1,1,1,1,1,0,1,0,0,1\n",
+             "sinks,4,512,8,8,64,1376,1,512,32,0,0,2,128,9,1e6,1e6,1,1,1,1,1,0,1,0,0,1\n");
+    tmp_path(pb, sizeof pb, "v2_oldbase.csv");
+    file_put(pb, text, strlen(text));
     ck_assert_int_eq(load_compare(pb, pn, &o, &b, &c, &r, err, sizeof err), KV_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(err, "duplicate configuration"));
+    ck_assert_ptr_null(strstr(err, "duplicate configuration"));
+    ck_assert_ptr_nonnull(strstr(err, "no configuration in common"));
+    ck_assert_ptr_nonnull(strstr(err, "2 rows of BASE and 4 of NEW are ambiguous"));
     release(b, c, r);
 
     /* schema 2 without its columns, or with an empty params cell */

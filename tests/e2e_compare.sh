@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # e2e_compare.sh - `kvlab compare` end to end on hand-made sweep CSVs: the
 # exit status is the verdict (0 no regression, 1 regression, 2 unusable
-# input), every error is exactly one line on stderr naming file and line,
-# and the table / csv / json outputs carry what they promise.
+# input, 3 noisy: re-run), every error is exactly one line on stderr naming
+# file and line, and the table / csv / json outputs carry what they promise.
+# Across schemas: a schema-1 reference against a schema-2 sweep (dynamic
+# f16 and bf16 share the v1 columns) compares what matches and lists the
+# rest, a real fresh sweep against notebooks_data/bench.csv included.
 # Usage: KVLAB=build/kvlab bash tests/e2e_compare.sh
 set -u
 KVLAB=${KVLAB:-build/kvlab}
@@ -168,6 +171,93 @@ one_line "directory" "is a directory"
 run "missing base" 2 "$TMP/nope.csv" "$TMP/base.csv"
 one_line "missing base" "BASE.csv '.*nope.csv': No such file"
 
+# ---- schemas: the join across them, intervals and noisy rows (schema 3) -------
+# row3 STRATEGY BITS T MEDIAN: the v1 columns of one row (p95 = median)
+row3() { echo "$1,4,512,8,8,64,1376,1,0,$2,0,0,2,$3,5,$4,$4,$(($4 / 4)),40000000,1000000,20000000,1048576,0,100000000,0,0,1"; }
+{
+    echo "# schema=1"; echo "$HEADER"
+    for T in 64 128; do row3 dynamic 32 $T 1000000; done
+    row3 quantized 8 64 1000000
+} >"$TMP/v1.csv"
+{
+    echo "# schema=2"; echo "$HEADER,dtype,params"
+    for T in 64 128; do
+        echo "$(row3 dynamic 32 $T 1300000),f32,dtype=f32"
+        echo "$(row3 dynamic 16 $T 800000),f16,dtype=f16"
+        echo "$(row3 dynamic 16 $T 800000),bf16,dtype=bf16"
+    done
+} >"$TMP/v2.csv"
+run "v1 against v2" 1 "$TMP/v1.csv" "$TMP/v2.csv"
+if [ ! -s "$TMP/err" ]; then ok; else bad "v1 against v2: stderr: $(head -c 300 "$TMP/err")"; fi
+out_has "v1 against v2" "summary: 2 compared, 2 regressed"
+out_has "v1 against v2" "not compared: 1 rows of base and 4 rows of new had no match:"
+out_has "v1 against v2" "new  dynamic bits=16 f16 dtype=f16 T=64,128: only in new"
+run "v1 against v2 csv" 1 "$TMP/v1.csv" "$TMP/v2.csv" --format csv
+out_has "v1 against v2 csv" "# only_new=4"
+{ head -n 2 "$TMP/v1.csv"; row3 dynamic 16 64 1000000; row3 dynamic 32 64 1000000; } >"$TMP/v1amb.csv"
+run "ambiguous" 1 "$TMP/v1amb.csv" "$TMP/v2.csv"   # the f32 row, 1.3x, is compared
+one_line "ambiguous" "note: 1 rows of BASE and 2 of NEW are ambiguous"
+out_has "ambiguous" "base dynamic bits=16 T=64: ambiguous, matches 2 rows of new"
+{ head -n 2 "$TMP/v1.csv"; row3 dynamic 16 64 1000000; } >"$TMP/v1ambonly.csv"
+run "only ambiguous" 2 "$TMP/v1ambonly.csv" "$TMP/v2.csv"
+one_line "only ambiguous" "v2.csv:3: no configuration in common .*1 rows of BASE and 2 of NEW are ambiguous"
+{ cat "$TMP/v2.csv"; tail -n 1 "$TMP/v2.csv"; } >"$TMP/v2dup.csv"
+run "real duplicate" 2 "$TMP/v1.csv" "$TMP/v2dup.csv"
+one_line "real duplicate" "v2dup.csv:9: duplicate configuration: .*dtype, params and seq_len as line 8"
+
+# schema 3: v3 STEP_MEDIANS... as "median:lo:hi:noisy" per row, two
+# strategies x T=64,128
+v3() {
+    local f=$1 i=0 s T m lo hi n
+    shift
+    { echo "# schema=3"; echo "$HEADER,dtype,params,step_ns_ci_lo,step_ns_ci_hi,noisy,noise_reason"
+      for s in dynamic static; do
+          for T in 64 128; do
+              IFS=: read -r m lo hi n <<<"$1"
+              shift
+              echo "$(row3 $s 32 $T "$m"),f32,-,$lo,$hi,$n,$([ "$n" = 1 ] && echo cpu_util=0.41 || echo -)"
+          done
+      done
+    } >"$f"
+}
+C=1000000:950000:1050000:0
+v3 "$TMP/v3base.csv" $C $C $C $C
+v3 "$TMP/v3overlap.csv" 1200000:1000000:1400000:0 $C $C $C     # +20%, intervals overlap
+v3 "$TMP/v3apart.csv" 1200000:1150000:1250000:0 $C $C $C       # +20%, apart by > 5%
+v3 "$TMP/v3noisy.csv" 2000000:1900000:2100000:1 $C $C $C       # 2x, but noisy
+v3 "$TMP/v3both.csv" 2000000:1900000:2100000:1 $C 1200000:1150000:1250000:0 $C
+run "ci overlap" 0 "$TMP/v3base.csv" "$TMP/v3overlap.csv"
+out_has "ci overlap" "summary: 4 compared, 0 regressed"
+run "ci overlap, no intervals" 1 "$TMP/v1.csv" "$TMP/v3overlap.csv"   # the old rule
+run "ci apart" 1 "$TMP/v3base.csv" "$TMP/v3apart.csv"
+run "noisy" 3 "$TMP/v3base.csv" "$TMP/v3noisy.csv"
+one_line "noisy" "^kvlab: compare: noisy, re-run: 1 of 4 rows were measured under interference \(NEW: cpu_util=0.41\) and not judged$"
+out_has "noisy" "noisy, re-run: new: cpu_util=0.41"
+run "noisy aggregate" 3 "$TMP/v3base.csv" "$TMP/v3noisy.csv" --aggregate
+out_has "noisy aggregate" "1 noisy (re-run)"
+run "noisy base" 3 "$TMP/v3noisy.csv" "$TMP/v3base.csv"
+run "noisy and a clean regression" 1 "$TMP/v3base.csv" "$TMP/v3both.csv"
+one_line "noisy and a clean regression" "note: 1 noisy rows were not judged \(NEW: cpu_util=0.41\)"
+run "noisy, a size" 0 "$TMP/v3base.csv" "$TMP/v3noisy.csv" --metric cache_bytes
+sed 's/,0,-$/,2,-/' "$TMP/v3base.csv" >"$TMP/v3badflag.csv"
+run "bad noisy flag" 2 "$TMP/v3base.csv" "$TMP/v3badflag.csv"
+one_line "bad noisy flag" "v3badflag.csv:3: column 'noisy': '2' is not 0 or 1"
+
+# a real sweep of today against the schema-1 reference run (seconds: one T,
+# one timed step, the four strategies the schemas disagree on)
+REF="$(dirname "$0")/../notebooks_data/bench.csv"
+if "$KVLAB" sweep --strategies dynamic,dynamic-f16,dynamic-bf16,quantized-int8 --seq-lens 64 \
+    --reps 1 --warmup 0 --retries 0 --no-roofline --quiet --out "$TMP/fresh.csv" 2>"$TMP/err"; then
+    "$KVLAB" compare "$REF" "$TMP/fresh.csv" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    # timings of a 1-step sweep on a busy machine: 0 or 1, never 2
+    if [ "$rc" = 0 ] || [ "$rc" = 1 ]; then ok; else bad "fresh sweep vs reference: exit $rc ($(head -c 300 "$TMP/err"))"; fi
+    out_has "fresh sweep vs reference" "summary: 2 compared"
+    out_has "fresh sweep vs reference" "bf16 dtype=bf16 T=64: only in new"
+else
+    bad "fresh sweep: exit $? ($(head -c 300 "$TMP/err"))"
+fi
+
 # ---- options -----------------------------------------------------------------
 run "no args" 2
 one_line "no args" "expects two files"
@@ -187,6 +277,7 @@ run "unknown metric" 2 "$TMP/base.csv" "$TMP/slow.csv" --metric nope
 one_line "unknown metric" "base.csv:9: no column 'nope'"
 run "help" 0 --help
 out_has "help" "exit status: 0 no regression, 1 at least one regression"
+out_has "help" "3 noisy,"
 if [ -w /dev/full ]; then
     "$KVLAB" compare "$TMP/base.csv" "$TMP/same.csv" >/dev/full 2>"$TMP/err"
     rc=$?

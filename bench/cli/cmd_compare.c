@@ -9,7 +9,12 @@
  * regression, 1 at least one regression or a run-time failure (the result
  * could not be written), 2 the comparison could not be made (bad option,
  * unreadable or malformed file, no rows in common, no finite values to
- * compare); the reason is one line on stderr naming the file and line.
+ * compare), 3 noisy: no regression from clean rows, but a row (a group with
+ * --aggregate) that counts was measured under interference, so measure
+ * again. A clean regression wins over noise (1, not 3): a slowdown seen in
+ * clean rows is not explained away by another row's disturbance. The
+ * reason for 2 is one line on stderr naming the file and line; 3 comes
+ * with one line saying how many rows were noisy and why.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -26,6 +31,10 @@
 /* Options                                                                  */
 
 #define THRESHOLD_MAX_PCT 1000.0
+
+/* Exit status of a result that is noisy and has no clean regression (0, 1
+ * and 2 are every command's, docs/cli.md). */
+#define EXIT_NOISY 3
 
 struct compare_opts {
     const char *base, *cur; /* BASE.csv, NEW.csv */
@@ -144,6 +153,41 @@ static void note_partial(const struct kv_csv *c)
     }
 }
 
+/* Rows of a schema-1 file that only dtype or params could have matched:
+ * surprising enough to say on stderr too (the table lists them). */
+static void note_ambiguous(const struct kv_compare_result *r)
+{
+    if (r->n_ambiguous_base + r->n_ambiguous_new == 0)
+        return;
+    fprintf(stderr, "kvlab: compare: note: %lld rows of BASE and %lld of NEW are ambiguous "
+                    "(a schema-1 file has no dtype or params to tell them apart); they are "
+                    "not compared\n",
+            (long long)r->n_ambiguous_base, (long long)r->n_ambiguous_new);
+}
+
+/* One line about the noisy rows: the verdict itself when nothing regressed
+ * cleanly (exit 3), a note beside a clean regression (exit 1). */
+static void say_noisy(const struct kv_compare_result *r, enum kv_compare_outcome out)
+{
+    const struct kv_compare_item *first = NULL;
+    for (int64_t t = 0; t < r->n_items && first == NULL; t++)
+        if (r->items[t].verdict == KV_VERDICT_NOISY)
+            first = &r->items[t];
+    if (first == NULL)
+        return;
+    const int side = (first->noisy & 2u) != 0; /* the new file's reason first */
+    const char *why = kv_compare_noise_reason(r, side, side ? first->new_row : first->base_row);
+    char ex[128];
+    kv_csv_excerpt(ex, sizeof ex, why[0] != '\0' ? why : "no reason given", 100);
+    if (out == KV_COMPARE_NOISY)
+        fprintf(stderr, "kvlab: compare: noisy, re-run: %lld of %lld rows were measured under "
+                        "interference (%s: %s) and not judged\n", (long long)r->n_noisy,
+                (long long)r->n_compared, side ? "NEW" : "BASE", ex);
+    else
+        fprintf(stderr, "kvlab: compare: note: %lld noisy rows were not judged (%s: %s)\n",
+                (long long)r->n_noisy, side ? "NEW" : "BASE", ex);
+}
+
 static int compare_run(struct kv_cmd_ctx *x)
 {
     const struct compare_opts *co = x->opts;
@@ -188,6 +232,7 @@ static int compare_run(struct kv_cmd_ctx *x)
     note_partial(base);
     note_partial(cur);
     note_machines(base, cur, res->normalized);
+    note_ambiguous(res);
     errno = 0;
     if (kv_compare_write(stdout, res, (enum kv_compare_format)co->format) != KV_OK ||
         fflush(stdout) != 0) {
@@ -204,7 +249,9 @@ static int compare_run(struct kv_cmd_ctx *x)
                 res->metric);
         goto out;
     }
-    rc = kv_compare_regressed(res) ? 1 : 0;
+    const enum kv_compare_outcome verdict = kv_compare_outcome(res);
+    say_noisy(res, verdict);
+    rc = verdict == KV_COMPARE_REGRESSED ? 1 : verdict == KV_COMPARE_NOISY ? EXIT_NOISY : 0;
 out:
     kv_compare_destroy(res);
     kv_csv_destroy(cur);
@@ -218,27 +265,38 @@ const struct kv_cmd kv_cmd_compare_def = {
     .usage = "BASE.csv NEW.csv [--metric COL] [--threshold P] [--normalize] [--aggregate] "
              "[--format F]",
     .about =
-        "  Joins the rows of two sweep CSVs on strategy, layers .. threads and\n"
-        "  seq_len, and says per row whether NEW is faster, slower or the same as\n"
-        "  BASE within noise. One of them may be '-', standard input (a pipe);\n"
-        "  named files must be regular files.\n"
+        "  Joins the rows of two sweep CSVs on strategy, layers .. threads,\n"
+        "  seq_len and (schema 2 and later) dtype and params, and says per row\n"
+        "  whether NEW is faster, slower or the same as BASE within noise. Against\n"
+        "  a schema-1 file the join uses the other columns, and a row matches only\n"
+        "  when one row on each side has them; rows of one file only, or ambiguous\n"
+        "  (several that only dtype or params tell apart), are listed and not\n"
+        "  compared. One of the files may be '-', standard input (a pipe); named\n"
+        "  files must be regular files.\n"
         "  --metric: step_ns_median by default; also attn_ns_median, cache_bytes,\n"
         "  peak_rss_bytes, rel_err, or any numeric column; token_match: larger is\n"
         "  better; attn_vs_rest = attn_ns_median / (step_ns_median - attn_ns_median):\n"
         "  attention in units of the rest of the same steps, so machine speed and\n"
         "  load cancel. --threshold: for step_ns_median a change inside either row's\n"
-        "  own p95 - median spread is noise too. --normalize divides each time by\n"
+        "  own p95 - median spread is noise too; when both rows carry a confidence\n"
+        "  interval of the median (step_ns_ci_lo, step_ns_ci_hi) it decides instead:\n"
+        "  slower only if new.ci_lo > base.ci_hi x (1 + P/100), faster only if\n"
+        "  base.ci_lo > new.ci_hi x (1 + P/100). A row marked noisy=1 in either file\n"
+        "  is never called slower or faster: 'noisy, re-run' with its noise_reason\n"
+        "  (time metrics and attn_vs_rest). --normalize divides each time by\n"
         "  max(bytes_step/read_gbps, flops_step/sgemm_gflops) (attn_ns_median:\n"
         "  attn_bytes_step, the K/V bytes the kernel read, and attn_flops_step; files\n"
         "  without that column fall back to cache_bytes, with a note), with\n"
         "  read_gbps and sgemm_gflops from each file's metadata, so a uniformly\n"
         "  slower machine cancels. --aggregate judges each strategy/configuration by\n"
-        "  the median change of its rows over seq_len (one noisy row cannot fail it;\n"
-        "  a change that moves most rows does); the exit status follows these group\n"
-        "  verdicts. --format json is an array of {name, unit, value} for NEW\n"
-        "  (customSmallerIsBetter).\n"
+        "  the median change of its rows over seq_len (one outlier cannot fail it;\n"
+        "  a change that moves most rows does; a group with a noisy row is noisy);\n"
+        "  the exit status follows these group verdicts. --format json is an array\n"
+        "  of {name, unit, value} for NEW (customSmallerIsBetter).\n"
         "  exit status: 0 no regression, 1 at least one regression (or the result\n"
-        "  could not be written), 2 unusable input (reason on stderr)\n",
+        "  could not be written), 2 unusable input (reason on stderr), 3 noisy,\n"
+        "  re-run: no regression from clean rows but a row (group) that counts is\n"
+        "  noisy. A clean regression wins: 1 even beside noisy rows.\n",
     .opts = compare_table,
     .n_opts = sizeof compare_table / sizeof compare_table[0],
     .opts_size = sizeof(struct compare_opts),

@@ -754,7 +754,7 @@ def compare_section(baseline, csv_path, kvlab):
         p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     except OSError as e:
         raise RuntimeError(f"cannot run {kvlab}: {e.strerror}")
-    if p.returncode not in (0, 1):
+    if p.returncode not in (0, 1, 3):  # 3: noisy rows, not judged (re-run)
         msg = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
         raise BadInput(f"kvlab compare {baseline} {csv_path} could not compare: {msg}")
     lines = p.stdout.splitlines()
@@ -778,6 +778,8 @@ def compare_section(baseline, csv_path, kvlab):
         v = r[ix["verdict"]] if "verdict" in ix else "?"
         counts[v] = counts.get(v, 0) + 1
     verdict = ("no regression" if p.returncode == 0 else
+               "noisy, re-run: rows measured under interference were not judged"
+               if p.returncode == 3 else
                "REGRESSION: at least one row is slower beyond its noise band")
     h = ['<section id="compare"><h2>Against the baseline</h2>',
          f"<p><code>kvlab compare {E(baseline)} {E(csv_path)}</code> (step_ns_median, "

@@ -6,9 +6,11 @@
  *
  * The design decision that matters: a change only counts when it is larger
  * than the noise, the larger of a relative threshold and the spread each
- * side measured itself (compare.h has the rule). The files are validated
- * and keyed by compare_join.c, joined here (run_checked) and written by
- * compare_report.c.
+ * side measured itself, or, where both rows carry confidence intervals,
+ * when the intervals separate by the threshold; a row measured under
+ * interference is never judged (compare.h has the rules). The files are
+ * validated, keyed and joined by compare_join.c, judged here (run_checked)
+ * and written by compare_report.c.
  */
 #include "compare.h"
 
@@ -206,6 +208,7 @@ void kv_compare_destroy(struct kv_compare_result *r)
         return;
     kv_free(r->items);
     kv_free(r->groups);
+    kv_free(r->unmatched);
     kv_free(r);
 }
 
@@ -236,6 +239,64 @@ static enum kv_status metric_col(const struct kv_csv *c, const char *metric,
     return KV_OK;
 }
 
+/* Row r's confidence interval on one side, normalised like its value and
+ * widened to hold the value itself (a percentile interval of an even
+ * count's median can miss the sample median by a hair); 0 when the row has
+ * none (an empty or non-finite bound, lo > hi). */
+static int row_ci(const struct kv_compare_result *res, int cur, int64_t r, double v,
+                  double *lo, double *hi)
+{
+    const struct kv_csv *c = cur ? res->cur : res->base;
+    double b[2];
+    for (int k = 0; k < 2; k++)
+        if (kv_csv_parse_double(kv_csv_cell(c, r, res->col_ci[cur][k]), &b[k]) != 0)
+            return 0; /* empty: validated otherwise */
+    if (res->normalized) {
+        const double p = row_pred(res, cur, r);
+        b[0] /= p;
+        b[1] /= p;
+    }
+    if (!isfinite(b[0]) || !isfinite(b[1]) || b[0] > b[1])
+        return 0;
+    *lo = fmin(b[0], v);
+    *hi = fmax(b[1], v);
+    return 1;
+}
+
+/*
+ * The band of a time whose rows both carry intervals (compare.h): in the
+ * direction of d = n - b, the change the intervals allow plus the threshold
+ * of the larger side, so that |d| > band is exactly "the intervals separate
+ * by the threshold". 0 when either row has no interval.
+ */
+static int ci_band(const struct kv_compare_result *res, const struct kv_compare_item *it,
+                   double *band)
+{
+    double blo, bhi, nlo, nhi;
+    if (!res->uses_ci || !row_ci(res, 0, it->base_row, it->base, &blo, &bhi) ||
+        !row_ci(res, 1, it->new_row, it->cur, &nlo, &nhi))
+        return 0;
+    const double t = res->threshold_pct / 100.0;
+    if (it->cur >= it->base) /* slower: new.lo > base.hi * (1 + t) */
+        *band = (it->cur - nlo) + (bhi - it->base) + t * fabs(bhi);
+    else                     /* faster: base.lo > new.hi * (1 + t) */
+        *band = (it->base - blo) + (nhi - it->cur) + t * fabs(nhi);
+    return 1;
+}
+
+/* Bit 0: the base row is marked noisy, bit 1: the new one. */
+static unsigned item_noisy(const struct kv_compare_result *res, const struct kv_compare_item *it)
+{
+    unsigned m = 0;
+    for (int s = 0; s < 2 && res->noise_flags; s++) {
+        const int32_t j = res->col_noisy[s];
+        const int64_t row = s ? it->new_row : it->base_row;
+        if (j >= 0 && strcmp(kv_csv_cell(s ? res->cur : res->base, row, j), "1") == 0)
+            m |= 1u << s;
+    }
+    return m;
+}
+
 static void item_classify(struct kv_compare_result *res, struct kv_compare_item *it)
 {
     double b = kv_compare_row_value(res, 0, it->base_row);
@@ -252,13 +313,19 @@ static void item_classify(struct kv_compare_result *res, struct kv_compare_item 
         it->ratio = n / b;
     else
         it->ratio = n == 0 ? 1.0 : (n > 0 ? INFINITY : -INFINITY);
-    it->noise = res->threshold_pct / 100.0 * fabs(b);
-    if (res->uses_spread) {
-        it->noise = fmax(it->noise, row_spread(res, 0, it->base_row));
-        it->noise = fmax(it->noise, row_spread(res, 1, it->new_row));
+    it->uses_ci = ci_band(res, it, &it->noise);
+    if (!it->uses_ci) {
+        it->noise = res->threshold_pct / 100.0 * fabs(b);
+        if (res->uses_spread) {
+            it->noise = fmax(it->noise, row_spread(res, 0, it->base_row));
+            it->noise = fmax(it->noise, row_spread(res, 1, it->new_row));
+        }
     }
+    it->noisy = item_noisy(res, it);
     double d = n - b;
-    if (fabs(d) <= it->noise)
+    if (it->noisy)
+        it->verdict = KV_VERDICT_NOISY; /* never judged, whatever d is */
+    else if (fabs(d) <= it->noise)
         it->verdict = KV_VERDICT_SAME;
     else if (res->smaller_is_better ? d > 0 : d < 0)
         it->verdict = KV_VERDICT_WORSE;
@@ -278,10 +345,15 @@ int kv_compare_same_group(const struct kv_compare_result *r, int64_t a, int64_t 
             kv_sweep_cell_int(c, rb, r->col_base[j]))
             return 0;
     }
-    for (int e = 0; e < 2 && r->use_ext; e++) {
-        if (strcmp(kv_csv_cell(c, ra, r->col_ext_base[e]),
-                   kv_csv_cell(c, rb, r->col_ext_base[e])) != 0)
-            return 0;
+    /* dtype and params of each file that has them (against a schema-1 file,
+     * the other side's tell the groups apart) */
+    for (int s = 0; s < 2; s++) {
+        const int32_t *ext = s ? r->col_ext_cur : r->col_ext_base;
+        const struct kv_csv *cs = s ? r->cur : r->base;
+        const int64_t xa = s ? r->items[a].new_row : ra, xb = s ? r->items[b].new_row : rb;
+        for (int e = 0; e < 2 && r->has_ext[s]; e++)
+            if (strcmp(kv_csv_cell(cs, xa, ext[e]), kv_csv_cell(cs, xb, ext[e])) != 0)
+                return 0;
     }
     return 1;
 }
@@ -307,6 +379,7 @@ static enum kv_status groups_build(struct kv_compare_result *res)
         int64_t n = 0;
         do {
             const struct kv_compare_item *it = &res->items[t];
+            g->n_noisy += it->verdict == KV_VERDICT_NOISY;
             if (it->verdict != KV_VERDICT_NA && it->base != 0) {
                 chg[n] = (it->cur - it->base) / fabs(it->base);
                 noi[n] = it->noise / fabs(it->base);
@@ -323,7 +396,9 @@ static enum kv_status groups_build(struct kv_compare_result *res)
         }
         g->change = kv_stats_median(chg, n);
         g->noise = kv_stats_median(noi, n);
-        if (fabs(g->change) <= g->noise)
+        if (g->n_noisy > 0) /* one disturbed row spoils the group's median */
+            g->verdict = KV_VERDICT_NOISY;
+        else if (fabs(g->change) <= g->noise)
             g->verdict = KV_VERDICT_SAME;
         else if (res->smaller_is_better ? g->change > 0 : g->change < 0)
             g->verdict = KV_VERDICT_WORSE;
@@ -331,6 +406,7 @@ static enum kv_status groups_build(struct kv_compare_result *res)
             g->verdict = KV_VERDICT_BETTER;
         res->n_groups_regressed += g->verdict == KV_VERDICT_WORSE;
         res->n_groups_improved += g->verdict == KV_VERDICT_BETTER;
+        res->n_groups_noisy += g->verdict == KV_VERDICT_NOISY;
     }
     kv_free(chg);
     kv_free(noi);
@@ -344,9 +420,54 @@ int kv_compare_regressed(const struct kv_compare_result *r)
     return r->aggregate ? r->n_groups_regressed > 0 : r->n_regressed > 0;
 }
 
+enum kv_compare_outcome kv_compare_outcome(const struct kv_compare_result *r)
+{
+    if (r == NULL)
+        return KV_COMPARE_CLEAN;
+    if (kv_compare_regressed(r))
+        return KV_COMPARE_REGRESSED;
+    return (r->aggregate ? r->n_groups_noisy : r->n_noisy) > 0 ? KV_COMPARE_NOISY
+                                                                : KV_COMPARE_CLEAN;
+}
+
+const char *kv_compare_noise_reason(const struct kv_compare_result *r, int cur, int64_t row)
+{
+    const int s = cur != 0;
+    const struct kv_csv *c = s ? r->cur : r->base;
+    if (r->col_noisy[s] < 0 || strcmp(kv_csv_cell(c, row, r->col_noisy[s]), "1") != 0 ||
+        r->col_reason[s] < 0)
+        return "";
+    return kv_csv_cell(c, row, r->col_reason[s]);
+}
+
+/* The noise columns of both files: the metric's interval (X_median ->
+ * X_ci_lo, X_ci_hi) for a time metric, and the noisy flags for a time or
+ * attn_vs_rest (a size or an error does not depend on how busy the machine
+ * was). */
+static void noise_cols(struct kv_compare_result *res)
+{
+    char name[2][96];
+    const char *m = res->metric;
+    const size_t ml = strlen(m), sl = strlen(KV_COMPARE_MEDIAN_SUFFIX);
+    const int median = ml > sl && strcmp(m + ml - sl, KV_COMPARE_MEDIAN_SUFFIX) == 0;
+    const int stem = median ? (int)(ml - sl) : 0;
+    snprintf(name[0], sizeof name[0], "%.*s%s", stem, m, KV_COMPARE_CI_LO_SUFFIX);
+    snprintf(name[1], sizeof name[1], "%.*s%s", stem, m, KV_COMPARE_CI_HI_SUFFIX);
+    res->uses_ci = median && res->is_time && !res->self_normalized;
+    res->noise_flags = res->is_time || res->self_normalized;
+    for (int s = 0; s < 2; s++) {
+        const struct kv_csv *c = s ? res->cur : res->base;
+        for (int k = 0; k < 2; k++) {
+            res->col_ci[s][k] = res->uses_ci ? kv_csv_col(c, name[k]) : -1;
+            res->uses_ci &= res->col_ci[s][k] >= 0;
+        }
+        res->col_noisy[s] = kv_csv_col(c, KV_COMPARE_COL_NOISY);
+        res->col_reason[s] = kv_csv_col(c, KV_COMPARE_COL_NOISE_REASON);
+    }
+}
+
 static enum kv_status run_checked(struct kv_compare_result *res, const struct kv_compare_opts *o,
-                                  struct kv_sweep_key **kb, struct kv_sweep_key **kc, char *err,
-                                  size_t err_len)
+                                  char *err, size_t err_len)
 {
     const struct kv_csv *base = res->base, *cur = res->cur;
     enum kv_status st;
@@ -396,48 +517,14 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
                                        (res->col_attn_bytes_cur < 0 ? 2 : 0);
     }
 
-    /* schema 2 on both sides: dtype and params join too */
-    res->use_ext = kv_sweep_ext_cols(base, res->col_ext_base) &&
-                   kv_sweep_ext_cols(cur, res->col_ext_cur);
-    if ((st = kv_sweep_keys_build(kb, base, res->col_base,
-                                  res->use_ext ? res->col_ext_base : NULL, err,
-                                  err_len)) != KV_OK ||
-        (st = kv_sweep_keys_build(kc, cur, res->col_cur,
-                                  res->use_ext ? res->col_ext_cur : NULL, err,
-                                  err_len)) != KV_OK)
+    /* dtype and params join when both files have them (compare_join.c) */
+    res->has_ext[0] = kv_sweep_ext_cols(base, res->col_ext_base);
+    res->has_ext[1] = kv_sweep_ext_cols(cur, res->col_ext_cur);
+    res->use_ext = res->has_ext[0] && res->has_ext[1];
+    if ((st = kv_compare_join(res, err, err_len)) != KV_OK)
         return st;
-
-    int64_t nb = base->n_rows, nc = cur->n_rows;
-    res->items = kv_alloc((size_t)(nb < nc ? nb : nc) * sizeof *res->items);
-    if (res->items == NULL)
-        return KV_ERR_NOMEM;
-    int64_t i = 0, j = 0;
-    while (i < nb && j < nc) {
-        int c = kv_sweep_key_cmp(&(*kb)[i], &(*kc)[j]);
-        if (c < 0) {
-            res->n_only_base++;
-            i++;
-        } else if (c > 0) {
-            res->n_only_new++;
-            j++;
-        } else {
-            struct kv_compare_item *it = &res->items[res->n_items++];
-            it->base_row = (*kb)[i++].row;
-            it->new_row = (*kc)[j++].row;
-        }
-    }
-    res->n_only_base += nb - i;
-    res->n_only_new += nc - j;
-    if (res->n_items == 0) {
-        char other[80];
-        kv_csv_excerpt(other, sizeof other, base->name, 64);
-        kv_csv_error(err, err_len, cur->name, cur->row_line[0],
-                     "no configuration in common with %s (none of %lld rows here "
-                     "matches any of its %lld on strategy, layers .. threads%s, seq_len)",
-                     other, (long long)nc, (long long)nb,
-                     res->use_ext ? ", dtype, params" : "");
-        return KV_ERR_FORMAT;
-    }
+    noise_cols(res);
+    const int64_t nb = base->n_rows, nc = cur->n_rows;
 
     /* which key columns differ between rows of either file (for labels,
      * so that every row of either file gets a distinct name) */
@@ -450,9 +537,12 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
                 res->varying |= 1u << k;
         }
     }
-    for (int e = 0; e < 2 && res->use_ext; e++) {
-        const char *v0 = kv_csv_cell(base, 0, res->col_ext_base[e]);
-        for (int64_t t = 0; t < nb + nc && !(res->ext_varying & (1u << e)); t++) {
+    for (int e = 0; e < 2 && (res->has_ext[0] || res->has_ext[1]); e++) {
+        /* over the rows of the files that have the column */
+        const int64_t t0 = res->has_ext[0] ? 0 : nb, t1 = res->has_ext[1] ? nb + nc : nb;
+        const char *v0 = t0 < nb ? kv_csv_cell(base, 0, res->col_ext_base[e])
+                                 : kv_csv_cell(cur, 0, res->col_ext_cur[e]);
+        for (int64_t t = t0; t < t1 && !(res->ext_varying & (1u << e)); t++) {
             const char *v = t < nb ? kv_csv_cell(base, t, res->col_ext_base[e])
                                    : kv_csv_cell(cur, t - nb, res->col_ext_cur[e]);
             if (strcmp(v, v0) != 0)
@@ -472,6 +562,10 @@ static enum kv_status run_checked(struct kv_compare_result *res, const struct kv
         res->n_compared++;
         res->n_regressed += it->verdict == KV_VERDICT_WORSE;
         res->n_improved += it->verdict == KV_VERDICT_BETTER;
+        if (it->verdict == KV_VERDICT_NOISY) {
+            res->n_noisy++; /* compared, not judged: not the worst either */
+            continue;
+        }
         if (res->worst_item < 0 ||
             (res->smaller_is_better ? it->ratio > res->worst_ratio
                                     : it->ratio < res->worst_ratio)) {
@@ -509,11 +603,10 @@ enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_cs
     res->threshold_pct = o->threshold_pct;
     res->aggregate = o->aggregate != 0;
     for (int k = 0; k < 4; k++)
-        res->col_rate[k / 2][k % 2] = -1;
-    struct kv_sweep_key *kb = NULL, *kc = NULL;
-    enum kv_status st = run_checked(res, o, &kb, &kc, err, err_len);
-    kv_free(kb);
-    kv_free(kc);
+        res->col_rate[k / 2][k % 2] = res->col_ci[k / 2][k % 2] = -1;
+    for (int k = 0; k < 2; k++)
+        res->col_ext_base[k] = res->col_ext_cur[k] = res->col_noisy[k] = res->col_reason[k] = -1;
+    enum kv_status st = run_checked(res, o, err, err_len);
     if (st != KV_OK) {
         if (st == KV_ERR_NOMEM)
             kv_csv_error(err, err_len, "compare", 0, "%s", kv_status_str(st));

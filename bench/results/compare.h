@@ -1,5 +1,5 @@
 /*
- * compare.h - compare two sweep CSVs (schema v1) and decide, per
+ * compare.h - compare two sweep CSVs (schemas 1, 2 and 3) and decide, per
  * configuration, whether a metric got better, worse or stayed the same
  * within noise. The library half of `kvlab compare`.
  *
@@ -35,13 +35,41 @@
  * on a shared VM the roofline measured once per run drifts by 20-30% against
  * the machine's state minutes later, the rest of the step does not.
  *
+ * Confidence intervals and noisy rows (schema 3; any file with the columns).
+ * A row may carry a bootstrap 95% confidence interval of a median,
+ * X_ci_lo and X_ci_hi for the metric X_median (step_ns_ci_lo/_hi for
+ * step_ns_median), and `noisy` (0/1) with `noise_reason`. When both rows of
+ * a time metric have a finite interval, it replaces the band above: at
+ * threshold t, NEW is slower only when new.ci_lo > base.ci_hi * (1 + t) and
+ * faster only when base.ci_lo > new.ci_hi * (1 + t), so the intervals must
+ * not just separate but separate by the threshold; anything else is "same"
+ * (within noise). The p95 spread is then not used: it is the spread of
+ * single steps, the interval is the uncertainty of the median itself, which
+ * is what two medians are compared by. Written as a band on the change,
+ * d = new - base is a regression when d > (new - new.ci_lo) + (base.ci_hi -
+ * base) + t * base.ci_hi (the item's noise, in the direction of d), which
+ * is the same rule. A row marked noisy in either file (a time metric or
+ * attn_vs_rest; sizes and errors do not depend on timing) is never called
+ * better or worse: its verdict is KV_VERDICT_NOISY ("noisy, re-run", with
+ * its reason), and with aggregate a group that holds a noisy row is noisy.
+ * kv_compare_outcome says what the result is: a clean confirmed
+ * regression first, else noisy, else clean.
+ *
  * Rows are joined on the configuration key: strategy and every
- * configuration column (layers .. threads) plus seq_len, and, when both
- * files are schema 2, the dtype and params columns (two configurations of a
- * strategy that differ only in a parameter the v1 columns do not show, a
- * sink count or a page size, stay apart); reps is not part of the key. A
- * schema-1 file (an older baseline) joins a schema-2 one on the v1 key.
- * Each file must have unique keys.
+ * configuration column (layers .. threads) plus seq_len, and the dtype and
+ * params columns of a file that has them (schema 2 and later); reps is not
+ * part of the key. Each file must have unique full keys (a duplicate is
+ * refused). When both files have dtype and params the join is exact. When
+ * one is schema 1 (an older baseline) the join falls back to the v1
+ * columns, and a v1 key matches only when it is unambiguous: one row on
+ * each side. A schema-2 file has several rows per v1 key where only dtype
+ * or params tell them apart (dynamic-f16 and dynamic-bf16 are both
+ * "dynamic bits=16"; quantized 2-bit per token and per channel both
+ * "quantized bits=2"), and a schema-1 row cannot say which it was, so no
+ * dtype is implied from it (bits already carries the width, and the
+ * storage layout is nowhere): the rows of such a class are reported as
+ * ambiguous, as rows present in one file only are, and the rest is
+ * compared. Only no match at all is an error.
  *
  * With aggregate on, the verdict that counts is per group (one strategy and
  * configuration across its seq_lens): the median of its rows' relative
@@ -68,11 +96,25 @@
  * kv_sweep_required[] are in csv_schema.h. */
 #define KV_METRIC_ATTN_VS_REST "attn_vs_rest" /* derived, see above */
 
+/* Schema 3's noise columns (see above). Named here until
+ * bench/measure/csv_schema.h, which the sweep writes from, names them too;
+ * compare looks every one up by name, so a file of any schema may carry
+ * them and files without them compare as before. The interval of a metric
+ * X_median is X_ci_lo and X_ci_hi (step_ns_median: step_ns_ci_lo/_hi). */
+#define KV_COMPARE_SCHEMA_V2 "2"
+#define KV_COMPARE_SCHEMA_V3 "3"
+#define KV_COMPARE_MEDIAN_SUFFIX "_median"
+#define KV_COMPARE_CI_LO_SUFFIX "_ci_lo"
+#define KV_COMPARE_CI_HI_SUFFIX "_ci_hi"
+#define KV_COMPARE_COL_NOISY "noisy"
+#define KV_COMPARE_COL_NOISE_REASON "noise_reason"
+
 /*
- * Checks that a parsed CSV is a usable sweep file: `# schema=1` or
- * `# schema=2`, every required column (schema 2: also dtype and params, non-
- * empty), at least one row, integers in the key columns and reps, numbers
- * (nan/inf allowed) in the other required columns, a non-empty strategy,
+ * Checks that a parsed CSV is a usable sweep file: `# schema=1`, `2` or
+ * `3`, every required column (schema 2 and 3: also dtype and params, dtype
+ * non-empty), at least one row, integers in the key columns and reps,
+ * numbers (nan/inf allowed) in the other required columns and in the
+ * *_ci_lo / *_ci_hi columns, 0 or 1 in `noisy`, a non-empty strategy,
  * and the text rule (strategy.h, kv_label_ok) on every label the file
  * holds: the strategy, label and dtype cells and each entry of
  * `# strategies=` are labels, params cells `k=v;k=v` of label characters.
@@ -86,7 +128,8 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
 /* The join key (shared with kvlab merge)                                   */
 
 /* A row's configuration: strategy, layers .. threads, seq_len (not reps),
- * and, when schema-2 files are joined, dtype and params. */
+ * and the dtype and params of a file that has them (NULL: not in the key;
+ * a key with them compares equal to one without on the rest). */
 struct kv_sweep_key {
     const char *strategy;             /* points into the file's cells */
     int64_t v[KV_SWEEP_N_KEY - 1];    /* layers .. threads, seq_len */
@@ -96,7 +139,7 @@ struct kv_sweep_key {
 
 /* k[0 .. c->n_rows) from the rows of a file validated by kv_sweep_validate;
  * ext: its dtype and params columns (kv_sweep_ext_cols) to put them in the
- * key, or NULL (a join with a schema-1 file). */
+ * key, or NULL (the v1 key alone). */
 void kv_sweep_key_fill(struct kv_sweep_key *k, const struct kv_csv *c,
                        const int32_t col[KV_SWEEP_N_REQUIRED], const int32_t *ext);
 /* ext[] = the dtype and params columns (-1 when absent); 1 when both exist. */
@@ -123,6 +166,7 @@ enum kv_verdict {
     KV_VERDICT_BETTER,   /* improved beyond noise */
     KV_VERDICT_WORSE,    /* regressed beyond noise */
     KV_VERDICT_NA,       /* a value is nan/inf: not compared */
+    KV_VERDICT_NOISY,    /* a row measured under interference: not judged */
     KV_VERDICT_COUNT
 };
 
@@ -130,6 +174,7 @@ enum kv_verdict {
 struct kv_compare_group {
     int64_t first, count;
     int64_t n_compared;    /* items with finite values and a non-zero base */
+    int64_t n_noisy;       /* items marked noisy: the group is KV_VERDICT_NOISY */
     double change;         /* median of (new - base) / |base|; nan if none */
     double noise;          /* median of noise / |base| of the same items */
     enum kv_verdict verdict;
@@ -140,8 +185,27 @@ struct kv_compare_item {
     int64_t base_row, new_row; /* row indices in the two files */
     double base, cur;          /* metric values (normalised if r->normalized) */
     double ratio;              /* cur / base (1 when both are 0) */
-    double noise;              /* the |cur - base| still counted as same */
+    double noise;              /* the |cur - base| still counted as same (with
+                                  intervals: in the direction of the change) */
+    int uses_ci;               /* the confidence intervals decided (see above) */
+    unsigned noisy;            /* bit 0: the base row is noisy, bit 1: the new one */
     enum kv_verdict verdict;
+};
+
+/* A row of one file that was not compared. */
+struct kv_compare_unmatched {
+    int64_t row;        /* row index in its file */
+    int cur;            /* 0: BASE, 1: NEW */
+    int64_t candidates; /* rows of the other file with the same v1 key: > 0 means
+                           ambiguous (several on one side), 0 in this file only */
+};
+
+/* What a result says, in the order it decides the exit status: a clean
+ * regression wins over noise, noise over a clean pass. */
+enum kv_compare_outcome {
+    KV_COMPARE_CLEAN = 0, /* no regression, nothing noisy among the verdicts that count */
+    KV_COMPARE_REGRESSED, /* a regression judged from clean rows */
+    KV_COMPARE_NOISY,     /* no clean regression, but a row or group that counts is noisy */
 };
 
 struct kv_compare_result {
@@ -158,14 +222,19 @@ struct kv_compare_result {
     int64_t n_items;                /* joined rows, in key order */
     struct kv_compare_item *items;  /* (n_items) */
     int64_t n_compared, n_regressed, n_improved, n_na;
-    int64_t n_only_base, n_only_new;
+    int64_t n_noisy;                /* compared items that are noisy (not judged) */
+    int64_t n_only_base, n_only_new; /* rows of each file not compared */
+    int64_t n_ambiguous_base, n_ambiguous_new; /* ... of which ambiguous */
+    int64_t n_unmatched;            /* n_only_base + n_only_new */
+    struct kv_compare_unmatched *unmatched; /* (n_unmatched): BASE's, then NEW's,
+                                               each ambiguous first, in key order */
     double worst_ratio;             /* nan when nothing was compared */
     int64_t worst_item;             /* index into items, or -1 */
     uint32_t varying;               /* bit k: key column k differs between rows */
     int aggregate;                  /* the groups' verdicts decide (opts.aggregate) */
     int64_t n_groups;               /* groups (filled always) */
     struct kv_compare_group *groups; /* (n_groups), in items order */
-    int64_t n_groups_regressed, n_groups_improved;
+    int64_t n_groups_regressed, n_groups_improved, n_groups_noisy;
     int attn_bytes_fallback;        /* normalised attn_ns_median predicted from
                                        cache_bytes (no attn_bytes_step column):
                                        bit 0 the base file, bit 1 the new one */
@@ -176,9 +245,14 @@ struct kv_compare_result {
     int pred_attn; /* t_pred from attn_bytes_step (or cache_bytes) and
                       attn_flops_step, not the step's */
     int32_t col_attn_bytes_base, col_attn_bytes_cur; /* -1: no attn_bytes_step */
-    int use_ext;                    /* both files are schema 2: params and dtype join */
-    int32_t col_ext_base[2], col_ext_cur[2]; /* dtype, params columns (schema 2) */
+    int use_ext;                    /* both files have dtype and params: they join */
+    int has_ext[2];                 /* [base, new]: the file has dtype and params */
+    int32_t col_ext_base[2], col_ext_cur[2]; /* dtype, params columns (-1: none) */
     uint32_t ext_varying;           /* bit 0: dtype, bit 1: params differ between rows */
+    int uses_ci;                    /* both files have the metric's interval columns */
+    int noise_flags;                /* noisy rows are not judged (a time metric) */
+    int32_t col_ci[2][2];           /* [base, new][lo, hi], -1 */
+    int32_t col_noisy[2], col_reason[2]; /* [base, new], -1 */
     double base_read_gbps, base_gflops, cur_read_gbps, cur_gflops;
     int32_t col_rate[2][2]; /* [base, new][read_gbps, sgemm_gflops] per-row columns, -1 */
 };
@@ -197,8 +271,17 @@ enum kv_status kv_compare_run(struct kv_compare_result **out, const struct kv_cs
 void kv_compare_destroy(struct kv_compare_result *r);
 
 /* 1 when the result is a regression: some group regressed (aggregate) or
- * some row did (otherwise). The CLI's exit status 1. */
+ * some row did (otherwise), judged from clean rows. The CLI's exit status 1. */
 int kv_compare_regressed(const struct kv_compare_result *r);
+
+/* The result in one word (see enum kv_compare_outcome): the verdicts that
+ * count are the groups' with aggregate, else the rows'. The CLI maps it to
+ * its exit status: 1 regressed, 3 noisy, 0 clean. */
+enum kv_compare_outcome kv_compare_outcome(const struct kv_compare_result *r);
+
+/* Why row `row` of one side (cur: NEW) is noisy: its noise_reason cell, or
+ * "" when the file has none or the row is clean. Points into the file. */
+const char *kv_compare_noise_reason(const struct kv_compare_result *r, int cur, int64_t row);
 
 enum kv_compare_format {
     KV_COMPARE_TABLE = 0, /* per-strategy tables and a summary line */
@@ -214,7 +297,8 @@ int kv_compare_format_parse(const char *s);
 enum kv_status kv_compare_write(FILE *f, const struct kv_compare_result *r,
                                 enum kv_compare_format fmt);
 
-/* "faster"/"slower" for times, "better"/"worse" otherwise, "same", "n/a". */
+/* "faster"/"slower" for times, "better"/"worse" otherwise, "same", "n/a",
+ * "noisy". */
 const char *kv_compare_verdict_str(const struct kv_compare_result *r, enum kv_verdict v);
 
 /* ------------------------------------------------------------------------ */
@@ -224,10 +308,16 @@ const char *kv_compare_verdict_str(const struct kv_compare_result *r, enum kv_ve
 int64_t kv_sweep_cell_int(const struct kv_csv *c, int64_t r, int32_t j);
 
 /* keys (n_rows), sorted; KV_ERR_FORMAT on a duplicate. ext: the dtype and
- * params columns when they join (else NULL). */
+ * params columns when they are in the key (else NULL). */
 enum kv_status kv_sweep_keys_build(struct kv_sweep_key **out, const struct kv_csv *c,
                                    const int32_t col[KV_SWEEP_N_REQUIRED], const int32_t *ext,
                                    char *err, size_t err_len);
+
+/* Joins res->base and res->cur (validated, columns and has_ext[] filled):
+ * res->items (base_row, new_row) in key order, res->unmatched and the
+ * n_only / n_ambiguous counts. KV_ERR_FORMAT on a duplicate full key in
+ * either file or when no row matched. */
+enum kv_status kv_compare_join(struct kv_compare_result *res, char *err, size_t err_len);
 
 /* The metric of row r on one side (cur: the new file), normalised when
  * asked. */

@@ -1,13 +1,17 @@
 /*
  * compare_join.c - reading two sweep CSVs for a join (compare.h; kvlab
- * compare and kvlab merge): the schema check every file passes first, and
- * the configuration key rows are joined on.
+ * compare and kvlab merge): the schema check every file passes first, the
+ * configuration key rows are joined on, and compare's join itself.
  *
  * The design decision that matters: the join sorts each file's keys once
  * (O(n log n)), and the same sort finds duplicate keys, which are an error
- * because a join on them would be ambiguous. Cells are validated here, once,
- * so everything after (the verdicts, the report) re-parses them without
- * error paths.
+ * because a join on them would be ambiguous. A file's own key is always
+ * its full key (dtype and params when it has them); only between a
+ * schema-1 file and a later one does the join fall back to the v1 key,
+ * and there a class of rows sharing one v1 key matches only when it holds
+ * one row on each side (compare.h says why nothing finer is guessed).
+ * Cells are validated here, once, so everything after (the verdicts, the
+ * report) re-parses them without error paths.
  */
 #include "compare.h"
 
@@ -93,6 +97,39 @@ static enum kv_status labels_check(const struct kv_csv *c, int32_t j_strategy, c
     return KV_OK;
 }
 
+static int has_suffix(const char *s, const char *suf)
+{
+    const size_t a = strlen(s), b = strlen(suf);
+    return a > b && strcmp(s + a - b, suf) == 0;
+}
+
+/* The noise columns (compare.h), wherever a file has them: interval bounds
+ * are numbers (nan/inf allowed), `noisy` is 0 or 1. An empty cell is a row
+ * that has none: kvlab merge leaves the columns one input lacked empty. */
+static enum kv_status noise_cols_check(const struct kv_csv *c, char *err, size_t err_len)
+{
+    for (int32_t j = 0; j < c->n_cols; j++) {
+        const char *name = c->cols[j];
+        const int ci = has_suffix(name, KV_COMPARE_CI_LO_SUFFIX) ||
+                       has_suffix(name, KV_COMPARE_CI_HI_SUFFIX);
+        const int flag = strcmp(name, KV_COMPARE_COL_NOISY) == 0;
+        for (int64_t r = 0; r < c->n_rows && (ci || flag); r++) {
+            const char *s = kv_csv_cell(c, r, j);
+            double v;
+            if (s[0] == '\0' || (ci && kv_csv_parse_double(s, &v) == 0) ||
+                (flag && (strcmp(s, "0") == 0 || strcmp(s, "1") == 0)))
+                continue;
+            char ex[48], nx[80];
+            kv_csv_excerpt(ex, sizeof ex, s, 32);
+            kv_csv_excerpt(nx, sizeof nx, name, 64);
+            kv_csv_error(err, err_len, c->name, c->row_line[r], "column '%s': '%s' is not %s",
+                         nx, ex, ci ? "a number" : "0 or 1");
+            return KV_ERR_FORMAT;
+        }
+    }
+    return KV_OK;
+}
+
 enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_REQUIRED],
                                  char *err, size_t err_len)
 {
@@ -104,12 +141,15 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
                      "(not a kvlab sweep CSV?)");
         return KV_ERR_FORMAT;
     }
-    const int v2 = strcmp(m->value, KV_SWEEP_SCHEMA) == 0;
+    /* schemas 2 and 3 both carry dtype and params (3 adds the noise columns,
+     * which are looked up by name in any schema) */
+    const int v2 = strcmp(m->value, KV_COMPARE_SCHEMA_V2) == 0 ||
+                   strcmp(m->value, KV_COMPARE_SCHEMA_V3) == 0;
     if (!v2 && strcmp(m->value, KV_SWEEP_SCHEMA_V1) != 0) {
         kv_csv_excerpt(ex, sizeof ex, m->value, 16);
         kv_csv_error(err, err_len, c->name, m->line,
-                     "schema version '%s', but this kvlab reads schemas %s and %s", ex,
-                     KV_SWEEP_SCHEMA_V1, KV_SWEEP_SCHEMA);
+                     "schema version '%s', but this kvlab reads schemas %s, %s and %s", ex,
+                     KV_SWEEP_SCHEMA_V1, KV_COMPARE_SCHEMA_V2, KV_COMPARE_SCHEMA_V3);
         return KV_ERR_FORMAT;
     }
     static const char *const ext[2] = {KV_SWEEP_COL_DTYPE, KV_SWEEP_COL_PARAMS};
@@ -118,7 +158,7 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
         if (j < 0) {
             kv_csv_error(err, err_len, c->name, m->line,
                          "schema version '%s' needs the columns dtype and params "
-                         "(the header on line %lld has no '%s')", KV_SWEEP_SCHEMA,
+                         "(the header on line %lld has no '%s')", m->value,
                          (long long)c->header_line, ext[e]);
             return KV_ERR_FORMAT;
         }
@@ -168,7 +208,8 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
             }
         }
     }
-    return labels_check(c, col[COL_STRATEGY], err, err_len);
+    enum kv_status st = noise_cols_check(c, err, err_len);
+    return st != KV_OK ? st : labels_check(c, col[COL_STRATEGY], err, err_len);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -275,4 +316,153 @@ enum kv_status kv_sweep_keys_build(struct kv_sweep_key **out, const struct kv_cs
     }
     *out = k;
     return KV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The join                                                                 */
+
+/*
+ * Walks two key lists sorted alike and pairs each class of equal keys that
+ * holds exactly one row on each side: partner[s][row] = the other file's
+ * row. A class with more on either side (keys without dtype and params
+ * against keys with them) pairs nothing: cand[s][row] = the other side's
+ * count, so the rows can be reported as ambiguous rather than only here.
+ */
+static void match_classes(const struct kv_sweep_key *kb, int64_t nb,
+                          const struct kv_sweep_key *kc, int64_t nc, int64_t *partner[2],
+                          int64_t *cand[2])
+{
+    int64_t i = 0, j = 0;
+    while (i < nb || j < nc) {
+        const int c = i >= nb ? 1 : j >= nc ? -1 : kv_sweep_key_cmp(&kb[i], &kc[j]);
+        int64_t ei = i, ej = j;
+        while (c <= 0 && ei < nb && kv_sweep_key_cmp(&kb[ei], &kb[i]) == 0)
+            ei++;
+        while (c >= 0 && ej < nc && kv_sweep_key_cmp(&kc[ej], &kc[j]) == 0)
+            ej++;
+        if (ei - i == 1 && ej - j == 1) {
+            partner[0][kb[i].row] = kc[j].row;
+            partner[1][kc[j].row] = kb[i].row;
+        } else {
+            for (int64_t t = i; t < ei; t++)
+                cand[0][kb[t].row] = ej - j;
+            for (int64_t t = j; t < ej; t++)
+                cand[1][kc[t].row] = ei - i;
+        }
+        i = ei;
+        j = ej;
+    }
+}
+
+/* The v1 view of sorted full keys: dtype and params dropped, sorted again. */
+static struct kv_sweep_key *keys_v1(const struct kv_sweep_key *full, int64_t n)
+{
+    struct kv_sweep_key *k = kv_alloc((size_t)n * sizeof *k);
+    if (k == NULL)
+        return NULL;
+    memcpy(k, full, (size_t)n * sizeof *k);
+    for (int64_t r = 0; r < n; r++)
+        k[r].ext[0] = k[r].ext[1] = NULL;
+    qsort(k, (size_t)n, sizeof *k, key_qsort);
+    return k;
+}
+
+/* items in the order of the richer side's full keys (so a group's rows are
+ * adjacent, dtype and params included), then the rows left over. */
+static enum kv_status join_collect(struct kv_compare_result *res, struct kv_sweep_key *full[2],
+                                   int64_t *partner[2], int64_t *cand[2])
+{
+    const int64_t n[2] = {res->base->n_rows, res->cur->n_rows};
+    const int rich = res->has_ext[1] && !res->has_ext[0];
+    res->items = kv_alloc((size_t)(n[0] < n[1] ? n[0] : n[1]) * sizeof *res->items);
+    if (res->items == NULL)
+        return KV_ERR_NOMEM;
+    for (int64_t t = 0; t < n[rich]; t++) {
+        const int64_t row = full[rich][t].row, other = partner[rich][row];
+        if (other < 0)
+            continue;
+        struct kv_compare_item *it = &res->items[res->n_items++];
+        it->base_row = rich ? other : row;
+        it->new_row = rich ? row : other;
+    }
+    res->n_only_base = n[0] - res->n_items;
+    res->n_only_new = n[1] - res->n_items;
+    res->n_unmatched = res->n_only_base + res->n_only_new;
+    if (res->n_unmatched == 0)
+        return KV_OK;
+    res->unmatched = kv_alloc((size_t)res->n_unmatched * sizeof *res->unmatched);
+    if (res->unmatched == NULL)
+        return KV_ERR_NOMEM;
+    /* per file, the ambiguous rows first: they are the surprise, rows of
+     * one file only are the usual different --seq-lens or --strategies */
+    int64_t u = 0;
+    for (int s = 0; s < 2; s++)
+        for (int amb = 1; amb >= 0; amb--)
+            for (int64_t t = 0; t < n[s]; t++) {
+                const int64_t row = full[s][t].row;
+                if (partner[s][row] >= 0 || (cand[s][row] > 0) != amb)
+                    continue;
+                res->unmatched[u++] = (struct kv_compare_unmatched){row, s, cand[s][row]};
+                *(s ? &res->n_ambiguous_new : &res->n_ambiguous_base) += amb;
+            }
+    KV_ASSERT(u == res->n_unmatched);
+    return KV_OK;
+}
+
+/* KV_ERR_FORMAT: not one row matched. */
+static enum kv_status join_none(const struct kv_compare_result *res, char *err, size_t err_len)
+{
+    char other[80], amb[160] = "";
+    kv_csv_excerpt(other, sizeof other, res->base->name, 64);
+    if (res->n_ambiguous_base + res->n_ambiguous_new > 0)
+        snprintf(amb, sizeof amb, "; %lld rows of BASE and %lld of NEW are ambiguous: one "
+                 "schema-1 row against several that only dtype or params tell apart",
+                 (long long)res->n_ambiguous_base, (long long)res->n_ambiguous_new);
+    kv_csv_error(err, err_len, res->cur->name, res->cur->row_line[0],
+                 "no configuration in common with %s (none of %lld rows here "
+                 "matches any of its %lld on strategy, layers .. threads%s, seq_len%s)",
+                 other, (long long)res->cur->n_rows, (long long)res->base->n_rows,
+                 res->use_ext ? ", dtype, params" : "", amb);
+    return KV_ERR_FORMAT;
+}
+
+enum kv_status kv_compare_join(struct kv_compare_result *res, char *err, size_t err_len)
+{
+    const struct kv_csv *c[2] = {res->base, res->cur};
+    const int32_t *col[2] = {res->col_base, res->col_cur};
+    const int32_t *ext[2] = {res->col_ext_base, res->col_ext_cur};
+    struct kv_sweep_key *full[2] = {NULL, NULL}, *v1[2] = {NULL, NULL};
+    const int64_t nb = c[0]->n_rows, nc = c[1]->n_rows;
+    /* partner and cand of both sides in one block: -1 and 0 to start */
+    int64_t *block = kv_alloc((size_t)(nb + nc) * 2 * sizeof *block);
+    enum kv_status st = block == NULL ? KV_ERR_NOMEM : KV_OK;
+    for (int s = 0; s < 2 && st == KV_OK; s++)
+        st = kv_sweep_keys_build(&full[s], c[s], col[s], res->has_ext[s] ? ext[s] : NULL, err,
+                                 err_len);
+    /* one file without dtype and params: both join on the v1 key */
+    const int fall_back = !res->use_ext && (res->has_ext[0] || res->has_ext[1]);
+    if (st == KV_OK && fall_back) {
+        for (int s = 0; s < 2 && st == KV_OK; s++)
+            if ((v1[s] = keys_v1(full[s], c[s]->n_rows)) == NULL)
+                st = KV_ERR_NOMEM;
+    }
+    if (st == KV_OK) {
+        int64_t *partner[2] = {block, block + nb}, *cand[2] = {block + nb + nc,
+                                                              block + 2 * nb + nc};
+        for (int64_t t = 0; t < nb + nc; t++) {
+            block[t] = -1;
+            block[nb + nc + t] = 0;
+        }
+        struct kv_sweep_key *const *k = fall_back ? v1 : full;
+        match_classes(k[0], nb, k[1], nc, partner, cand);
+        st = join_collect(res, full, partner, cand);
+    }
+    for (int s = 0; s < 2; s++) {
+        kv_free(full[s]);
+        kv_free(v1[s]);
+    }
+    kv_free(block);
+    if (st == KV_OK && res->n_items == 0)
+        st = join_none(res, err, err_len);
+    return st;
 }
