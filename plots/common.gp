@@ -188,7 +188,8 @@ kidx(k) = kv_find(k, 1)
 #           row): each step runs the whole sequence again
 #   WIN1    the first series whose mask has a window (window > 0 at its
 #           largest T): it stands for the caches that evict
-# Its legend text says the same (ktitle below), so a figure never has to.
+# The legend says what the rows say of a series (ktitle below: no cache,
+# its window), so no figure has to.
 REF = 0; EXACT1 = 0; NC1 = 0; WIN1 = 0
 if (!NOSPLIT) {
     C_FAMILY = kvcol("family")
@@ -246,9 +247,9 @@ if (!NOSPLIT) {
     }
     if (C_ACC == 0) { REF = EXACT1 }
 }
-# the legend text of series i: its key (one of integer codes keyed by its
-# strategy and element type reads "strategy int8"), then what its rows say
-# it is
+# the legend text of series i: its key (integer codes keyed by strategy and
+# element type, quantized-int8, read "quantized int8"), then what its rows
+# say it is
 kv_tname(i) = LBITS[i] < 16 && K[i] eq KSTRAT[i] . "-" . KDT[i] ? kvtext(KSTRAT[i] . " " . KDT[i]) : KT[i]
 ktitle(i) = kv_tname(i) . (CBMAX[i] == 0 ? " (no cache: full re-run)" : "") . \
             (LWIN[i] > 0 ? sprintf(" (window %.0f)", LWIN[i]) : "")
@@ -256,10 +257,12 @@ ktitle(i) = kv_tname(i) . (CBMAX[i] == 0 ? " (no cache: full re-run)" : "") . \
 # ---------------------------------------------------------------- series by name
 # A figure whose series no column can pick (which caches a comparison
 # shows) sets FIG, its own name, before loading this file. Its rows of
-# bench/data/figures.tsv (FIGURES; tab-separated `figure role series`, the
-# series a comma list of labels) give ROLE(r): the indices of the series of
-# role r that the CSV holds, as words, in the data file's order. gnuplot
-# reads the file as data, the way it reads the CSV: nothing in it is run.
+# bench/data/figures.tsv (tab-separated `figure role series`, the series a
+# comma list of labels; figures=PATH, set before loading, reads another)
+# give ROLE(r): the indices of the series of role r that the CSV holds, as
+# words, in the data file's order. gnuplot reads the file as data, the way
+# it reads the CSV: nothing in it is run. A missing file is two warnings
+# and no series.
 array KV_RR[100]
 array KV_RS[100]
 KV_NR = 0
