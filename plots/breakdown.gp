@@ -1,14 +1,16 @@
 # breakdown.gp - figure 7: where a decode step's time goes. Left: the
-# dynamic cache's median step split into the attention kernel (kv_attn,
-# timed inside the step) and everything else (GEMMs, norms, cache update).
-# Right: the attention share of the step for every strategy.
+# exact reference cache's median step (dynamic's in a default sweep: REF,
+# the series whose rows have acc_measured 0; the first series in a file
+# without one) split into the attention kernel (kv_attn, timed inside the
+# step) and everything else (GEMMs, norms, cache update). Right: the
+# attention share of the step for every strategy.
 #   gnuplot -c plots/breakdown.gp out/bench.csv out/plots
 plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
 if (!exists("csv") && ARGC >= 1) { csv = ARG1 }
 if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
 load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
-BI = has("dynamic") ? kidx("dynamic") : 1
+BI = REF > 0 ? REF : 1
 do for [fmt in "png svg"] {
     eval TERM(fmt)
     set output OUTD . "/breakdown." . fmt

@@ -16,17 +16,38 @@ set xrange [0:*]
 set yrange [0:*]
 MiB = 1048576.0
 set key outside right top font ",13" spacing 1.0
-# dynamic-concat holds exactly dynamic's bytes wherever T is a power of two
-# (dynamic's capacity is then T too), so its points lie on dynamic's: dynamic
-# is drawn wide and light underneath, dynamic-concat thin on top, and both
-# stay visible.
-lw_of(k) = k eq "dynamic" ? 7 : 2
-ps_of(k) = k eq "dynamic" ? 2.6 : 1.3
-ttl_of(i) = K[i] eq "dynamic-concat" && has("dynamic") ? ktitle(i) . " (on dynamic: same bytes)" : ktitle(i)
+# Several caches hold exactly the reference's bytes (REF, dynamic in a
+# default sweep: dynamic-concat wherever T is a power of two, and a paged
+# cache whose pages fill, a hybrid of reference layers), so their points
+# lie on its: the reference is drawn wide underneath, every series with its
+# bytes at each of its T is drawn thin on top and says so in the legend,
+# and all of them stay visible. Which ones, the rows say: REF's bytes per
+# T, then each series' rows against them.
+array REF_T[200]
+array REF_B[200]
+NR = 0
+if (REF > 0) {
+    stats SER(REF) using (NR < |REF_T| ? (NR = NR + 1, REF_T[NR] = column(S_T), REF_B[NR] = column(S_CBYTES), 0) : 0) \
+        nooutput
+}
+ref_r(t, j) = j > NR ? NaN : (REF_T[j] == t ? REF_B[j] : ref_r(t, j + 1))
+array SAME[100]
+do for [i = 1:NK] {
+    SAME[i] = 0
+    if (REF > 0 && i != REF) {
+        n_same = 0; n_diff = 0
+        stats SER(i) using (ref_r(column(S_T), 1) == column(S_CBYTES) ? (n_same = n_same + 1) : (n_diff = n_diff + 1)) \
+            nooutput
+        SAME[i] = n_same > 0 && n_diff == 0
+    }
+}
+lw_of(i) = i == REF ? 7 : 2
+ps_of(i) = i == REF ? 2.6 : 1.3
+ttl_of(i) = SAME[i] ? ktitle(i) . " (on " . KT[REF] . ": same bytes)" : ktitle(i)
 do for [fmt in "png svg"] {
     eval TERM(fmt)
     set output OUTD . "/cache_memory." . fmt
-    plot for [i = 1:NK] SER(i) using S_T:(column(S_CBYTES) / MiB) with linespoints lw lw_of(K[i]) \
-         pt kpt(CIDX[i]) ps ps_of(K[i]) lc rgb kcolor(i) title ttl_of(i)
+    plot for [i = 1:NK] SER(i) using S_T:(column(S_CBYTES) / MiB) with linespoints lw lw_of(i) \
+         pt kpt(CIDX[i]) ps ps_of(i) lc rgb kcolor(i) title ttl_of(i)
     unset output
 }

@@ -1,7 +1,8 @@
 # common.gp - loaded by every plot script (not a figure itself): input and
 # output paths, the CSV's metadata and header, the series of a sweep CSV
-# split into in-memory datablocks, each series' colour and point type (by its
-# index in the file), and the terminals.
+# split into in-memory datablocks, what each series is (read from its rows),
+# each series' colour and point type (by its index in the file), and the
+# terminals.
 #
 # Usage from a figure script, run from anywhere (paths as plain arguments,
 # the way make and bench/slurm/merge.sbatch call them, or as -e strings):
@@ -9,6 +10,17 @@
 #   gnuplot -e "csv='out/bench.csv'; outdir='out/plots'" plots/NAME.gp
 # The figure script sets plotdir from ARG0 and csv / outdir from ARG1 / ARG2
 # (load does not pass them on) before loading this file.
+#
+# No script names a strategy (tests/e2e_agnostic.sh): a figure picks its
+# series by what their rows say, never by their names. Which series is the
+# exact reference, which keeps no cache, which has a window, which stores
+# integer codes: the CSV's own columns (acc_measured, cache_bytes, window,
+# bits), read here once per series (REF, NC1, WIN1, LBITS below). A
+# figure whose choice is editorial, so no column can make it (paged.gp:
+# which caches are the contiguous ones), reads its series by label from
+# bench/data/figures.tsv, also here (ROLE below). So a new strategy shows
+# up in every figure, and with the right meaning, without a line of plot
+# code.
 #
 # Nothing read from the CSV, its metadata or the command line ever reaches a
 # shell or gnuplot's command parser. gnuplot itself selects the series
@@ -118,13 +130,30 @@ POINTS = "7 5 9 11 13 15 4 6 8 10 12 14 3 2 1"
 kcolor(i) = word(PALETTE, (int(i) - 1) % words(PALETTE) + 1)
 kpt(i) = int(word(POINTS, (int(i) - 1) % words(POINTS) + 1))
 
+# ---------------------------------------------------------------- a row's series
+# A row's series is its `label`. A file without that column (schema 1, early
+# schema 2) names it after its strategy, and a cache narrower than f32 after
+# its strategy and element type (`dtype`, or intBITS in schema 1, whose only
+# narrow caches held integer codes): the name the preset of that width has,
+# so old and new files key alike (bench/data/targets.tsv keys them so too).
+C_LABEL = kvcol("label"); C_STRAT = kvcol("strategy"); C_BITS = kvcol("bits"); C_DTYPE = kvcol("dtype")
+KEYNAME = C_LABEL > 0 ? "label" : "strategy"
+KV_KC = C_LABEL > 0 ? C_LABEL : C_STRAT
+DTYPEOF(x) = C_DTYPE > 0 ? strcol(C_DTYPE) : (kvn(C_BITS) < 32 ? sprintf("int%.0f", kvn(C_BITS)) : "f32")
+KEYOF(x) = C_LABEL > 0 ? strcol(C_LABEL) : kvs(C_STRAT) . (DTYPEOF(0) eq "f32" ? "" : "-" . DTYPEOF(0))
+# a data row: not the header (again, in concatenated files), a key
+kvrow(x) = strlen(kvs(KV_KC)) > 0 && kvs(KV_KC) ne KEYNAME
+
 # ---------------------------------------------------------------- series of a sweep
-# K[i]: the label of series i (the `label` column; a file without it keys
-# quantized widths by strategy + bits), in file order, up to 100; KT[i] its
-# safe title text; its rows in datablock SER(i) ("$Si"), file order:
+# K[i]: the key of series i, in file order, up to 100; KT[i] its safe title
+# text; its rows in datablock SER(i) ("$Si"), file order:
 S_T = 1; S_STEP = 2; S_ATTN = 3; S_AFLOPS = 4; S_CBYTES = 5; S_F32 = 6
 S_ERR = 7; S_MATCH = 8; S_BYTES = 9; S_FLOPS = 10
 # and at its largest T: LT[i] (T), LSTEP[i], LWIN[i], LBITS[i], LGROUP[i].
+# Over all its rows: ROWS[i] rows, NREF[i] of them the accuracy reference
+# (acc_measured 0), ERRMAX[i] the largest rel_err and CBMAX[i] the largest
+# cache_bytes (-1: none recorded), KSTRAT[i] and KDT[i] its strategy and
+# element type.
 # Series i has colour i (no two of the first 24 alike) and the point type
 # of its family, CIDX[i]: its index among the values of a `family` column
 # when the CSV has one, else i (a family's series share a marker).
@@ -137,27 +166,40 @@ array LSTEP[100]
 array LWIN[100]
 array LBITS[100]
 array LGROUP[100]
+array ROWS[100]
+array NREF[100]
+array ERRMAX[100]
+array CBMAX[100]
+array KSTRAT[100]
+array KDT[100]
 NK = 0
-do for [i = 1:|K|] { K[i] = ""; KT[i] = ""; CIDX[i] = i; LT[i] = -1; LSTEP[i] = NaN; LWIN[i] = NaN; LBITS[i] = NaN; LGROUP[i] = NaN }
+do for [i = 1:|K|] {
+    K[i] = ""; KT[i] = ""; CIDX[i] = i; LT[i] = -1; LSTEP[i] = NaN; LWIN[i] = NaN; LBITS[i] = NaN; LGROUP[i] = NaN
+    ROWS[i] = 0; NREF[i] = 0; ERRMAX[i] = -1; CBMAX[i] = -1; KSTRAT[i] = ""; KDT[i] = ""
+}
 kv_find(k, i) = i > NK ? 0 : (K[i] eq k ? i : kv_find(k, i + 1))
 kidx(k) = kv_find(k, 1)
-has(k) = kidx(k) > 0
-color(k) = kidx(k) > 0 ? kcolor(kidx(k)) : "#7f7f7f"
-ptype(k) = kidx(k) > 0 ? kpt(CIDX[kidx(k)]) : 1
+# The series a figure may single out, each an index (0: the CSV has none):
+#   REF     the exact reference every error is measured against: all its
+#           rows have acc_measured 0 (a file without that column: EXACT1)
+#   EXACT1  the first series holding a cache (cache_bytes > 0) whose every
+#           rel_err is 0: bit for bit the reference's logits
+#   NC1     the first series that keeps no cache (cache_bytes 0 on every
+#           row): each step runs the whole sequence again
+#   WIN1    the first series whose mask has a window (window > 0 at its
+#           largest T): it stands for the caches that evict
+# The legend says what the rows say of a series (ktitle below: no cache,
+# its window), so no figure has to.
+REF = 0; EXACT1 = 0; NC1 = 0; WIN1 = 0
 if (!NOSPLIT) {
-    C_LABEL = kvcol("label"); C_STRAT = kvcol("strategy"); C_BITS = kvcol("bits")
     C_FAMILY = kvcol("family")
     C_T = kvcol("seq_len"); C_STEP = kvcol("step_ns_median"); C_ATTN = kvcol("attn_ns_median")
     C_AFLOPS = kvcol("attn_flops_step"); C_CBYTES = kvcol("cache_bytes"); C_ERR = kvcol("rel_err")
     C_MATCH = kvcol("token_match"); C_BYTES = kvcol("bytes_step"); C_FLOPS = kvcol("flops_step")
     C_LAYERS = kvcol("layers"); C_KVH = kvcol("kv_heads"); C_HD = kvcol("head_dim")
     C_BATCH = kvcol("batch"); C_WIN = kvcol("window"); C_GROUP = kvcol("group")
-    KEYNAME = C_LABEL > 0 ? "label" : "strategy"
-    KEYOF(x) = C_LABEL > 0 ? strcol(C_LABEL) : \
-               (kvs(C_STRAT) eq "quantized" ? "quantized-int" . kvs(C_BITS) : kvs(C_STRAT))
+    C_ACC = kvcol("acc_measured")
     FAMOF(x) = C_FAMILY > 0 ? strcol(C_FAMILY) : KEYOF(x)
-    # a data row: not the header (again, in concatenated files), a key
-    kvrow(x) = KEYOF(x) ne KEYNAME && strlen(KEYOF(x)) > 0
     KV_KSTR = "\n"
     KV_FSTR = "\n"
     KV_NF = 0
@@ -178,6 +220,13 @@ if (!NOSPLIT) {
         exit status 1
     }
     do for [i = 1:NK] { KT[i] = kvtext(K[i]) }
+    # what each series is, from all its rows
+    kv_note(i) = i < 1 ? 0 : (ROWS[i] = ROWS[i] + 1, \
+        (ROWS[i] == 1 ? (KSTRAT[i] = kvs(C_STRAT), KDT[i] = DTYPEOF(0)) : 0), \
+        (kvn(C_ACC) == 0 ? NREF[i] = NREF[i] + 1 : 0), \
+        (kvn(C_ERR) > ERRMAX[i] ? ERRMAX[i] = kvn(C_ERR) : 0), \
+        (kvn(C_CBYTES) > CBMAX[i] ? CBMAX[i] = kvn(C_CBYTES) : 0), 0)
+    stats CSV using (kvrow(0) ? kv_note(kidx(KEYOF(0))) : 0) nooutput
     f32of(x) = kvn(C_LAYERS) * 2 * kvn(C_KVH) * kvn(C_HD) * 4 * kvn(C_BATCH) * kvn(C_T)
     # column 1 records the series' values at its largest T on the way
     kv_t(i) = (KEYOF(0) eq K[i] && kvn(C_T) >= LT[i]) ? \
@@ -190,18 +239,46 @@ if (!NOSPLIT) {
              (kvf(kvn(C_BYTES))):(kvf(kvn(C_FLOPS))) with table if (KEYOF(0) eq K[i])
         unset table
     }
+    do for [i = 1:NK] {
+        if (REF == 0 && C_ACC > 0 && ROWS[i] > 0 && NREF[i] == ROWS[i]) { REF = i }
+        if (EXACT1 == 0 && ERRMAX[i] == 0 && CBMAX[i] > 0) { EXACT1 = i }
+        if (NC1 == 0 && CBMAX[i] == 0) { NC1 = i }
+        if (WIN1 == 0 && LWIN[i] > 0) { WIN1 = i }
+    }
+    if (C_ACC == 0) { REF = EXACT1 }
 }
+# the legend text of series i: its key (integer codes keyed by strategy and
+# element type, quantized-int8, read "quantized int8"), then what its rows
+# say it is
+kv_tname(i) = LBITS[i] < 16 && K[i] eq KSTRAT[i] . "-" . KDT[i] ? kvtext(KSTRAT[i] . " " . KDT[i]) : KT[i]
+ktitle(i) = kv_tname(i) . (CBMAX[i] == 0 ? " (no cache: full re-run)" : "") . \
+            (LWIN[i] > 0 ? sprintf(" (window %.0f)", LWIN[i]) : "")
+
+# ---------------------------------------------------------------- series by name
+# A figure whose series no column can pick (which caches a comparison
+# shows) sets FIG, its own name, before loading this file. Its rows of
+# bench/data/figures.tsv (tab-separated `figure role series`, the series a
+# comma list of labels; figures=PATH, set before loading, reads another)
+# give ROLE(r): the indices of the series of role r that the CSV holds, as
+# words, in the data file's order. gnuplot reads the file as data, the way
+# it reads the CSV: nothing in it is run. A missing file is two warnings
+# and no series.
+array KV_RR[100]
+array KV_RS[100]
+KV_NR = 0
+if (exists("FIG") && !NOSPLIT) {
+    if (!exists("figures")) { figures = plotdir . "../bench/data/figures.tsv" }
+    FIGURES = kvpath(figures)
+    set datafile separator "\t"
+    kv_radd(f, r, s) = f eq FIG && KV_NR < |KV_RR| ? (KV_NR = KV_NR + 1, KV_RR[KV_NR] = r, KV_RS[KV_NR] = s, 0) : 0
+    stats FIGURES using (kv_radd(strcol(1), strcol(2), strcol(3))) nooutput
+}
+kv_c2s(s) = strlen(s) == 0 ? "" : (s[1:1] eq "," ? " " : s[1:1]) . kv_c2s(s[2:])
+kv_rl(r, j) = j > KV_NR ? "" : (KV_RR[j] eq r ? kv_c2s(KV_RS[j]) . " " : "") . kv_rl(r, j + 1)
+kv_rp(w, j) = j > words(w) ? "" : (kidx(word(w, j)) > 0 ? sprintf("%d ", kidx(word(w, j))) : "") . kv_rp(w, j + 1)
+ROLE(r) = kv_rp(kv_rl(r, 1), 1)
 # the figures read the datablocks (whitespace-separated numbers)
 set datafile separator whitespace
-SLIDING_W = has("sliding") && LWIN[kidx("sliding")] == LWIN[kidx("sliding")] ? \
-            sprintf("%.0f", LWIN[kidx("sliding")]) : "?"
-kv_qbits(k) = strstrt(k, "quantized-int") == 1 ? substr(k, 14, strlen(k)) : ""
-title_of(k, t) = k eq "none" ? "none (no cache: full re-run)" : \
-                 k eq "sliding" ? "sliding (window " . SLIDING_W . ")" : \
-                 strlen(kv_qbits(k)) > 0 ? "quantized int" . kvtext(kv_qbits(k)) : t
-# the legend text of series i, and of a series by label
-ktitle(i) = title_of(K[i], KT[i])
-title(k) = kidx(k) > 0 ? ktitle(kidx(k)) : kvtext(k)
 
 # ---------------------------------------------------------------- output
 # eval TERM(fmt) then set output OUTD."/NAME.".fmt, for fmt in "png svg".

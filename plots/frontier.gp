@@ -17,12 +17,9 @@ NOSPLIT = 1
 load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
 set datafile separator comma
-C_LABEL = kvcol("label"); C_STRAT = kvcol("strategy"); C_BITS = kvcol("bits")
 C_T = kvcol("seq_len"); C_CBYTES = kvcol("cache_bytes"); C_ERR = kvcol("rel_err")
 C_STEP = kvcol("step_ns_median")
-KEYNAME = C_LABEL > 0 ? "label" : "strategy"
-KEYOF(x) = C_LABEL > 0 ? strcol(C_LABEL) : \
-           (kvs(C_STRAT) eq "quantized" ? "quantized-int" . kvs(C_BITS) : kvs(C_STRAT))
+# a row's series, KEYOF, and whether it is a data row, kvrow: common.gp's
 fam(k) = strstrt(k, "@") > 0 ? k[1:strstrt(k, "@") - 1] : k
 # a budget "12.5%" as the number 12.5 (NaN when the label has none, or it
 # is not one)
@@ -30,7 +27,6 @@ kv_numch(s) = strlen(s) == 0 ? 1 : (strstrt("0123456789.", s[1:1]) > 0 ? kv_numc
 kv_bud(k) = strstrt(k, "@") > 0 ? k[strstrt(k, "@") + 1:] : ""
 kv_bud2(b) = b[strlen(b):strlen(b)] eq "%" ? b[1:strlen(b) - 1] : b
 budget(k) = (b = kv_bud2(kv_bud(k)), strlen(b) > 0 && strlen(b) <= 12 && kv_numch(b) ? real(b) : NaN)
-kvrow(x) = KEYOF(x) ne KEYNAME && strlen(KEYOF(x)) > 0
 
 # the families (FAM[i], file order) and the T (TS, file order); lossy rows
 array FAM[100]

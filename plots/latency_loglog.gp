@@ -1,7 +1,9 @@
 # latency_loglog.gp - figure 1, log-log twin: on log axes a power law is a
 # straight line whose slope is its exponent. Guide lines of slope 1 (linear,
-# anchored at dynamic's largest T) and slope 2 (quadratic, anchored at
-# none's largest T) let the reader read the growth rate off the picture.
+# anchored at the exact reference's largest T: REF, dynamic in a default
+# sweep; the last series without one) and slope 2 (quadratic, anchored at
+# the largest T of the series without a cache: NC1, none) let the reader
+# read the growth rate off the picture.
 # A no-cache step re-runs all T tokens: its projections and MLP grow like T
 # and its attention like T^2, so its attention time is drawn on its own
 # (dashed): the quadratic term that takes over as T grows.
@@ -30,9 +32,9 @@ attention (dashed) like T^2, and that\n\
 term takes over as T grows." at screen 0.64, screen 0.36 left font ",12"
 
 # guides: y = a * T^k through an anchor point (a series' largest T)
-A1 = has("dynamic") ? kidx("dynamic") : NK
+A1 = REF > 0 ? REF : NK
 T1 = LT[A1]; Y1 = LSTEP[A1] / 1e6
-NI = kidx("none")
+NI = NC1
 T2 = NI > 0 ? LT[NI] : 0; Y2 = NI > 0 ? LSTEP[NI] / 1e6 : 0
 slope1(x) = Y1 * (x / T1)
 slope2(x) = Y2 * (x / T2)**2
@@ -44,8 +46,8 @@ do for [fmt in "png svg"] {
         plot for [i = 1:NK] SER(i) using S_T:(column(S_STEP) / 1e6) with linespoints lw 2 \
              pt kpt(CIDX[i]) ps 1.3 lc rgb kcolor(i) title ktitle(i), \
              SER(NI) using S_T:(column(S_ATTN) / 1e6) \
-             with linespoints dt 4 lw 2 pt 6 ps 1.1 lc rgb color("none") \
-             title "none: its attention kernel time alone", \
+             with linespoints dt 4 lw 2 pt 6 ps 1.1 lc rgb kcolor(NI) \
+             title KT[NI] . ": its attention kernel time alone", \
              slope2(x) with lines dt 2 lw 1.5 lc rgb "#555555" title "slope 2 (T^2)", \
              slope1(x) with lines dt 3 lw 1.5 lc rgb "#555555" title "slope 1 (T)"
     } else {
