@@ -104,12 +104,13 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
                      "(not a kvlab sweep CSV?)");
         return KV_ERR_FORMAT;
     }
-    const int v2 = strcmp(m->value, KV_SWEEP_SCHEMA) == 0;
-    if (!v2 && strcmp(m->value, KV_SWEEP_SCHEMA_V1) != 0) {
+    const int version = kv_sweep_schema_version(m->value);
+    const int v2 = version >= 2; /* dtype and params: schema 2 and later */
+    if (version == 0) {
         kv_csv_excerpt(ex, sizeof ex, m->value, 16);
         kv_csv_error(err, err_len, c->name, m->line,
-                     "schema version '%s', but this kvlab reads schemas %s and %s", ex,
-                     KV_SWEEP_SCHEMA_V1, KV_SWEEP_SCHEMA);
+                     "schema version '%s', but this kvlab reads schemas %s", ex,
+                     KV_SWEEP_SCHEMAS_READ);
         return KV_ERR_FORMAT;
     }
     static const char *const ext[2] = {KV_SWEEP_COL_DTYPE, KV_SWEEP_COL_PARAMS};
@@ -118,7 +119,7 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
         if (j < 0) {
             kv_csv_error(err, err_len, c->name, m->line,
                          "schema version '%s' needs the columns dtype and params "
-                         "(the header on line %lld has no '%s')", KV_SWEEP_SCHEMA,
+                         "(the header on line %lld has no '%s')", m->value,
                          (long long)c->header_line, ext[e]);
             return KV_ERR_FORMAT;
         }
