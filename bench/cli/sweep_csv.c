@@ -121,9 +121,11 @@ __attribute__((format(printf, 2, 3))) static void emit(struct line *L, const cha
 /*
  * dst <- the classifier's reasons as one cell: the writer quotes nothing, so
  * a comma (it would split the cell), a double quote (a reader would take it
- * for quoting) or a control byte (a line break) must never reach the file.
+ * for quoting), a control byte (a line break) or a '#' (pandas, reading with
+ * comment='#', would cut the line there) must never reach the file.
  * kv_noise_classify writes none of them; this makes sure, whatever it says
- * next ("," -> ";", '"' -> "'", a control byte -> ' '). "-" for a clean row.
+ * next ("," -> ";", '"' -> "'", '#' and a control byte -> ' '). "-" for a
+ * clean row.
  */
 static void reason_cell(char *dst, size_t cap, const struct kv_sweep_row *row)
 {
@@ -131,7 +133,8 @@ static void reason_cell(char *dst, size_t cap, const struct kv_sweep_row *row)
     const char *src = row->noisy ? row->noise_reason : "";
     for (; *src != '\0' && w + 1 < cap; src++) {
         const unsigned char c = (unsigned char)*src;
-        dst[w++] = c == ',' ? ';' : c == '"' ? '\'' : c < 0x20 || c == 0x7f ? ' ' : (char)c;
+        dst[w++] = c == ',' ? ';' : c == '"' ? '\'' : c < 0x20 || c == 0x7f || c == '#' ? ' '
+                                                                                 : (char)c;
     }
     while (w > 0 && dst[w - 1] == ' ')
         w--;
