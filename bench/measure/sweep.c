@@ -766,7 +766,7 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
 
     struct acc acc = {0};
     size_t copied0 = 0;
-    struct kv_noise_window win;
+    struct kv_noise_window win = {0}; /* opened at j == W: R >= 1, so always */
     for (int32_t j = 0; j < W + R; j++) {
         if (j == W) {
             copied0 = kv_cache_copied_bytes(sl->cache);
