@@ -17,7 +17,10 @@
 #    re-measuring", the warning lists them, and --strict exits 1 with the
 #    file written. The timed steps last ~0.1 s a row (301 of them on a
 #    4-layer model) so /proc/stat's 10 ms ticks cannot hide the competitors.
-# 3. Bad input exits 2 with exactly one line on stderr, before any work:
+# 3. make baseline's per-row median of runs (bench/scripts/median_rows.awk)
+#    keeps the interval around the merged median and calls a row noisy when
+#    most of its runs were.
+# 4. Bad input exits 2 with exactly one line on stderr, before any work:
 #    --strict with --retries 0, a negative, NaN, infinite or out-of-range
 #    threshold, --strict with --list.
 # Never asserts on wall time. Usage: KVLAB=build/kvlab bash tests/e2e_noise.sh
@@ -144,7 +147,31 @@ if [ -s "$TMP/b.csv" ]; then
     check "busy: the warning says --strict made it exit 1" grep -q -- "--strict: exit status 1" "$TMP/b.err"
 fi
 
-# ---------------------------------------------------------------- 3. bad input
+# ---------------------------------------------------------------- 3. median of runs
+# three runs of one sweep: two of them say a row was noisy, one does not
+M="$TMP/q.csv"
+Y=$(col "$M" noisy) R=$(col "$M" noise_reason)
+mark() { # mark IN OUT NOISY REASON: every row's noise columns set
+    awk -F, -v OFS=, -v y="$Y" -v r="$R" -v v="$3" -v why="$4" \
+        '/^#/ || !h++ { print; next } { $y = v; $r = why; print }' "$1" >"$2"
+}
+mark "$M" "$TMP/m1.csv" 1 "cpu_util 0.40 (limit 0.60)"
+mark "$TMP/s.csv" "$TMP/m2.csv" 0 "-"
+mark "$M" "$TMP/m3.csv" 1 "other programs used 0.90 cores (limit 0.30)"
+if awk -f bench/scripts/median_rows.awk "$TMP/m1.csv" "$TMP/m2.csv" "$TMP/m3.csv" \
+    >"$TMP/med.csv" 2>"$TMP/med.err"; then
+    sane "$TMP/med.csv" 2 "median of runs"
+    check "median of runs: noisy where 2 of 3 runs were, with the first one's reason" \
+        test "$(cells "$TMP/med.csv" noise_reason | sort -u)" = "cpu_util 0.40 (limit 0.60)"
+    mark "$TMP/s.csv" "$TMP/m3.csv" 0 "-"
+    awk -f bench/scripts/median_rows.awk "$TMP/m1.csv" "$TMP/m2.csv" "$TMP/m3.csv" >"$TMP/med.csv"
+    check "median of runs: clean where 1 of 3 runs was noisy" \
+        test "$(cells "$TMP/med.csv" noisy | sort -u),$(meta "$TMP/med.csv" noisy_rows)" = "0,0"
+else
+    bad "median_rows.awk on three schema-3 runs: $(head -c 300 "$TMP/med.err")"
+fi
+
+# ---------------------------------------------------------------- 4. bad input
 # expect_bad DESCRIPTION PATTERN ARGS...: exit 2, one line on stderr matching PATTERN, no file
 expect_bad() {
     local what=$1 pat=$2; shift 2
