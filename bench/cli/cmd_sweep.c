@@ -110,17 +110,19 @@ static void on_row(void *user, const struct kv_sweep_row *row,
                     row->reps, el, eta);
 }
 
-/* A noisy row is measured again: said on its own line (over the bar on a
- * terminal, which the next row redraws). */
+/* A noisy row is measured again: said on its own line (on a terminal in
+ * place of the bar, which is drawn again below it). */
 static void on_retry(void *user, const struct kv_sweep_progress *p, int32_t attempt,
                      const char *why)
 {
-    const struct kv_sweepi_run *r = user;
+    struct kv_sweepi_run *r = user;
     if (r->quiet)
         return;
     kv_progress("%ssweep: busy machine: re-measuring %s T=%d (attempt %d of at most %d): %s\n",
                 r->tty ? "\r\033[K" : "", p->label, p->seq_len, attempt,
                 r->cfg->max_retries + 1, why);
+    if (r->tty)
+        draw_bar(r, p);
 }
 
 /* ------------------------------------------------------------------------ */
