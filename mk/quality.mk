@@ -73,8 +73,9 @@ BASELINE_RUNS ?= 3
 # The check sweep: a few cached strategies at lengths where attention is a
 # visible share of the step, on ONE thread (a co-running program then takes
 # time slices instead of stalling an OpenMP barrier of every step), 41 timed
-# steps per row (medians), up to 3 re-measurements of a row that got too
-# little CPU. About 15 s. Baseline and check must use the same arguments.
+# steps per row (medians), up to 3 re-measurements of a noisy row (another
+# program ran: bench/measure/noise.h). About 15 s. Baseline and check must
+# use the same arguments.
 BENCH_CHECK_ARGS ?= --strategies dynamic,static,quantized-int8 --seq-lens 512,1024,2048,4096 \
                     --threads 1 --reps 41 --retries 3 --quiet
 # What bench-check compares, METRIC:THRESHOLD_PERCENT, each judged per group

@@ -262,6 +262,12 @@ START_TEST(sweep_rows_are_centred_and_counted)
         ck_assert_int_le(r->step_ns_min, r->step_ns_median);
         ck_assert_int_eq(r->attempts, 1); /* max_retries = 0: never re-measured */
         ck_assert(r->cpu_util > 0.0);
+        /* the interval holds the median; a verdict comes with its reasons
+         * (whether this machine was quiet is not for a test to assume) */
+        ck_assert_int_le(r->step_ns_ci_lo, r->step_ns_median);
+        ck_assert_int_ge(r->step_ns_ci_hi, r->step_ns_median);
+        ck_assert_int_gt(r->step_ns_ci_lo, 0);
+        ck_assert_int_eq(r->noisy, r->noise_reason[0] != '\0');
         if (strcmp(name, "none") == 0) {
             ck_assert_int_eq(r->seq_len_lo, T);
             ck_assert_int_eq(r->seq_len_hi, T);
@@ -390,6 +396,87 @@ START_TEST(sweep_rejects_bad_configs)
     ck_assert_ptr_nonnull(strstr(why, "no row"));
     bad.none_max = bad.seq_lens[0]; /* one row: fine */
     ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_OK);
+    /* noise thresholds: numbers >= 0 */
+    struct kv_noise_limits nl;
+    kv_noise_limits_default(&nl);
+    bad = cfg;
+    bad.noise = &nl;
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_OK);
+    nl.max_other_cores = NAN;
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(why, "noise"));
+    kv_noise_limits_default(&nl);
+    nl.min_cpu_util = -0.1;
+    ck_assert_int_eq(kv_sweep_check(&bad, m, &why), KV_ERR_INVALID);
+    kv_model_destroy(m);
+}
+END_TEST
+
+/* What a run with retries reported: its rows and its on_retry calls. */
+struct retried_run {
+    struct collect *c;
+    int32_t n, bad_attempt, hidden, reasons_ok;
+};
+
+static void count_retry(void *user, const struct kv_sweep_progress *p, int32_t attempt,
+                        const char *why)
+{
+    struct retried_run *r = user;
+    r->n++;
+    r->bad_attempt += attempt < 2 || attempt > 4;
+    r->hidden += p->strategy < 0;
+    r->reasons_ok += strstr(why, "cpu_util") != NULL;
+}
+
+static void collect_retried_row(void *user, const struct kv_sweep_row *row,
+                                const struct kv_sweep_progress *p)
+{
+    collect_row(((struct retried_run *)user)->c, row, p);
+}
+
+/* A machine that is always "busy" (a threshold no run meets: cpu_util >=
+ * 1000) makes every attempt noisy, deterministically: each row is measured
+ * again up to max_retries times, then reported with its last attempt,
+ * flagged, with the reason; the run's budget (KV_SWEEP_RETRY_BUDGET) bounds
+ * the retries of the whole run, and none is spent on the hidden reference,
+ * whose times are never reported. */
+START_TEST(sweep_noisy_rows_are_retried_then_flagged)
+{
+    static const char *const names[] = {"static", "quantized-int8"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 2); /* 2 x 3 rows; the reference is the hidden one */
+    cfg.max_retries = 3;         /* 6 x 3 = 18 wanted, more than the budget */
+    struct kv_noise_limits nl;
+    kv_noise_limits_default(&nl);
+    nl.min_cpu_util = 1000.0;
+    cfg.noise = &nl;
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    static struct collect c;
+    memset(&c, 0, sizeof(c));
+    struct retried_run u = {.c = &c};
+    cfg.on_row = collect_retried_row;
+    cfg.on_retry = count_retry;
+    cfg.user = &u;
+    int32_t interrupted = -1;
+    ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+    ck_assert_int_eq(c.n, 6);
+    int32_t retried = 0;
+    for (int i = 0; i < c.n; i++) {
+        const struct kv_sweep_row *r = &c.rows[i];
+        ck_assert_int_eq(r->noisy, 1);
+        ck_assert_msg(strstr(r->noise_reason, "cpu_util") != NULL, "%s", r->noise_reason);
+        ck_assert_int_ge(r->attempts, 1);
+        ck_assert_int_le(r->attempts, cfg.max_retries + 1);
+        ck_assert_int_le(r->step_ns_ci_lo, r->step_ns_median);
+        ck_assert_int_ge(r->step_ns_ci_hi, r->step_ns_median);
+        retried += r->attempts - 1;
+    }
+    ck_assert_int_eq(retried, KV_SWEEP_RETRY_BUDGET);
+    ck_assert_int_eq(c.rows[0].attempts, cfg.max_retries + 1); /* first come, first served */
+    ck_assert_int_eq(u.n, KV_SWEEP_RETRY_BUDGET); /* each retry announced */
+    ck_assert_int_eq(u.bad_attempt, 0);
+    ck_assert_int_eq(u.hidden, 0);
+    ck_assert_int_eq(u.reasons_ok, u.n);
     kv_model_destroy(m);
 }
 END_TEST
@@ -577,6 +664,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(sw, sweep_rejects_bad_configs);
     tcase_add_test(sw, sweep_refuses_bad_labels_and_repeats);
     tcase_add_test(sw, sweep_nan_is_a_difference);
+    tcase_add_test(sw, sweep_noisy_rows_are_retried_then_flagged);
     tcase_add_test(sw, sweep_alloc_failures_clean_up);
     tcase_add_test(sw, sweep_failed_run_keeps_previous_file);
     suite_add_tcase(s, sw);

@@ -103,7 +103,7 @@ check "merged rows carry source,shard,host,cpu,commit,date and limits" \
          "source,shard,host,cpu,commit,date,read_gbps,copy_gbps,sgemm_gflops"
 check "merged metadata: schema kept" grep -qx "$(grep -m1 '^# schema=' "$TMP/whole.csv")" \
     "$TMP/merged.csv"
-check "merged metadata: the sweep's schema is 2" grep -qx '# schema=2' "$TMP/merged.csv"
+check "merged metadata: the sweep's schema is 3" grep -qx '# schema=3' "$TMP/merged.csv"
 check "merged metadata: partial=0" grep -qx '# partial=0' "$TMP/merged.csv"
 check "merged metadata: each shard's file kept" \
     test "$(grep -c '^# source\.[0-9]*\.file=' "$TMP/merged.csv")" = $N

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # e2e_sweep.sh - `kvlab sweep` end to end on a tiny model (seconds): the CSV
-# parses, its header is schema v2 (v1's columns, then dtype and params), there is one row per (strategy, bits, T),
+# parses, its header is schema v3 (v1's columns, then dtype and params, and the noise
+# columns among the extras), there is one row per (strategy, bits, T),
 # attention FLOPs grow quadratically without a cache and linearly with one
 # (log-log slope fitted from the rows, and the exact closed forms), every
 # strategy's cache bytes and the attention bytes (attn_bytes_step) follow
@@ -67,7 +68,8 @@ for key in schema commit date cpu threads blas_core blas_config cflags read_gbps
     n=$(grep -c "^# $key=" "$CSV")
     check "metadata key '$key' appears once" test "$n" = 1
 done
-check "schema=2" grep -qx '# schema=2' "$CSV"
+check "schema=3" grep -qx '# schema=3' "$CSV"
+check "noisy_rows recorded" grep -qx '# noisy_rows=[0-9]*' "$CSV"
 check "partial=0 for a complete run" grep -qx '# partial=0' "$CSV"
 check "--no-roofline writes nan" grep -qx '# read_gbps=nan' "$CSV"
 check "--no-roofline writes nan for the L3 rate too" grep -qx '# read_l3_gbps=nan' "$CSV"
@@ -81,6 +83,9 @@ check "header starts with schema v1's 27 columns, in order" \
     test "$(echo "$header" | cut -d, -f1-27)" = "$REQUIRED"
 check "schema v2: dtype and params right after them" \
     test "$(echo "$header" | cut -d, -f28-29)" = "dtype,params"
+for c in step_ns_ci_lo step_ns_ci_hi noisy noise_reason attempts; do
+    check "schema v3: column $c once" test "$(echo "$header" | tr ',' '\n' | grep -cx "$c")" = 1
+done
 
 # every row has as many fields as the header, no empty cell
 check "every row has the header's field count and no empty cell" \

@@ -71,8 +71,8 @@ nrows=$(wc -l <"$REF")
 hdr=$(grep -n -m1 '^strategy,' "$REF" | cut -d: -f1)
 schema_line=$(grep -n -m1 '^# schema=' "$REF" | cut -d: -f1)
 bad "no sweep CSV" "report: $W/bad/absent.csv not found (run 'make bench' first)" "$W/bad/absent.csv"
-sed 's/^# schema=1$/# schema=3/' "$REF" >"$W/bad/schema3.csv"
-bad "schema 3" "$W/bad/schema3.csv line $schema_line: schema version '3'" "$W/bad/schema3.csv"
+sed 's/^# schema=[0-9]*$/# schema=4/' "$REF" >"$W/bad/schema4.csv"
+bad "schema 4" "$W/bad/schema4.csv line $schema_line: schema version '4'" "$W/bad/schema4.csv"
 head -c $(( $(wc -c <"$REF") - 9 )) "$REF" >"$W/bad/cut.csv"
 bad "cut inside a line" "$W/bad/cut.csv line $nrows: the file ends inside this line" "$W/bad/cut.csv"
 { head -n $((hdr + 3)) "$REF"; sed -n "$((hdr + 4))p" "$REF" | cut -d, -f1-12; } >"$W/bad/short.csv"

@@ -1,11 +1,12 @@
 /*
  * cmd_sweep.c - `kvlab sweep`: measure every strategy over sequence
- * lengths and write the schema-v1 CSV (docs/design.md).
+ * lengths and write the schema-v3 CSV (docs/design.md).
  *
  *   kvlab sweep [--strategies LIST] [--seq-lens LIST | --max-seq N]
  *               [--none-max N] [--reps R] [--warmup W] [--out FILE]
- *               [--quiet] [--no-roofline] [--shard I/N] [--list]
- *               [--plan-rates G,B[,C]] [model and strategy options]
+ *               [--retries N] [--strict] [--noise-max-other-cores X]
+ *               [--noise-min-util X] [--quiet] [--no-roofline] [--shard I/N]
+ *               [--list] [--plan-rates G,B[,C]] [model and strategy options]
  *
  * The measurement is sweep.c; this file declares the options (a table of
  * cli_cmd.h: the parser judges --out, --model and --frontier before the
@@ -16,8 +17,12 @@
  * writes the file atomically (csv_write.c). SIGINT and SIGTERM only set a
  * flag: the sweep drops the row in flight, the rows done so far are
  * written as a complete file marked `# partial=1`, and the exit status is
- * 130 / 143. --shard I/N measures one part of the sweep's rows and --list
- * prints the plan (shard.h decides both). The file's columns and metadata
+ * 130 / 143. A row another program disturbed is measured again (sweep.h);
+ * one still noisy when its retries run out is written flagged, listed in a
+ * warning at the end, and with --strict makes the exit status 1 - after the
+ * file is written, so the figures are kept either way. --shard I/N
+ * measures one part of the sweep's rows and --list prints the plan
+ * (shard.h decides both). The file's columns and metadata
  * are sweep_csv.c's, the --frontier file's configurations
  * sweep_frontier.c's (cmd_sweep_impl.h: what the three share).
  */
@@ -103,6 +108,21 @@ static void on_row(void *user, const struct kv_sweep_row *row,
                     p->rows_done, p->rows_total, p->label, row->seq_len,
                     (double)row->step_ns_median / 1e6, (double)row->step_ns_p95 / 1e6,
                     row->reps, el, eta);
+}
+
+/* A noisy row is measured again: said on its own line (on a terminal in
+ * place of the bar, which is drawn again below it). */
+static void on_retry(void *user, const struct kv_sweep_progress *p, int32_t attempt,
+                     const char *why)
+{
+    struct kv_sweepi_run *r = user;
+    if (r->quiet)
+        return;
+    kv_progress("%ssweep: busy machine: re-measuring %s T=%d (attempt %d of at most %d): %s\n",
+                r->tty ? "\r\033[K" : "", p->label, p->seq_len, attempt,
+                r->cfg->max_retries + 1, why);
+    if (r->tty)
+        draw_bar(r, p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -273,12 +293,24 @@ static const struct kv_opt sweep_table[] = {
     {.name = "--warmup", .kind = KV_OPT_INT, .off = O(warmup), .lo = 0, .hi = 1000,
      .meta = "W", .help = "untimed decode steps before them"},
     {.name = "--retries", .kind = KV_OPT_INT, .off = O(retries), .lo = 0, .hi = 100,
-     .meta = "N", .help = "re-measure a row whose steps got too little of the CPU they asked "
-                          "for (another program ran), up to N times"},
+     .meta = "N", .help = "re-measure a noisy row (another program ran during its steps) up "
+                          "to N times (at most 16 retries per run)"},
+    {.name = "--strict", .kind = KV_OPT_FLAG, .off = O(strict), .modes = M_MEASURE,
+     .help = "exit 1 when a row is still noisy after its retries (the file is written "
+             "all the same; needs --retries >= 1)"},
+    {.name = "--noise-max-other-cores", .kind = KV_OPT_FLOAT, .off = O(noise_max_other_cores),
+     .flo = 0.0, .fhi = 4096.0, .modes = M_MEASURE, .meta = "X",
+     .help = "a row is noisy when other programs used more than X cores during its timed "
+             "steps"},
+    {.name = "--noise-min-util", .kind = KV_OPT_FLOAT, .off = O(noise_min_util), .flo = 0.0,
+     .fhi = 1.0, .modes = M_MEASURE, .meta = "X",
+     .help = "a row is noisy when its steps got less than X of the CPU they asked for "
+             "(cpu_util)"},
     {.name = "--out", .kind = KV_OPT_OUTPUT, .off = O(out), .modes = M_MEASURE, .mkdir = 1,
      .meta = "FILE", .help = "the CSV, written atomically (one missing directory level is "
                              "created)"},
-    {.name = "--quiet", .kind = KV_OPT_FLAG, .off = O(quiet), .help = "no progress on stderr"},
+    {.name = "--quiet", .kind = KV_OPT_FLAG, .off = O(quiet),
+     .help = "no progress on stderr (the warning about noisy rows is still printed)"},
     {.name = "--no-roofline", .kind = KV_OPT_FLAG, .off = O(no_roofline),
      .help = "skip measuring the machine's limits (metadata reads nan)"},
     {.name = "--shard", .kind = KV_OPT_CUSTOM, .off = O(shard), .modes = M_PLAIN,
@@ -314,6 +346,10 @@ static void sweep_defaults(void *opts, struct kv_cli_common *c)
     o->none_max = DEFAULT_NONE_MAX;
     o->warmup = DEFAULT_WARMUP;
     o->retries = DEFAULT_RETRIES;
+    struct kv_noise_limits lim;
+    kv_noise_limits_default(&lim);
+    o->noise_max_other_cores = lim.max_other_cores;
+    o->noise_min_util = lim.min_cpu_util;
     o->out = "out/bench.csv";
     kv_plan_rates_default(&o->rates.r);
     static const double dflt[] = {0.125, 0.25, 0.5};
@@ -378,6 +414,11 @@ static int sweep_check(struct kv_cmd_ctx *x)
         fprintf(stderr, "kvlab: sweep: give either --strategy or --strategies, not both\n");
         return 2;
     }
+    if (o->strict && o->retries == 0) {
+        fprintf(stderr, "kvlab: sweep: --strict needs --retries of at least 1 (with 0 a "
+                        "noisy row is never measured again, so one busy moment fails the run)\n");
+        return 2;
+    }
     if (o->frontier == NULL && o->strategies[0] == '\0') {
         fprintf(stderr, "kvlab: sweep: too many registered strategies for the default list\n");
         return 2;
@@ -410,6 +451,11 @@ static int build_config(struct kv_sweep_config *cfg, const struct kv_cmd_ctx *x)
     cfg->reps = o->reps;
     cfg->warmup = o->warmup;
     cfg->max_retries = o->retries;
+    static struct kv_noise_limits noise; /* cfg->noise points here for the run */
+    kv_noise_limits_default(&noise);
+    noise.max_other_cores = o->noise_max_other_cores;
+    noise.min_cpu_util = o->noise_min_util;
+    cfg->noise = &noise;
     cfg->batch = c->batch;
     cfg->threads = c->threads;
     cfg->seed = c->seed;
@@ -657,16 +703,46 @@ static int sweep_roofline_again(struct kv_roofline *rl, const struct kv_sweep_co
     return 1;
 }
 
+/*
+ * The rows still noisy after their retries, listed on stderr once the file
+ * is written, the way pyperf and google/benchmark warn about results they
+ * do not trust: the figures are kept (flagged noisy=1 in the file), and the
+ * reader learns which rows, and why, without opening it. Printed with
+ * --quiet too: it is about the results, not progress.
+ */
+static void warn_noisy(const struct kv_sweepi_run *r, const struct sweep_opts *o,
+                       int32_t n_noisy, int32_t n_rows)
+{
+    kv_progress("kvlab: sweep: WARNING: %d of %d rows stayed noisy after their retries: "
+                "other programs ran during their timed steps, so their times are not the "
+                "code's alone:\n", n_noisy, n_rows);
+    for (int32_t si = 0; si < r->cfg->n_strategies; si++)
+        for (int32_t ti = 0; ti < r->cfg->n_lens; ti++) {
+            const struct kv_sweep_row *row = &r->rows[si][ti];
+            if (r->have[si][ti] && row->noisy)
+                kv_progress("  %-15s T=%-6d attempts %d: %s\n", r->cfg->strategies[si].label,
+                            row->seq_len, row->attempts, row->noise_reason);
+        }
+    kv_progress("kvlab: sweep: '%s' marks them noisy=1; measure them again on a quieter "
+                "machine or with more --retries%s\n", kv_text_q(o->out),
+                o->strict ? " (--strict: exit status 1)" : ", or pass --strict to fail on them");
+}
+
 /* The exit status after the file is written (or not): its error, the
- * sweep's, an interruption, or 0 with the summary line. */
-static int sweep_finish(const struct sweep_opts *o, enum kv_status ws, int werr,
-                        enum kv_status s, int partial, int32_t n_rows, int64_t t0)
+ * sweep's, an interruption, 1 for a noisy row under --strict, or 0 with the
+ * summary line. */
+static int sweep_finish(const struct kv_sweepi_run *r, const struct sweep_opts *o,
+                        enum kv_status ws, int werr, enum kv_status s, int partial,
+                        int32_t n_rows, int64_t t0)
 {
     if (ws != KV_OK) {
         fprintf(stderr, "kvlab: sweep: cannot write '%s': %s\n", kv_text_q(o->out),
                 ws == KV_ERR_IO && werr != 0 ? strerror(werr) : kv_status_str(ws));
         return 1;
     }
+    const int32_t n_noisy = kv_sweepi_noisy_rows(r);
+    if (n_noisy > 0)
+        warn_noisy(r, o, n_noisy, n_rows);
     if (s != KV_OK) {
         fprintf(stderr, "kvlab: sweep: %s (%d finished rows written to '%s', partial=1)\n",
                 kv_status_str(s), n_rows, kv_text_q(o->out));
@@ -679,9 +755,9 @@ static int sweep_finish(const struct sweep_opts *o, enum kv_status ws, int werr,
         return 128 + sig;
     }
     if (!o->quiet)
-        kv_progress("kvlab: sweep: %d rows in %.1f s -> '%s'\n", n_rows,
+        kv_progress("kvlab: sweep: %d rows (%d noisy) in %.1f s -> '%s'\n", n_rows, n_noisy,
                     (double)(kv_now_ns() - t0) / 1e9, kv_text_q(o->out));
-    return 0;
+    return o->strict && n_noisy > 0 ? 1 : 0;
 }
 
 static int sweep_run(struct kv_cmd_ctx *x)
@@ -735,6 +811,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
 
     cfg.on_row_start = on_row_start;
     cfg.on_row = on_row;
+    cfg.on_retry = on_retry;
     cfg.user = &run;
     int32_t interrupted = 0;
     enum kv_status s = KV_OK;
@@ -780,7 +857,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
     enum kv_status ws = kv_sweepi_write_csv(&run, x, &file, &n_rows, &werr);
     kv_model_destroy(m);
     kv_plan_destroy(plan);
-    return sweep_finish(o, ws, werr, s, partial, n_rows, t0);
+    return sweep_finish(&run, o, ws, werr, s, partial, n_rows, t0);
 }
 
 const struct kv_cmd kv_cmd_sweep_def = {
@@ -790,13 +867,17 @@ const struct kv_cmd kv_cmd_sweep_def = {
     .about =
         "  Measures each strategy (--strategies; --strategy NAME for one; default: every\n"
         "  registered strategy and its sweep presets) at each sequence length T and\n"
-        "  writes the schema-v2 CSV. Timed steps are centred on T: the cache is\n"
+        "  writes the schema-v3 CSV. Timed steps are centred on T: the cache is\n"
         "  prefilled (untimed) to T-1-W-(R-1)/2 tokens, so timed step (R-1)/2 attends\n"
         "  over exactly T. The synthetic model's --max-len is raised to what the sweep\n"
         "  needs (largest T + warmup + reps); a --model checkpoint's seq_len must\n"
-        "  already cover it. --retries re-measures a row whose steps got < 60% of the\n"
-        "  CPU they asked for. --out is refused up front if it is a directory, FIFO or\n"
-        "  device, read-only, in a missing folder (one level is created), or an input.\n"
+        "  already cover it. A row whose timed steps another program disturbed (other\n"
+        "  programs used > --noise-max-other-cores cores, cpu_util < --noise-min-util,\n"
+        "  steal, preemptions, a wild spread) is measured again, up to --retries times;\n"
+        "  one still noisy is written with noisy=1 and its reason, listed in a warning\n"
+        "  at the end, and fails the run with --strict (exit 1, the file written).\n"
+        "  --out is refused up front if it is a directory, FIFO or device, read-only,\n"
+        "  in a missing folder (one level is created), or an input.\n"
         "  --shard I/N measures part I of N of the rows, balanced by predicted cost\n"
         "  (`kvlab merge` joins them); --list prints the plan and measures nothing.\n"
         "  --frontier FILE (bench/data/frontier.list: LABEL STRATEGY PARAMS, '@' solved per\n"

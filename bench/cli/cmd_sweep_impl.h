@@ -41,6 +41,9 @@ struct sweep_opts {
     int32_t reps;
     int32_t warmup;
     int32_t retries;
+    int strict;                   /* --strict: exit 1 when a row stays noisy */
+    double noise_max_other_cores; /* --noise-max-other-cores */
+    double noise_min_util;        /* --noise-min-util */
     const char *out;
     int quiet;
     int no_roofline;
@@ -74,6 +77,9 @@ struct kv_sweepi_file {
     int64_t t_sweep; /* ns of the measuring loop, for sweep_s */
     const struct kv_plan *plan; /* --shard's plan, or NULL */
 };
+
+/* Rows of run r still noisy after their retries (the `noisy` column). */
+int32_t kv_sweepi_noisy_rows(const struct kv_sweepi_run *r);
 
 /*
  * The CSV of run r: the metadata (the sweep's, then f's), the header and

@@ -1,8 +1,9 @@
 /*
- * sweep_csv.c - the file `kvlab sweep` writes: its columns (schema v2, in
- * docs/design.md's order, then the extras; notebooks_data/README.md is the
- * data dictionary), one row per finished (strategy, T), and the metadata
- * lines before the header, written atomically by csv_write.c.
+ * sweep_csv.c - the file `kvlab sweep` writes: its columns (schema v3: v2's
+ * in docs/design.md's order, then the extras, the noise columns last;
+ * notebooks_data/README.md is the data dictionary), one row per finished
+ * (strategy, T), and the metadata lines before the header, written
+ * atomically by csv_write.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -19,7 +20,7 @@
 #include "../results/csv_write.h"
 
 /* ------------------------------------------------------------------------ */
-/* Columns: schema v2 (docs/design.md, in this order), then extras               */
+/* Columns: schema v2 (docs/design.md, in this order), then extras          */
 
 /*
  * The extras after the schema's columns: X(ID, "name", printf format,
@@ -43,10 +44,14 @@
     X(ACH_GFLOPS, "achieved_gflops", "%.3f", med > 0 ? (double)row->flops_step / med : NAN)  \
     X(ACC_MEASURED, "acc_measured", "%d", row->acc_measured)                                 \
     X(CPU_UTIL, "cpu_util", "%.3f", row->cpu_util)                                           \
-    X(ATTEMPTS, "attempts", "%d", row->attempts)                                             \
+    X(ATTEMPTS, KV_SWEEP_COL_ATTEMPTS, "%d", row->attempts)                                  \
     X(ATTN_BYTES, KV_SWEEP_COL_ATTN_BYTES, "%zu", row->attn_bytes_step)                     \
     X(LAYER_BYTES, "layer_bytes", "%s", row->layer_bytes)                                   \
-    X(FAMILY, "family", "%s", st->ops->name)
+    X(FAMILY, "family", "%s", st->ops->name)                                                \
+    X(CI_LO, KV_SWEEP_COL_CI_LO, "%" PRId64, row->step_ns_ci_lo)                            \
+    X(CI_HI, KV_SWEEP_COL_CI_HI, "%" PRId64, row->step_ns_ci_hi)                            \
+    X(NOISY, KV_SWEEP_COL_NOISY, "%d", row->noisy)                                          \
+    X(NOISE_REASON, KV_SWEEP_COL_NOISE_REASON, "%s", reason)
 
 /* Values of the schema's columns, by id (names in csv_schema.h). */
 #define SWEEP_V_STRATEGY "%s", st->ops->name
@@ -113,14 +118,40 @@ __attribute__((format(printf, 2, 3))) static void emit(struct line *L, const cha
     L->fields++;
 }
 
+/*
+ * dst <- the classifier's reasons as one cell: the writer quotes nothing, so
+ * a comma (it would split the cell), a double quote (a reader would take it
+ * for quoting), a control byte (a line break) or a '#' (pandas, reading with
+ * comment='#', would cut the line there) must never reach the file.
+ * kv_noise_classify writes none of them; this makes sure, whatever it says
+ * next ("," -> ";", '"' -> "'", '#' and a control byte -> ' '). "-" for a
+ * clean row.
+ */
+static void reason_cell(char *dst, size_t cap, const struct kv_sweep_row *row)
+{
+    size_t w = 0;
+    const char *src = row->noisy ? row->noise_reason : "";
+    for (; *src != '\0' && w + 1 < cap; src++) {
+        const unsigned char c = (unsigned char)*src;
+        dst[w++] = c == ',' ? ';' : c == '"' ? '\'' : c < 0x20 || c == 0x7f || c == '#' ? ' '
+                                                                                 : (char)c;
+    }
+    while (w > 0 && dst[w - 1] == ' ')
+        w--;
+    dst[w] = '\0';
+    if (w == 0)
+        snprintf(dst, cap, "%s", KV_SWEEP_NO_NOISE);
+}
+
 static enum kv_status add_row(struct kv_csv_writer *w, const struct kv_sweepi_run *r,
                               const struct kv_sweep_row *row)
 {
     const struct kv_model_config *mc = &r->m->cfg;
     const struct kv_sweep_strategy *st = &r->cfg->strategies[row->strategy];
     const double med = (double)row->step_ns_median;
-    char params[512];
+    char params[512], reason[KV_SWEEP_NOISE_LEN];
     kv_params_format(st->ops, st->params, params, sizeof params);
+    reason_cell(reason, sizeof reason, row);
     struct line L = {.len = 0};
 #define SWEEP_EMIT_SCHEMA_(id, name) emit(&L, SWEEP_V_##id);
 #define SWEEP_EMIT_EXTRA_(id, name, fmt, val) emit(&L, fmt, val);
@@ -132,6 +163,15 @@ static enum kv_status add_row(struct kv_csv_writer *w, const struct kv_sweepi_ru
     if (L.overflow || L.fields != N_SWEEP_COLUMNS)
         return KV_ERR_OVERFLOW;
     return kv_csv_writer_add_row(w, L.buf);
+}
+
+int32_t kv_sweepi_noisy_rows(const struct kv_sweepi_run *r)
+{
+    int32_t n = 0;
+    for (int32_t si = 0; si < r->cfg->n_strategies; si++)
+        for (int32_t ti = 0; ti < r->cfg->n_lens; ti++)
+            n += r->have[si][ti] && r->rows[si][ti].noisy;
+    return n;
 }
 
 /* Rows ordered by strategy (as listed), then T. */
@@ -199,6 +239,13 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
     kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");
     kv_csv_writer_set_metaf(w, "max_retries", "%d", cfg->max_retries);
+    struct kv_noise_limits lim;
+    if (cfg->noise != NULL)
+        lim = *cfg->noise;
+    else
+        kv_noise_limits_default(&lim);
+    kv_csv_writer_set_metaf(w, "noise_max_other_cores", "%g", lim.max_other_cores);
+    kv_csv_writer_set_metaf(w, "noise_min_util", "%g", lim.min_cpu_util);
     char labels[KV_SWEEP_MAX_STRATEGIES * (KV_SWEEP_LABEL_LEN + 1)];
     size_t ln = 0;
     labels[0] = '\0';
@@ -231,6 +278,9 @@ enum kv_status kv_sweepi_write_csv(const struct kv_sweepi_run *r, const struct k
                                                                 : "skipped (--no-roofline)");
         kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - f->t0) / 1e9);
         kv_csv_writer_set_metaf(w, "sweep_s", "%.3f", (double)f->t_sweep / 1e9);
+        /* rows still noisy after their retries (the `noisy` column), known
+         * now that the run is over: the file is written at its end */
+        kv_csv_writer_set_metaf(w, "noisy_rows", "%d", kv_sweepi_noisy_rows(r));
         if (plan != NULL) {
             kv_csv_writer_set_metaf(w, "shard", "%d/%d", o->shard.shard, o->shard.n_shards);
             kv_csv_writer_set_metaf(w, "plan", "%016llx", (unsigned long long)plan->id);

@@ -1,7 +1,7 @@
 /*
  * csv_schema.h - the sweep CSV's schema columns (docs/design.md: v1,
- * and v2 = v1 + dtype + params), written once for the file's writer
- * (cmd_sweep.c) and its reader (compare_join.c).
+ * v2 = v1 + dtype + params, v3 = v2 + the noise columns), written once for
+ * the file's writer (sweep_csv.c) and its readers (compare_join.c, merge.c).
  *
  * The one design decision: the column list is an X-macro, so the names, their
  * order and the readers' column indices all come from the same lines and
@@ -11,12 +11,27 @@
 #ifndef KV_CSV_SCHEMA_H
 #define KV_CSV_SCHEMA_H
 
+#include <string.h>
+
 /* ------------------------------------------------------------------------ */
 /* Schema v1: required columns in docs/design.md's order                         */
 
-/* What `kvlab sweep` writes; readers take both. */
-#define KV_SWEEP_SCHEMA "2"
+/* What `kvlab sweep` writes; readers take every version listed here. */
+#define KV_SWEEP_SCHEMA "3"
+#define KV_SWEEP_SCHEMA_V2 "2"
 #define KV_SWEEP_SCHEMA_V1 "1"
+#define KV_SWEEP_SCHEMAS_READ "1, 2 and 3" /* for messages */
+
+/* The version a `# schema=` value names (1, 2 or 3), or 0 for one kvlab
+ * does not read. */
+static inline int kv_sweep_schema_version(const char *v)
+{
+    return v == NULL                        ? 0
+           : !strcmp(v, KV_SWEEP_SCHEMA)    ? 3
+           : !strcmp(v, KV_SWEEP_SCHEMA_V2) ? 2
+           : !strcmp(v, KV_SWEEP_SCHEMA_V1) ? 1
+                                            : 0;
+}
 
 /* X(ID, "name"); the first 14 (strategy .. seq_len) form a row's key. */
 #define KV_SCHEMA_V1_COLUMNS(X)                                                          \
@@ -58,6 +73,22 @@ enum kv_schema_col { KV_SCHEMA_V1_COLUMNS(KV_SCHEMA_COL_ENUM_) KV_SCHEMA_COL_COU
 
 /* Optional extra column: K/V bytes attention read per step (compare.h). */
 #define KV_SWEEP_COL_ATTN_BYTES "attn_bytes_step"
+
+/*
+ * Schema v3: v2, and among its extras (found by name; the sweep writes them
+ * last) these, which say how far a row's times can be trusted: the 95%
+ * bootstrap interval of step_ns_median (whole ns, ci_lo <= median <=
+ * ci_hi), whether the interference classifier still called the reported
+ * attempt noisy (0/1) and why ("-" when clean; never a comma, quote or
+ * control byte). `attempts` (measurements of the row) is an extra of v2
+ * already and stays where it was.
+ */
+#define KV_SWEEP_COL_CI_LO "step_ns_ci_lo"
+#define KV_SWEEP_COL_CI_HI "step_ns_ci_hi"
+#define KV_SWEEP_COL_NOISY "noisy"
+#define KV_SWEEP_COL_NOISE_REASON "noise_reason"
+#define KV_SWEEP_COL_ATTEMPTS "attempts"
+#define KV_SWEEP_NO_NOISE "-"
 
 /* Required columns in docs/design.md's order (compare_join.c); the first 14 are the key's. */
 extern const char *const kv_sweep_required[KV_SWEEP_N_REQUIRED];

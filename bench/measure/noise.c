@@ -4,10 +4,14 @@
  * /proc/stat's first line sums every CPU: user nice system idle iowait irq
  * softirq steal. Busy is everything but idle and iowait; this process's own
  * share comes from its CPU clock, so what is left was spent by others.
+ * The file is read with open/read into a stack buffer, not stdio: a window
+ * opens between a measured cache's warm-up and its timed steps, where
+ * nothing may allocate (docs/design.md) and a FILE's buffer would.
  */
 #include "noise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +84,7 @@ int kv_noise_classify(const struct kv_noise_obs *o, const struct kv_noise_limits
             l->max_nivcsw_per_s);
         noisy = 1;
     }
-    if (o->step_ns != NULL && o->n >= 5) {
+    if (o->step_ns != NULL && o->n >= KV_NOISE_SPREAD_MIN_STEPS) {
         int64_t *t = malloc((size_t)o->n * sizeof *t);
         if (t != NULL) {
             memcpy(t, o->step_ns, (size_t)o->n * sizeof *t);
@@ -111,13 +115,20 @@ static int64_t now_ns(clockid_t c)
 static void machine_times(int64_t *busy, int64_t *steal, int64_t *total)
 {
     *busy = *steal = *total = -1;
-    FILE *f = fopen("/proc/stat", "r");
-    if (f == NULL)
+    const int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return;
     char line[512];
-    const char *ok = fgets(line, sizeof line, f);
-    fclose(f);
-    if (ok == NULL || strncmp(line, "cpu ", 4) != 0)
+    ssize_t got;
+    do
+        got = read(fd, line, sizeof line - 1);
+    while (got < 0 && errno == EINTR);
+    close(fd);
+    if (got <= 0)
+        return;
+    line[got] = '\0';
+    line[strcspn(line, "\n")] = '\0'; /* the first line: the sum of every CPU */
+    if (strncmp(line, "cpu ", 4) != 0)
         return;
     unsigned long long v[8] = {0};
     int k = 0;

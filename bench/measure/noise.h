@@ -43,8 +43,19 @@ struct kv_noise_limits {
     double min_cpu_util;    /* own CPU time / (wall x threads) (default 0.60) */
     double max_steal;       /* steal / total (default 0.05) */
     double max_nivcsw_per_s; /* per thread (default 200: a tick of 4 ms is 250/s) */
-    double max_spread;      /* p95 / median of the steps (default 3.0; n >= 5 only) */
+    double max_spread;      /* p95 / median of the steps (default 3.0; with at least
+                               KV_NOISE_SPREAD_MIN_STEPS steps only) */
 };
+
+/*
+ * The spread is judged from this many steps on: below it the nearest-rank
+ * p95 is the largest step, so one slow step that is the code's own - a
+ * dynamic cache doubling its capacity inside the timed steps, which a sweep
+ * at a power of two always has - would call a quiet row noisy (and have it
+ * re-measured, only to be slow again). From 20 steps on the p95 is at most
+ * the second largest, and a single such step passes.
+ */
+#define KV_NOISE_SPREAD_MIN_STEPS 20
 
 void kv_noise_limits_default(struct kv_noise_limits *l);
 

@@ -10,8 +10,9 @@
  *       W warm-up + R timed decode steps at positions P .. P+W+R-1
  *       the reference stores its logits per step, the others compare
  *     `none` (if T <= none_max): W + R full forwards of tokens[0..T)
- *   a row whose timed steps got too little CPU (another program ran) is
- *   measured again, from a fresh prefill (retry_row)
+ *   a row the interference classifier calls noisy (noise.h: another
+ *   program ran) is measured again after a pause, from a fresh prefill
+ *   (retry_row, backoff)
  *
  * The key decision is the lockstep: all caches see the same tokens at the
  * same positions through the same appends, so the exact `dynamic` cache's
@@ -85,7 +86,6 @@ static int stopped(const struct kv_sweep_config *cfg)
 {
     return cfg->stop != NULL && *cfg->stop;
 }
-
 
 /* The value of the parameter called name, or 0 when the strategy has none
  * (the schema-v1 columns group and residual). */
@@ -307,8 +307,6 @@ int32_t kv_sweep_capacity(const struct kv_sweep_config *cfg)
     return cap > INT32_MAX ? INT32_MAX : (int32_t)cap;
 }
 
-static int none_runs_at(const struct kv_sweep_config *cfg, int32_t T);
-
 enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv_model *m,
                               const char **why)
 {
@@ -322,6 +320,11 @@ enum kv_status kv_sweep_check(const struct kv_sweep_config *cfg, const struct kv
         *why = "warmup, reps, retries, batch and threads must be positive";
     else if (!(cfg->est_gflops > 0.0) || !(cfg->est_gbps > 0.0))
         *why = "machine rate estimates must be positive";
+    else if (cfg->noise != NULL &&
+             !(cfg->noise->max_other_cores >= 0.0 && cfg->noise->min_cpu_util >= 0.0 &&
+               cfg->noise->max_steal >= 0.0 && cfg->noise->max_nivcsw_per_s >= 0.0 &&
+               cfg->noise->max_spread >= 0.0))
+        *why = "noise thresholds must be numbers >= 0";
     if (*why != NULL)
         return KV_ERR_INVALID;
     static _Thread_local char msg[256];
@@ -633,19 +636,42 @@ static void row_config(const struct sweep *s, const struct slot *sl, int32_t ti,
     row->warmup = s->cfg->warmup;
 }
 
-/* Latency columns from the R timed steps. */
-static void row_times(struct sweep *s, struct kv_sweep_row *row, int32_t R)
+/* The seed of a row's bootstrap interval: the run's seed, the row's label
+ * and T (FNV-1a), so the interval depends on the row and its steps alone,
+ * never on which other rows the run measures or in what order (sweep.h). */
+static uint64_t ci_seed(const struct sweep *s, const struct slot *sl, int32_t T)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ s->cfg->seed;
+    for (const char *c = sl->label; *c != '\0'; c++)
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    return (h ^ (uint64_t)(uint32_t)T) * 0x100000001b3ull;
+}
+
+/* Latency columns from the R timed steps, and the interval of their
+ * median; KV_ERR_NOMEM when the bootstrap finds no memory. */
+static enum kv_status row_times(struct sweep *s, const struct slot *sl, int32_t T,
+                                struct kv_sweep_row *row, int32_t R)
 {
     double sum = 0.0;
     for (int32_t i = 0; i < R; i++)
         sum += (double)s->times[i];
+    int64_t lo, hi;
+    if (kv_stats_median_ci_i64(s->times, R, KV_SWEEP_CI_RESAMPLES, ci_seed(s, sl, T),
+                               KV_SWEEP_CI_LEVEL, &lo, &hi) != 0)
+        return KV_ERR_NOMEM; /* its only failure with these arguments */
     row->step_ns_mean = sum / R;
     row->step_ns_median = kv_stats_median_i64(s->times, R);
     row->step_ns_p95 = kv_stats_percentile_i64(s->times, R, KV_STATS_P95);
     row->step_ns_min = s->times[0]; /* sorted by the calls above */
     row->attn_ns_median = kv_stats_median_i64(s->attn, R);
+    /* the percentile interval of a few steps holds their median in
+     * practice; widened to hold it always, so that ci_lo <= median <=
+     * ci_hi is an invariant of the columns a reader may rely on */
+    row->step_ns_ci_lo = lo < row->step_ns_median ? lo : row->step_ns_median;
+    row->step_ns_ci_hi = hi > row->step_ns_median ? hi : row->step_ns_median;
     row->reps = R;
     row->peak_rss_bytes = kv_peak_rss_bytes();
+    return KV_OK;
 }
 
 static void row_step_stats(struct kv_sweep_row *row, const struct kv_step_stats *st)
@@ -658,23 +684,45 @@ static void row_step_stats(struct kv_sweep_row *row, const struct kv_step_stats 
 }
 
 /*
- * Whether to measure a row again: its timed steps got well under the CPU
- * they asked for (another program took the cores, so the latency is not
- * the code's), and retries are left for the row and for the run.
+ * Whether to measure a row again: the interference classifier called its
+ * attempt noisy (another program took the cores, so the latency is not the
+ * code's), the row is reported (the hidden reference's times are never
+ * written, only its logits are used, so re-measuring it would spend the
+ * run's budget on nothing), and retries are left for the row and the run.
  */
-static int retry_row(struct sweep *s, const struct kv_sweep_row *row)
+static int retry_row(struct sweep *s, const struct slot *sl, const struct kv_sweep_row *row)
 {
-    if (stopped(s->cfg) || row->cpu_util >= KV_SWEEP_MIN_CPU_UTIL ||
+    if (stopped(s->cfg) || !row->noisy || !row_selected(s->cfg, sl->index, row->len_index) ||
         row->attempts > s->cfg->max_retries || s->retries_left <= 0)
         return 0;
     s->retries_left--;
     return 1;
 }
 
+/* The pause before retry k of a row (sweep.h): a competitor's burst (a
+ * compile step, a cron job) is often over by then, while measuring again at
+ * once mostly measures the burst again. Slept in slices of at most 50 ms, so
+ * that a stop ends it promptly. */
+static void backoff(const struct sweep *s, int32_t retry)
+{
+    int64_t ns = KV_SWEEP_BACKOFF_NS;
+    for (int32_t k = 1; k < retry && ns < KV_SWEEP_BACKOFF_MAX_NS; k++)
+        ns *= 2;
+    if (ns > KV_SWEEP_BACKOFF_MAX_NS)
+        ns = KV_SWEEP_BACKOFF_MAX_NS;
+    while (ns > 0 && !stopped(s->cfg)) {
+        const int64_t slice = ns < 50000000 ? ns : 50000000;
+        const struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)slice};
+        nanosleep(&ts, NULL);
+        ns -= slice;
+    }
+}
+
 /*
  * One measurement of a slot at T: W warm-up then R timed steps, filling the
- * row's measured columns (not the latency summary, which row_times makes
- * from s->times). Returns KV_OK with *complete = 0 when interrupted.
+ * row's measured columns and its noise verdict (not the latency summary,
+ * which row_times makes from s->times). Returns KV_OK with *complete = 0
+ * when interrupted.
  *
  * A cached slot is prefilled to P (from empty when the cache is past P, as
  * on a retry) and then decodes one token per step at positions
@@ -684,6 +732,10 @@ static int retry_row(struct sweep *s, const struct kv_sweep_row *row)
  * `none` re-runs tokens [0, T) every step, so each step attends over exactly
  * T tokens and is compared with the reference's step at T (index
  * W + (R_ref-1)/2 of this T's plan).
+ *
+ * The interference window opens after the warm-up and closes after the
+ * last timed step: what it saw, with the steps' own spread, is the row's
+ * verdict (kv_noise_classify), and its CPU share is the cpu_util column.
  */
 static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
                                     struct kv_sweep_row *row, int *complete)
@@ -714,12 +766,11 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
 
     struct acc acc = {0};
     size_t copied0 = 0;
-    int64_t cpu0 = 0, wall0 = 0;
+    struct kv_noise_window win = {0}; /* opened at j == W: R >= 1, so always */
     for (int32_t j = 0; j < W + R; j++) {
         if (j == W) {
             copied0 = kv_cache_copied_bytes(sl->cache);
-            cpu0 = kv_cpu_now_ns();
-            wall0 = kv_now_ns();
+            kv_noise_begin(&win);
         }
         struct kv_step_stats ss = {0};
         int64_t t0 = kv_now_ns();
@@ -747,9 +798,20 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
         if (stopped(cfg))
             return KV_OK;
     }
+    struct kv_noise_obs obs;
+    kv_noise_end(&win, cfg->threads, &obs);
+    obs.step_ns = s->times; /* in step order: row_times has not sorted them yet */
+    obs.n = R;
+    struct kv_noise_limits lim;
+    if (cfg->noise != NULL)
+        lim = *cfg->noise;
+    else
+        kv_noise_limits_default(&lim);
+    row->noisy = kv_noise_classify(&obs, &lim, row->noise_reason, sizeof row->noise_reason);
     row->copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
-    row->cpu_util = (double)(kv_cpu_now_ns() - cpu0) /
-                    ((double)(kv_now_ns() - wall0) * cfg->threads);
+    row->cpu_util = obs.wall_ns > 0 ? (double)obs.own_cpu_ns /
+                                          ((double)obs.wall_ns * cfg->threads)
+                                    : 0.0;
     row->acc_measured = !is_ref;
     row->max_abs_err = is_ref ? 0.0 : acc.max_abs;
     row->rel_err = is_ref ? 0.0 : acc.max_rel;
@@ -758,7 +820,46 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
     return KV_OK;
 }
 
-/* A cached slot at T, measured again while disturbed (retry_row). */
+/* Tells the caller a noisy row is measured again (cfg->on_retry). */
+static void retrying(struct sweep *s, const struct slot *sl, int32_t T,
+                     const struct kv_sweep_row *row)
+{
+    if (s->cfg->on_retry == NULL)
+        return;
+    struct kv_sweep_progress p;
+    progress(s, sl, T, &p);
+    s->cfg->on_retry(s->cfg->user, &p, row->attempts + 1, row->noise_reason);
+}
+
+/*
+ * Measures a slot at T until an attempt is clean or the retries run out
+ * (retry_row, with a pause before each: backoff), then the latency columns.
+ * A row still noisy keeps its LAST attempt's figures, flagged: its reason
+ * and cpu_util then describe the very steps its times came from, while
+ * reporting the fastest or the "least noisy" attempt would select on the
+ * measured value (the least of a few medians is biased low) and hide that
+ * every attempt was disturbed. KV_OK with *complete = 0 when interrupted.
+ */
+static enum kv_status measure_attempts(struct sweep *s, struct slot *sl, int32_t T,
+                                       struct kv_sweep_row *row, int *complete)
+{
+    for (row->attempts = 1;; row->attempts++) {
+        enum kv_status st = timed_attempt(s, sl, T, row, complete);
+        if (st != KV_OK || !*complete)
+            return st;
+        if (!retry_row(s, sl, row))
+            break;
+        retrying(s, sl, T, row);
+        backoff(s, row->attempts);
+        if (stopped(s->cfg)) {
+            *complete = 0;
+            return KV_OK;
+        }
+    }
+    return row_times(s, sl, T, row, row->reps);
+}
+
+/* A cached slot at T. */
 static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t ti,
                                      int *done)
 {
@@ -775,15 +876,10 @@ static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t t
     row.reps = R;
     row.seq_len_lo = T - (R - 1) / 2;
     row.seq_len_hi = row.seq_len_lo + R - 1;
-    for (row.attempts = 1;; row.attempts++) {
-        int complete;
-        enum kv_status st = timed_attempt(s, sl, T, &row, &complete);
-        if (st != KV_OK || !complete)
-            return st;
-        if (!retry_row(s, &row))
-            break;
-    }
-    row_times(s, &row, R);
+    int complete;
+    enum kv_status st = measure_attempts(s, sl, T, &row, &complete);
+    if (st != KV_OK || !complete)
+        return st;
     *done = 1;
     row_done(s, sl, T, &row, pred);
     return KV_OK;
@@ -804,15 +900,10 @@ static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti,
     row_config(s, sl, ti, &row);
     row.reps = R;
     row.seq_len_lo = row.seq_len_hi = T;
-    for (row.attempts = 1;; row.attempts++) {
-        int complete;
-        enum kv_status st = timed_attempt(s, sl, T, &row, &complete);
-        if (st != KV_OK || !complete)
-            return st;
-        if (!retry_row(s, &row))
-            break;
-    }
-    row_times(s, &row, R);
+    int complete;
+    enum kv_status st = measure_attempts(s, sl, T, &row, &complete);
+    if (st != KV_OK || !complete)
+        return st;
     sl->prev_T = T;
     sl->prev_median = row.step_ns_median;
     *done = 1;

@@ -29,9 +29,13 @@
  * (positions 0..T-1), repeated W + R times, so its rows attend over exactly
  * T, and its logits are compared with the reference's step at T.
  *
- * On a shared machine another program can take the cores for seconds; a
- * row whose timed steps got less than KV_SWEEP_MIN_CPU_UTIL of the CPU they
- * asked for is measured again (from an empty cache, prefilled back to P).
+ * On a shared machine another program can take the cores for seconds. Each
+ * row's timed steps run inside an interference window (noise.h); a row the
+ * classifier calls noisy is measured again (from an empty cache, prefilled
+ * back to P) after a short pause, within cfg->max_retries per row and
+ * KV_SWEEP_RETRY_BUDGET per run. A row still noisy when they run out is
+ * reported with its last attempt's figures, flagged (noisy, noise_reason):
+ * never dropped, never passed off as clean.
  *
  * Labels follow the text rule (strategy.h, kv_label_ok): kv_sweep_check
  * refuses a strategy whose label is not one, before any work.
@@ -46,6 +50,7 @@
 #include <signal.h>
 
 #include "../model/kv_model.h"
+#include "noise.h"
 
 #define KV_SWEEP_MAX_STRATEGIES 64 /* a frontier lists each configuration per T */
 #define KV_SWEEP_STR_(x) #x
@@ -61,12 +66,21 @@
 #define KV_SWEEP_NONE_BUDGET_NS 1500000000LL
 #define KV_SWEEP_PREFILL_CHUNK 1024
 
-/* A row whose timed steps got less than this share of the CPU they asked
- * for (process CPU time / (wall time * threads)) was disturbed by another
- * program; it is measured again (from a fresh prefill) up to
- * cfg->max_retries times, at most KV_SWEEP_RETRY_BUDGET times per run. */
-#define KV_SWEEP_MIN_CPU_UTIL 0.6
+/* A noisy row (kv_noise_classify over its timed steps) is measured again,
+ * from a fresh prefill, up to cfg->max_retries times, at most
+ * KV_SWEEP_RETRY_BUDGET times per run; before retry k (1, 2, ...) the sweep
+ * pauses KV_SWEEP_BACKOFF_NS * 2^(k-1), at most KV_SWEEP_BACKOFF_MAX_NS. */
 #define KV_SWEEP_RETRY_BUDGET 16
+#define KV_SWEEP_BACKOFF_NS 50000000LL
+#define KV_SWEEP_BACKOFF_MAX_NS 1000000000LL
+
+/* The interval of a row's median step time: a percentile bootstrap with
+ * this many resamples (kv_stats_median_ci_i64) at this level. */
+#define KV_SWEEP_CI_RESAMPLES 2000
+#define KV_SWEEP_CI_LEVEL 0.95
+
+/* Room for a noisy row's reasons ("; "-joined, kv_noise_classify). */
+#define KV_SWEEP_NOISE_LEN 256
 
 #define KV_SWEEP_PARAMS_BYTES KV_PARAMS_MAX_BYTES
 #define KV_SWEEP_LAYER_BYTES_LEN 256
@@ -113,6 +127,12 @@ struct kv_sweep_row {
                                 wall time * threads): well below 1 when another
                                 program took the cores (the row is suspect) */
     int32_t attempts;        /* measurements of this row (> 1: retried) */
+    /* the 95% bootstrap interval of step_ns_median over the timed steps,
+     * lo <= median <= hi; seeded from the run's seed, the label and T, so
+     * the same steps give the same interval in any run that measures them */
+    int64_t step_ns_ci_lo, step_ns_ci_hi;
+    int32_t noisy;           /* 1: the reported attempt was disturbed (noise.h) */
+    char noise_reason[KV_SWEEP_NOISE_LEN]; /* the classifier's reasons; "" when clean */
 };
 
 struct kv_sweep_progress {
@@ -134,7 +154,8 @@ struct kv_sweep_config {
     int32_t none_max;  /* `none` only at T <= none_max; 0: every T */
     int32_t reps;      /* timed steps per row; 0: automatic */
     int32_t warmup;    /* untimed decode steps before them (>= 0) */
-    int32_t max_retries; /* re-measurements of a disturbed row (0: never) */
+    int32_t max_retries; /* re-measurements of a noisy row (0: never) */
+    const struct kv_noise_limits *noise; /* what counts as noisy; NULL: the defaults */
     int32_t batch;
     int32_t threads;
     uint64_t seed;
@@ -149,6 +170,10 @@ struct kv_sweep_config {
     void (*on_row_start)(void *user, const struct kv_sweep_progress *p);
     void (*on_row)(void *user, const struct kv_sweep_row *row,
                    const struct kv_sweep_progress *p);
+    /* Called when a noisy row is about to be measured again: the attempt
+     * coming (2, 3, ...) and why the last one was noisy; may be NULL. */
+    void (*on_retry)(void *user, const struct kv_sweep_progress *p, int32_t attempt,
+                     const char *why);
     void *user;
 };
 

@@ -19,7 +19,7 @@ JavaScript off. Everything the page says is read from the files it is given;
 a file that is absent is named as absent, never filled in.
 
 Bad input exits 2 with one line naming the file and the line: no sweep CSV,
-a schema version other than 1 or 2, a missing required column, a row with
+a schema version other than 1, 2 or 3, a missing required column, a row with
 the wrong number of fields or a non-number, a file that ends without its
 final newline (truncated). The page is written to a temporary file in the
 same folder and renamed, so a failed run leaves the previous report or
@@ -55,14 +55,16 @@ import tempfile
 
 # ------------------------------------------------------------------ schema
 
-SCHEMAS = ("1", "2")  # v2 adds dtype and params; v1 columns keep their order
+# v2 adds dtype and params; v3 the noise columns (step_ns_ci_lo/hi, noisy,
+# noise_reason); v1 columns keep their order
+SCHEMAS = ("1", "2", "3")
 V1_COLUMNS = (
     "strategy layers dim heads kv_heads head_dim hidden batch window bits group "
     "residual threads seq_len reps step_ns_median step_ns_p95 attn_ns_median "
     "flops_step attn_flops_step bytes_step cache_bytes copy_bytes_step "
     "peak_rss_bytes max_abs_err rel_err token_match"
 ).split()
-TEXT_COLUMNS = {"strategy", "label", "dtype", "params"}
+TEXT_COLUMNS = {"strategy", "label", "dtype", "params", "noise_reason"}
 
 # Figures in the order of docs/performance.md's plot table; others follow by name.
 FIGURES = [
@@ -300,7 +302,7 @@ def read_sweep(path):
             if meta["schema"] not in SCHEMAS:
                 raise BadInput(f"{where(path, schema_line)}: schema version "
                                f"'{meta['schema'][:16]}'; this report reads schema "
-                               f"{' and '.join(SCHEMAS)}")
+                               f"{', '.join(SCHEMAS[:-1])} and {SCHEMAS[-1]}")
             header, header_line = [h.strip() for h in fields], no
             missing = [c for c in V1_COLUMNS if c not in header]
             if missing:

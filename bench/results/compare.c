@@ -461,8 +461,8 @@ static void noise_cols(struct kv_compare_result *res)
             res->col_ci[s][k] = res->uses_ci ? kv_csv_col(c, name[k]) : -1;
             res->uses_ci &= res->col_ci[s][k] >= 0;
         }
-        res->col_noisy[s] = kv_csv_col(c, KV_COMPARE_COL_NOISY);
-        res->col_reason[s] = kv_csv_col(c, KV_COMPARE_COL_NOISE_REASON);
+        res->col_noisy[s] = kv_csv_col(c, KV_SWEEP_COL_NOISY);
+        res->col_reason[s] = kv_csv_col(c, KV_SWEEP_COL_NOISE_REASON);
     }
 }
 

@@ -96,18 +96,14 @@
  * kv_sweep_required[] are in csv_schema.h. */
 #define KV_METRIC_ATTN_VS_REST "attn_vs_rest" /* derived, see above */
 
-/* Schema 3's noise columns (see above). Named here until
- * bench/measure/csv_schema.h, which the sweep writes from, names them too;
- * compare looks every one up by name, so a file of any schema may carry
- * them and files without them compare as before. The interval of a metric
- * X_median is X_ci_lo and X_ci_hi (step_ns_median: step_ns_ci_lo/_hi). */
-#define KV_COMPARE_SCHEMA_V2 "2"
-#define KV_COMPARE_SCHEMA_V3 "3"
+/* Schema 3's noise columns are named in csv_schema.h (KV_SWEEP_COL_NOISY,
+ * KV_SWEEP_COL_NOISE_REASON, the step_ns interval); compare looks every one
+ * up by name, so a file of any schema may carry them and files without
+ * them compare as before. The interval of a metric X_median is X_ci_lo and
+ * X_ci_hi (step_ns_median: step_ns_ci_lo/_hi). */
 #define KV_COMPARE_MEDIAN_SUFFIX "_median"
 #define KV_COMPARE_CI_LO_SUFFIX "_ci_lo"
 #define KV_COMPARE_CI_HI_SUFFIX "_ci_hi"
-#define KV_COMPARE_COL_NOISY "noisy"
-#define KV_COMPARE_COL_NOISE_REASON "noise_reason"
 
 /*
  * Checks that a parsed CSV is a usable sweep file: `# schema=1`, `2` or

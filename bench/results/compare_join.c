@@ -112,7 +112,7 @@ static enum kv_status noise_cols_check(const struct kv_csv *c, char *err, size_t
         const char *name = c->cols[j];
         const int ci = has_suffix(name, KV_COMPARE_CI_LO_SUFFIX) ||
                        has_suffix(name, KV_COMPARE_CI_HI_SUFFIX);
-        const int flag = strcmp(name, KV_COMPARE_COL_NOISY) == 0;
+        const int flag = strcmp(name, KV_SWEEP_COL_NOISY) == 0;
         for (int64_t r = 0; r < c->n_rows && (ci || flag); r++) {
             const char *s = kv_csv_cell(c, r, j);
             double v;
@@ -141,15 +141,13 @@ enum kv_status kv_sweep_validate(const struct kv_csv *c, int32_t col[KV_SWEEP_N_
                      "(not a kvlab sweep CSV?)");
         return KV_ERR_FORMAT;
     }
-    /* schemas 2 and 3 both carry dtype and params (3 adds the noise columns,
-     * which are looked up by name in any schema) */
-    const int v2 = strcmp(m->value, KV_COMPARE_SCHEMA_V2) == 0 ||
-                   strcmp(m->value, KV_COMPARE_SCHEMA_V3) == 0;
-    if (!v2 && strcmp(m->value, KV_SWEEP_SCHEMA_V1) != 0) {
+    const int version = kv_sweep_schema_version(m->value);
+    const int v2 = version >= 2; /* dtype and params: schema 2 and later */
+    if (version == 0) {
         kv_csv_excerpt(ex, sizeof ex, m->value, 16);
         kv_csv_error(err, err_len, c->name, m->line,
-                     "schema version '%s', but this kvlab reads schemas %s, %s and %s", ex,
-                     KV_SWEEP_SCHEMA_V1, KV_COMPARE_SCHEMA_V2, KV_COMPARE_SCHEMA_V3);
+                     "schema version '%s', but this kvlab reads schemas %s", ex,
+                     KV_SWEEP_SCHEMAS_READ);
         return KV_ERR_FORMAT;
     }
     static const char *const ext[2] = {KV_SWEEP_COL_DTYPE, KV_SWEEP_COL_PARAMS};

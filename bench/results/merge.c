@@ -710,8 +710,8 @@ static const char *summary(const struct kv_csv *const *in, int32_t n, const char
                 return "1";
         return "0";
     }
-    /* schemas 1 and 2 (validated): the merged file is what both are, schema
-     * 1; schema 2's dtype and params stay as extra columns */
+    /* schemas that differ (validated: 1, 2, 3): the merged file is what all
+     * are, schema 1; the later schemas' columns stay as extra columns */
     if (strcmp(key, "schema") == 0)
         return KV_SWEEP_SCHEMA_V1;
     if (strcmp(key, "date") == 0) {
