@@ -70,6 +70,22 @@ START_TEST(test_starved)
 }
 END_TEST
 
+/* Two threads, one of them idle through serial ops, on an otherwise idle
+ * machine: cpu_util 0.5 is the code's own shape, not interference. */
+START_TEST(test_serial_code_on_idle_machine)
+{
+    char why[256];
+    struct kv_noise_obs o = quiet();
+    o.threads = 2;
+    o.own_cpu_ns = 200 * MS; /* one core's worth of two asked for */
+    o.busy_ns = 202 * MS;    /* nobody else ran */
+    ck_assert_msg(!noisy(&o, why), "serial code flagged: %s", why);
+    o.busy_ns = 200 * MS + 60 * MS + 30 * MS; /* 0.15 cores of others past the doubt */
+    ck_assert(noisy(&o, why));
+    ck_assert_msg(strstr(why, "cpu_util 0.50") != NULL, "%s", why);
+}
+END_TEST
+
 START_TEST(test_steal_and_switches)
 {
     char why[256];
@@ -190,6 +206,7 @@ int main(void)
     tcase_add_test(tc, test_quiet_is_clean);
     tcase_add_test(tc, test_competitor_core);
     tcase_add_test(tc, test_starved);
+    tcase_add_test(tc, test_serial_code_on_idle_machine);
     tcase_add_test(tc, test_steal_and_switches);
     tcase_add_test(tc, test_spread);
     tcase_add_test(tc, test_reasons_accumulate);

@@ -64,9 +64,16 @@ int kv_noise_classify(const struct kv_noise_obs *o, const struct kv_noise_limits
         add(why, n, &w, "other programs used %.2f cores (limit %.2f)", other, l->max_other_cores);
         noisy = 1;
     }
+    /* Low utilisation is a sign of interference only when the cores were
+     * not left idle: a step whose small ops run on one thread of two (below
+     * the ops' parallel threshold, the one-layer model) has cpu_util 0.5 on
+     * a quiet machine, and that is the code's own shape, not a competitor.
+     * So, where /proc/stat is readable, it counts only beside other
+     * programs' CPU above the noise floor; unreadable, it is all there is. */
     const double util = (double)o->own_cpu_ns /
                         ((double)o->wall_ns * (double)(o->threads > 0 ? o->threads : 1));
-    if (util < l->min_cpu_util) {
+    const int others_ran = o->busy_ns < 0 || other > KV_NOISE_OTHER_FLOOR;
+    if (util < l->min_cpu_util && others_ran) {
         add(why, n, &w, "cpu_util %.2f (limit %.2f)", util, l->min_cpu_util);
         noisy = 1;
     }

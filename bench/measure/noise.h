@@ -59,6 +59,11 @@ struct kv_noise_limits {
 
 void kv_noise_limits_default(struct kv_noise_limits *l);
 
+/* Other programs' CPU (in cores, past the tick doubt) below which the
+ * machine counts as otherwise idle: a low cpu_util is then the code's own
+ * serial parts, not interference (kv_noise_classify). */
+#define KV_NOISE_OTHER_FLOOR 0.05
+
 /*
  * 1 when the observation shows interference, with the reasons (every one
  * that fired, "; "-separated) in why; 0 and "" when clean. why may be NULL.
