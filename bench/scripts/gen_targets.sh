@@ -31,7 +31,7 @@ step_ms() { awk '/decode step/ { print $3; exit }'; }
 # the token lines of a generate output, without a beam's score prefix
 toks() { sed -n 's/.*tokens: //p' "$1"; }
 
-echo "# Generation modes (issue 12): prompt $PROMPT tokens, $NEW new tokens"
+echo "# Generation modes: prompt $PROMPT tokens, $NEW new tokens"
 echo
 echo "| strategy | greedy B=$BEAMS step (ms) | beams K=$BEAMS step (ms) | beams / greedy | greedy total (ms) | speculative total (ms) | acceptance | tokens equal |"
 echo "|---|---|---|---|---|---|---|---|"

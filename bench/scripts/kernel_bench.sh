@@ -51,7 +51,7 @@ for pass in $(seq 1 "$passes"); do
         d=$1 h=$2 hkv=$3
         # cold decode (the reference check runs in the hot one: same kernel),
         # hot decode, prefill (compute-bound: hot), then cold decode of the
-        # KIVI layout (issue 18: kivi-int2 against cold f32)
+        # KIVI layout (kivi-int2 against cold f32)
         for mode in "--seq-len $seqs --dtype $dtypes --no-ref" "--hot --seq-len $seqs --dtype $dtypes" \
                     "--hot $prefill" ${kivi:+"--layout kivi --seq-len $seqs --dtype $kivi --no-ref"}; do
             # shellcheck disable=SC2086 # mode and args are option lists

@@ -131,7 +131,7 @@ END {
     }
 
     # ---- every target
-    print "\n**Targets** (issue 11, and issue 5's prefill target; cold share = f32 K+V bytes / DRAM read bandwidth / time):\n"
+    print "\n**Targets** (the kernel's and prefill's; cold share = f32 K+V bytes / DRAM read bandwidth / time):\n"
     print "| configuration | target | required | measured | |"
     print "|---|---|---:|---:|---|"
     # (bench/data/targets.tsv: the rows of table kernel, by metric, per shape in file order)

@@ -48,7 +48,7 @@ trap 'rm -f "$tmp"' EXIT
     echo "|---|---|"
     echo "| commit | $(meta commit) |"
     echo "| date | $(meta date) |"
-    echo "| CPU | $(meta cpu) ($(meta isa), L3 $(meta l3_bytes) bytes reported) |"
+    echo "| CPU | $(meta cpu) (L3 $(meta l3_bytes) bytes reported; $(meta os)) |"
     echo "| threads | $(meta threads) |"
     echo "| BLAS | $(meta blas_config) |"
     echo "| limits measured in the sweep | DRAM read $(meta read_gbps) GB/s, L3 read $(meta read_l3_gbps) GB/s, sgemm $(meta sgemm_gflops) GFLOP/s |"

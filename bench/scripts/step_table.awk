@@ -319,7 +319,7 @@ END {
     tg_reset()
     delete SEL; for (i = 1; i <= TG_N; i++) if (TG_TABLE[i] == "storage") SEL[i] = 1
     n = t_rows(SEL, TS); stt = ""; for (i = 1; i <= n; i++) stt = stt (stt == "" ? "" : ", ") TS[i]
-    print "\n**16-bit and 2-bit caches** (issue 18; default model, `kvlab sweep` rows at T = " stt "; the byte bound uses the DRAM read bandwidth; f32 bytes = layers x batch x kv_heads x 2 x head_dim x 4 x T):\n"
+    print "\n**16-bit and 2-bit caches** (default model, `kvlab sweep` rows at T = " stt "; the byte bound uses the DRAM read bandwidth; f32 bytes = layers x batch x kv_heads x 2 x head_dim x 4 x T):\n"
     print "| cache | target | required | measured | |"
     print "|---|---|---:|---:|---|"
     storage_rows()
