@@ -314,9 +314,12 @@ out=$("$KVLAB" roofline --threads 1 --reps 1 --csv 2>/dev/null)
 rc=$?
 check "roofline --csv exits 0" test "$rc" = 0
 check "roofline prints positive read (DRAM, L3), copy and sgemm rates" \
-    sh -c "echo '$out' | tail -n 1 | awk -F, '{ exit !(NF == 5 && \$2 > 0 && \$3 > 0 && \$4 > 0 && \$5 > 0) }'"
-check "roofline --csv header names the L3 read rate" \
-    test "$(echo "$out" | head -n 1)" = "threads,read_gbps,copy_gbps,sgemm_gflops,read_l3_gbps"
+    sh -c "echo '$out' | tail -n 1 | awk -F, '{ exit !(NF == 9 && \$2 > 0 && \$3 > 0 && \$4 > 0 && \$5 > 0) }'"
+check "roofline --csv: one pass has no spread (median = best)" \
+    sh -c "echo '$out' | tail -n 1 | awk -F, '{ exit !(\$6 == 0 && \$7 == 0 && \$8 == 0 && \$9 == 0) }'"
+check "roofline --csv header names the L3 read rate and the spreads" \
+    test "$(echo "$out" | grep -v '^#' | head -n 1)" = "threads,read_gbps,copy_gbps,sgemm_gflops,read_l3_gbps,read_spread,copy_spread,sgemm_spread,read_l3_spread"
+check "roofline --csv says how it measured" sh -c "echo '$out' | grep -q '^# roofline_method=best of'"
 "$KVLAB" roofline --threads 0 >/dev/null 2>&1
 check "roofline --threads 0 exits 2" test $? = 2
 

@@ -594,7 +594,8 @@ static int kernel_run(struct kv_cmd_ctx *x)
     struct kernel_opts o;
     kernel_resolve(x, &o);
     struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
-                             .sgemm_gflops = NAN};
+                             .sgemm_gflops = NAN, .read_spread = NAN, .read_l3_spread = NAN,
+                             .copy_spread = NAN, .sgemm_spread = NAN};
     if (o.roofline) {
         struct kv_roofline_params rp;
         kv_roofline_defaults(&rp, o.threads);
@@ -649,8 +650,10 @@ static int kernel_run(struct kv_cmd_ctx *x)
         /* the limit that matches the mode: cold reads from DRAM, hot from the L3 */
         printf("# limit=%s\n", o.mode == KV_KTIME_COLD ? "read_gbps" : "read_l3_gbps");
         if (o.roofline)
-            printf("# read_gbps=%.3f\n# read_l3_gbps=%.3f\n# copy_gbps=%.3f\n# sgemm_gflops=%.3f\n",
-                   rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops);
+            printf("# read_gbps=%.3f\n# read_l3_gbps=%.3f\n# copy_gbps=%.3f\n# sgemm_gflops=%.3f\n"
+                   "# read_spread=%.4f\n# read_l3_spread=%.4f\n# roofline_method=%s\n",
+                   rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops, rl.read_spread,
+                   rl.read_l3_spread, KV_ROOFLINE_METHOD);
         printf("head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,"
                "ref_us_min,mode,sets\n");
     }

@@ -235,6 +235,11 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_meta(w, "limit", "read_gbps");
     kv_csv_writer_set_metaf(w, "copy_gbps", "%.3f", rl->copy_gbps);
     kv_csv_writer_set_metaf(w, "sgemm_gflops", "%.3f", rl->sgemm_gflops);
+    kv_csv_writer_set_metaf(w, "read_spread", "%.4f", rl->read_spread);
+    kv_csv_writer_set_metaf(w, "read_l3_spread", "%.4f", rl->read_l3_spread);
+    kv_csv_writer_set_metaf(w, "copy_spread", "%.4f", rl->copy_spread);
+    kv_csv_writer_set_metaf(w, "sgemm_spread", "%.4f", rl->sgemm_spread);
+    kv_csv_writer_set_meta(w, "roofline_method", KV_ROOFLINE_METHOD);
     kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, cfg->seed);
     kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
     kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");

@@ -9,7 +9,10 @@
  * Every buffer is allocated with kv_alloc (zero-filled, so every page is
  * touched) and then written once by the same threads, with the same static
  * schedule, that later read it: no page fault lands inside a timed pass.
- * Each test runs once untimed, then `reps` timed passes; the median is kept.
+ * Each test runs once untimed, then `reps` timed passes; the limit is the
+ * best pass (a limit is what the machine can do, and a pass can only lose
+ * to interference, never gain), and the median's distance from it is kept
+ * as the test's spread, so a reader sees how steady the machine was.
  * On a shared machine a pass during which another program took a core (the
  * process got under KV_ROOFLINE_MIN_UTIL of the CPU it asked for) is not
  * kept and is run again, up to KV_ROOFLINE_MAX_TRIES times as many passes.
@@ -63,6 +66,21 @@ static int32_t timed_passes(double *t, const struct kv_roofline_params *p,
     while (kept < p->reps && !stopped(p) && spare > 0.0)
         t[kept++] = spare; /* never undisturbed: report what was seen */
     return kept;
+}
+
+/* work / best time into *rate, median / best - 1 into *spread; NaN for
+ * both unless all `reps` passes were timed. */
+static void best_and_spread(double *rate, double *spread, double work, double *t, int32_t done,
+                            int32_t reps)
+{
+    *rate = *spread = NAN;
+    if (done != reps || done < 1)
+        return;
+    double best = t[0];
+    for (int32_t i = 1; i < done; i++)
+        best = t[i] < best ? t[i] : best;
+    *rate = work / best;
+    *spread = kv_stats_median(t, done) / best - 1.0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -161,8 +179,9 @@ static void gemm_pass(void *ctx)
 }
 
 /* Read bandwidth over an array of `bytes`, summed `sweeps` times a pass. */
-static enum kv_status measure_read(double *gbps, const struct kv_roofline_params *p,
-                                   size_t bytes, int32_t sweeps)
+static enum kv_status measure_read(double *gbps, double *spread,
+                                   const struct kv_roofline_params *p, size_t bytes,
+                                   int32_t sweeps)
 {
     size_t n = bytes / sizeof(float);
     float *x = kv_alloc(n * sizeof(float));
@@ -176,14 +195,14 @@ static enum kv_status measure_read(double *gbps, const struct kv_roofline_params
     struct read_ctx ctx = {x, n, p->n_threads, sweeps};
     read_pass(&ctx); /* untimed warm-up pass */
     int32_t done = timed_passes(t, p, read_pass, &ctx);
-    *gbps = done == p->reps ? (double)sweeps * (double)(n * sizeof(float)) / kv_stats_median(t, done)
-                            : NAN;
+    best_and_spread(gbps, spread, (double)sweeps * (double)(n * sizeof(float)), t, done, p->reps);
     kv_free(x);
     kv_free(t);
     return KV_OK;
 }
 
-static enum kv_status measure_copy(double *gbps, const struct kv_roofline_params *p)
+static enum kv_status measure_copy(double *gbps, double *spread,
+                                   const struct kv_roofline_params *p)
 {
     size_t n = p->copy_bytes / sizeof(float);
     float *a = kv_alloc(n * sizeof(float));
@@ -201,14 +220,15 @@ static enum kv_status measure_copy(double *gbps, const struct kv_roofline_params
     copy_pass(&ctx); /* untimed warm-up pass */
     int32_t done = timed_passes(t, p, copy_pass, &ctx);
     roofline_sink = b[n / 2];
-    *gbps = done == p->reps ? 2.0 * (double)(n * sizeof(float)) / kv_stats_median(t, done) : NAN;
+    best_and_spread(gbps, spread, 2.0 * (double)(n * sizeof(float)), t, done, p->reps);
     kv_free(a);
     kv_free(b);
     kv_free(t);
     return KV_OK;
 }
 
-static enum kv_status measure_sgemm(double *gflops, const struct kv_roofline_params *p)
+static enum kv_status measure_sgemm(double *gflops, double *spread,
+                                    const struct kv_roofline_params *p)
 {
     size_t n = (size_t)p->gemm_n;
     float *a = kv_alloc(n * n * sizeof(float)); /* (n, n) */
@@ -237,8 +257,7 @@ static enum kv_status measure_sgemm(double *gflops, const struct kv_roofline_par
     int32_t done = timed_passes(t, p, gemm_pass, &ctx);
     openblas_set_num_threads(blas_threads);
     roofline_sink = c[n * n / 2];
-    *gflops = done == p->reps ? 2.0 * (double)n * (double)n * (double)n / kv_stats_median(t, done)
-                              : NAN;
+    best_and_spread(gflops, spread, 2.0 * (double)n * (double)n * (double)n, t, done, p->reps);
     kv_free(a);
     kv_free(b);
     kv_free(c);
@@ -264,28 +283,30 @@ void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads)
         p->read_l3_bytes = (size_t)32 << 20;
     p->copy_bytes = (size_t)128 << 20;
     p->gemm_n = 2048;
-    p->reps = 7;
+    p->reps = 9;
 }
 
 enum kv_status kv_roofline_measure(struct kv_roofline *out,
                                    const struct kv_roofline_params *p)
 {
     out->read_gbps = out->read_l3_gbps = out->copy_gbps = out->sgemm_gflops = NAN;
+    out->read_spread = out->read_l3_spread = out->copy_spread = out->sgemm_spread = NAN;
     if (p->n_threads < 1 || p->reps < 1 || p->gemm_n < 1 || p->gemm_n > 16384 ||
         p->read_bytes < sizeof(float) || p->read_l3_bytes < sizeof(float) ||
         p->copy_bytes < sizeof(float))
         return KV_ERR_INVALID;
     out->n_threads = p->n_threads;
     out->reps = p->reps;
-    enum kv_status s = measure_read(&out->read_gbps, p, p->read_bytes, 1);
+    enum kv_status s = measure_read(&out->read_gbps, &out->read_spread, p, p->read_bytes, 1);
     if (s == KV_OK && !stopped(p)) {
         /* as many bytes per pass as the DRAM test, at most 4096 sweeps */
         size_t sw = (p->read_bytes + p->read_l3_bytes - 1) / p->read_l3_bytes;
-        s = measure_read(&out->read_l3_gbps, p, p->read_l3_bytes, sw > 4096 ? 4096 : (int32_t)sw);
+        s = measure_read(&out->read_l3_gbps, &out->read_l3_spread, p, p->read_l3_bytes,
+                         sw > 4096 ? 4096 : (int32_t)sw);
     }
     if (s == KV_OK && !stopped(p))
-        s = measure_copy(&out->copy_gbps, p);
+        s = measure_copy(&out->copy_gbps, &out->copy_spread, p);
     if (s == KV_OK && !stopped(p))
-        s = measure_sgemm(&out->sgemm_gflops, p);
+        s = measure_sgemm(&out->sgemm_gflops, &out->sgemm_spread, p);
     return s;
 }

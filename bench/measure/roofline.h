@@ -6,7 +6,9 @@
  * The one design decision: every buffer is created and touched (zero-filled
  * by kv_alloc, then written once) before any timing, so first-touch page
  * faults (about 1.3 GB/s on virtual machines) never enter a measurement;
- * each figure is the median of several repetitions, as STREAM does.
+ * each figure is the best of several passes after an untimed one, as STREAM
+ * reports, with the median's distance from it kept as its spread
+ * (KV_ROOFLINE_METHOD, which sweep and kernel write into their metadata).
  */
 #ifndef KV_ROOFLINE_H
 #define KV_ROOFLINE_H
@@ -21,13 +23,18 @@
 #define KV_ROOFLINE_MIN_UTIL 0.6
 #define KV_ROOFLINE_MAX_TRIES 3
 
+/* How the limits are measured, in words, for the metadata of a run. */
+#define KV_ROOFLINE_METHOD                                                                    \
+    "best of reps passes after 1 untimed pass, pages touched before timing, passes under "    \
+    "0.6 of the CPU asked for re-run; spread = median/best - 1"
+
 struct kv_roofline_params {
     int32_t n_threads;     /* threads for the OpenMP loops and OpenBLAS (>= 1) */
     size_t read_bytes;     /* bytes of the array summed by the DRAM read test */
     size_t read_l3_bytes;  /* bytes of the L3-resident array of the L3 read test */
     size_t copy_bytes;     /* bytes of each of the two arrays of the copy test */
     int32_t gemm_n;        /* M = N = K of the sgemm test */
-    int32_t reps;          /* repetitions of each test (median reported) */
+    int32_t reps;          /* timed passes of each test (the best reported) */
     const volatile sig_atomic_t *stop; /* if non-NULL and set, stop early */
 };
 
@@ -36,6 +43,8 @@ struct kv_roofline {
     double read_l3_gbps;   /* 1e9 bytes/s read from an array that fits in the L3 */
     double copy_gbps;      /* 1e9 bytes/s moved, read + write counted (STREAM copy) */
     double sgemm_gflops;   /* 1e9 flop/s of cblas_sgemm, 2*M*N*K per call */
+    /* each test's median pass / best pass - 1 (0.02: the median ran 2% slower) */
+    double read_spread, read_l3_spread, copy_spread, sgemm_spread;
     int32_t n_threads;
     int32_t reps;
 };
@@ -43,7 +52,7 @@ struct kv_roofline {
 /* The defaults: a DRAM read array of max(256 MiB, 2 x L3), an L3 read
  * array of L3 / 8 clamped to [1, 32] MiB (summed repeatedly, so a pass
  * reads as many bytes as the DRAM one), 2 x 128 MiB copy arrays, sgemm
- * 2048, 7 repetitions. */
+ * 2048, 9 timed passes. */
 void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads);
 
 /*
