@@ -79,9 +79,10 @@ static void draw_bar(struct kv_sweepi_run *r, const struct kv_sweep_progress *p)
     bar[WIDTH] = '\0';
     fmt_duration(eta, sizeof(eta), p->rows_done > 0 ? p->eta_ns : -1);
     fmt_duration(el, sizeof(el), p->elapsed_ns);
-    kv_progress("\r\033[K[%s] %3d%%  %-15s T=%-5d  row %d/%d  %s elapsed, ETA %s", bar,
+    kv_progress("\r\033[K[%s] %3d%%  %-15s T=%-5d  row %d/%d  %s elapsed, ETA %s%s", bar,
                     (int)(p->frac_done * 100.0 + 0.5), p->label, p->seq_len,
-                    p->rows_done + 1, p->rows_total, el, eta);
+                    p->rows_done + 1, p->rows_total, el, eta,
+                    p->busy != NULL ? "  (machine busy)" : "");
     r->bar_shown = 1;
 }
 
@@ -104,10 +105,11 @@ static void on_row(void *user, const struct kv_sweep_row *row,
     fmt_duration(eta, sizeof(eta), p->eta_ns);
     fmt_duration(el, sizeof(el), p->elapsed_ns);
     kv_progress("sweep: [%d/%d] %-15s T=%-5d median %9.3f ms  p95 %9.3f ms  reps %d  "
-                    "(%s elapsed, ETA %s)\n",
+                    "(%s elapsed, ETA %s)%s%s\n",
                     p->rows_done, p->rows_total, p->label, row->seq_len,
                     (double)row->step_ns_median / 1e6, (double)row->step_ns_p95 / 1e6,
-                    row->reps, el, eta);
+                    row->reps, el, eta, p->busy != NULL ? "  machine busy: " : "",
+                    p->busy != NULL ? p->busy : "");
 }
 
 /* A noisy row is measured again: said on its own line (on a terminal in
@@ -696,10 +698,15 @@ static int sweep_roofline_again(struct kv_roofline *rl, const struct kv_sweep_co
     rp.stop = &sweep_signal;
     if (kv_roofline_measure(&rl2, &rp) != KV_OK)
         return 0;
-    rl->read_gbps = fmax(rl->read_gbps, rl2.read_gbps);
-    rl->read_l3_gbps = fmax(rl->read_l3_gbps, rl2.read_l3_gbps);
-    rl->copy_gbps = fmax(rl->copy_gbps, rl2.copy_gbps);
-    rl->sgemm_gflops = fmax(rl->sgemm_gflops, rl2.sgemm_gflops);
+    /* each limit with the spread of the measurement it came from */
+    if (!(rl->read_gbps >= rl2.read_gbps))
+        rl->read_gbps = rl2.read_gbps, rl->read_spread = rl2.read_spread;
+    if (!(rl->read_l3_gbps >= rl2.read_l3_gbps))
+        rl->read_l3_gbps = rl2.read_l3_gbps, rl->read_l3_spread = rl2.read_l3_spread;
+    if (!(rl->copy_gbps >= rl2.copy_gbps))
+        rl->copy_gbps = rl2.copy_gbps, rl->copy_spread = rl2.copy_spread;
+    if (!(rl->sgemm_gflops >= rl2.sgemm_gflops))
+        rl->sgemm_gflops = rl2.sgemm_gflops, rl->sgemm_spread = rl2.sgemm_spread;
     return 1;
 }
 
@@ -797,7 +804,8 @@ static int sweep_run(struct kv_cmd_ctx *x)
 
     /* The machine's limits, measured first, on the run's threads. */
     struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
-                             .sgemm_gflops = NAN};
+                             .sgemm_gflops = NAN, .read_spread = NAN, .read_l3_spread = NAN,
+                             .copy_spread = NAN, .sgemm_spread = NAN};
     int rl_runs = o->no_roofline ? 0 : 1;
     if (!o->no_roofline && sweep_roofline(&rl, &cfg, o) != 0) {
         kv_model_destroy(m);

@@ -77,6 +77,7 @@ struct sweep {
     double pred_total, pred_done; /* predicted ns of all work / of finished work */
     int32_t rows_total, rows_done;
     int32_t retries_left;     /* for the whole run (KV_SWEEP_RETRY_BUDGET) */
+    char busy[KV_SWEEP_NOISE_LEN]; /* the last attempt's noise reason, "" when clean */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -588,11 +589,14 @@ static void progress(struct sweep *s, const struct slot *sl, int32_t T,
     double left = s->pred_total - s->pred_done;
     if (left < 0)
         left = 0;
-    /* scale the prediction by how fast the finished work really went */
-    double speed = s->pred_done > 0 && p->elapsed_ns > 0
-                       ? (double)p->elapsed_ns / s->pred_done
-                       : 1.0;
+    /* the plan's prediction, corrected by how fast the finished work really
+     * went; the correction is weighed against KV_SWEEP_ETA_PRIOR of the
+     * plan's own work, so one slow first row (a `none` row, a busy moment)
+     * does not multiply the whole run's estimate */
+    const double prior = KV_SWEEP_ETA_PRIOR * s->pred_total;
+    double speed = prior > 0 ? ((double)p->elapsed_ns + prior) / (s->pred_done + prior) : 1.0;
     p->eta_ns = (int64_t)(left * speed);
+    p->busy = s->busy[0] != '\0' ? s->busy : NULL;
 }
 
 static void row_start(struct sweep *s, const struct slot *sl, int32_t T)
@@ -808,6 +812,7 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
     else
         kv_noise_limits_default(&lim);
     row->noisy = kv_noise_classify(&obs, &lim, row->noise_reason, sizeof row->noise_reason);
+    snprintf(s->busy, sizeof s->busy, "%s", row->noisy ? row->noise_reason : "");
     row->copy_bytes_step = (double)(kv_cache_copied_bytes(sl->cache) - copied0) / R;
     row->cpu_util = obs.wall_ns > 0 ? (double)obs.own_cpu_ns /
                                           ((double)obs.wall_ns * cfg->threads)

@@ -143,7 +143,13 @@ struct kv_sweep_progress {
     int64_t elapsed_ns;
     int64_t eta_ns;          /* predicted time left, -1 when unknown */
     double frac_done;        /* 0..1, by predicted work */
+    const char *busy;        /* why the last attempt was noisy (the machine is busy), or NULL */
 };
+
+/* The share of the plan's predicted work the ETA's correction is weighed
+ * against: after that much work the measured speed counts as much as the
+ * plan's. */
+#define KV_SWEEP_ETA_PRIOR 0.1
 
 struct kv_sweep_config {
     struct kv_cache_config cache; /* unused fields are taken from the model */
