@@ -15,10 +15,10 @@
  * 64-row block of a paged span is cut into page runs for the row kernels but
  * keeps one online-softmax step, so small pages do not shrink it.
  */
+#include "kv_pool.h"
 #include "kv_rows.h"
 
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -506,83 +506,150 @@ static int dec_from_dram(const struct kv_attn_params *p, const struct kv_view *v
     return (double)kv_attn_span_bytes(p, v) > 0.5 * (double)kv_l3_bytes();
 }
 
-void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
-                    const struct kv_view *view, float *ws, const struct kv_attn_layout *L)
-{
-    const int32_t d = p->head_dim, g = L->g, S = L->splits;
-    const int32_t H = p->n_heads;
-    const int64_t items = (int64_t)p->batch * p->n_kv_heads, rows = (int64_t)p->batch * H;
-    float *qs = ws, *parts = qs + L->qs;
-    float *scratch = parts + L->parts;
-    const int prefetch = dec_from_dram(p, view);
-    const size_t n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0;
+/* What the three loops of a decode call share (chunks of the decode team,
+ * kv_pool.h; each loop's chunks are independent of one another). */
+struct dec_job {
+    float *out, *qs, *parts, *scratch;
+    const float *q;
+    const struct kv_attn_params *p;
+    const struct kv_view *view;
+    const struct kv_attn_layout *L;
+    int prefetch;
+    size_t n_keys;
+    int64_t rows_per_chunk;
+};
 
-#pragma omp parallel num_threads(p->n_threads)
-    {
-        float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
-        /* scaled queries (and the mass rows: -inf, a key nobody sees) */
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            for (int32_t e = 0; e < d; e++)
-                qs[(size_t)r * d + e] = q[(size_t)r * d + e] * p->scale;
-            for (size_t j = 0; j < n_keys; j++)
-                p->mass[(size_t)r * n_keys + j] = -INFINITY;
+/* Scaled queries (and the mass rows: -inf, a key nobody sees), rows
+ * [c0, c1) * rows_per_chunk. */
+static void dec_scale(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct dec_job *J = ctx;
+    const struct kv_attn_params *p = J->p;
+    const int32_t d = p->head_dim;
+    const int64_t rows = (int64_t)p->batch * p->n_heads;
+    const int64_t r1 = c1 * J->rows_per_chunk < rows ? c1 * J->rows_per_chunk : rows;
+    (void)worker;
+    for (int64_t r = c0 * J->rows_per_chunk; r < r1; r++) {
+        for (int32_t e = 0; e < d; e++)
+            J->qs[(size_t)r * d + e] = J->q[(size_t)r * d + e] * p->scale;
+        for (size_t j = 0; j < J->n_keys; j++)
+            p->mass[(size_t)r * J->n_keys + j] = -INFINITY;
+    }
+}
+
+/* Split-K chunks [c0, c1), each (sequence, kv head, split). */
+static void dec_splits(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct dec_job *J = ctx;
+    const struct kv_attn_params *p = J->p;
+    const struct kv_attn_layout *L = J->L;
+    const int32_t d = p->head_dim, g = L->g, S = L->splits, H = p->n_heads;
+    float *my = J->scratch + (size_t)worker * L->per_thread;
+    for (int64_t it = c0; it < c1; it++) {
+        int64_t bh = it / S;
+        int32_t s = (int32_t)(it % S), b = (int32_t)(bh / p->n_kv_heads),
+                h = (int32_t)(bh % p->n_kv_heads);
+        int64_t nv = dec_visible(p, J->view, b);
+        int64_t chunk = (nv + S - 1) / S;
+        chunk = (chunk + DEC_KB - 1) / DEC_KB * DEC_KB;
+        int64_t v0 = s * chunk < nv ? s * chunk : nv;
+        int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
+        size_t r0 = (size_t)b * H + (size_t)h * g;
+        dec_chunk(J->parts + (size_t)it * g * L->slot, my, L, p, J->view, b, h, v0, v1,
+                  J->qs + r0 * d, J->prefetch, J->n_keys);
+    }
+}
+
+/* Merge the splits of each (sequence, query head), rows [c0, c1) *
+ * rows_per_chunk. */
+static void dec_merge(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct dec_job *J = ctx;
+    const struct kv_attn_params *p = J->p;
+    const struct kv_attn_layout *L = J->L;
+    const int32_t d = p->head_dim, g = L->g, S = L->splits, H = p->n_heads;
+    const int64_t rows = (int64_t)p->batch * H;
+    const int64_t r1 = c1 * J->rows_per_chunk < rows ? c1 * J->rows_per_chunk : rows;
+    const size_t n_keys = J->n_keys;
+    (void)worker;
+    for (int64_t r = c0 * J->rows_per_chunk; r < r1; r++) {
+        int32_t b = (int32_t)(r / H), hq = (int32_t)(r % H), h = hq / g, i = hq % g;
+        const float *st0 = J->parts + (((size_t)b * p->n_kv_heads + h) * S * g + i) * L->slot;
+        const size_t sstride = (size_t)g * L->slot;
+        float M = -INFINITY, lsum = 0.0f;
+        for (int32_t s = 0; s < S; s++) {
+            const float *st = st0 + s * sstride;
+            if (st[d + 1] > 0.0f && st[d] > M)
+                M = st[d];
         }
-        /* split-K chunks, each (sequence, kv head, split) independent */
-#pragma omp for schedule(static)
-        for (int64_t it = 0; it < items * S; it++) {
-            int64_t bh = it / S;
-            int32_t s = (int32_t)(it % S), b = (int32_t)(bh / p->n_kv_heads),
-                    h = (int32_t)(bh % p->n_kv_heads);
-            int64_t nv = dec_visible(p, view, b);
-            int64_t chunk = (nv + S - 1) / S;
-            chunk = (chunk + DEC_KB - 1) / DEC_KB * DEC_KB;
-            int64_t v0 = s * chunk < nv ? s * chunk : nv;
-            int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
-            size_t r0 = (size_t)b * H + (size_t)h * g;
-            dec_chunk(parts + (size_t)it * g * L->slot, my, L, p, view, b, h, v0, v1,
-                      qs + r0 * d, prefetch, n_keys);
-        }
-        /* merge the splits of each (sequence, query head) */
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            int32_t b = (int32_t)(r / H), hq = (int32_t)(r % H), h = hq / g, i = hq % g;
-            const float *st0 = parts + (((size_t)b * p->n_kv_heads + h) * S * g + i) * L->slot;
-            const size_t sstride = (size_t)g * L->slot;
-            float M = -INFINITY, lsum = 0.0f;
-            for (int32_t s = 0; s < S; s++) {
-                const float *st = st0 + s * sstride;
-                if (st[d + 1] > 0.0f && st[d] > M)
-                    M = st[d];
-            }
-            float *o = out + (size_t)r * d;
+        float *o = J->out + (size_t)r * d;
+        for (int32_t e = 0; e < d; e++)
+            o[e] = 0.0f;
+        for (int32_t s = 0; s < S; s++) {
+            const float *st = st0 + s * sstride;
+            if (!(st[d + 1] > 0.0f))
+                continue;
+            float f = expf(st[d] - M);
+            lsum += st[d + 1] * f;
             for (int32_t e = 0; e < d; e++)
-                o[e] = 0.0f;
-            for (int32_t s = 0; s < S; s++) {
-                const float *st = st0 + s * sstride;
-                if (!(st[d + 1] > 0.0f))
-                    continue;
-                float f = expf(st[d] - M);
-                lsum += st[d + 1] * f;
-                for (int32_t e = 0; e < d; e++)
-                    o[e] += st[e] * f;
-            }
+                o[e] += st[e] * f;
+        }
+        if (lsum > 0.0f) {
+            float inv = 1.0f / lsum;
+            for (int32_t e = 0; e < d; e++)
+                o[e] *= inv;
+        }
+        if (n_keys > 0) { /* raw scores -> probabilities */
+            float *m = p->mass + (size_t)r * n_keys;
             if (lsum > 0.0f) {
-                float inv = 1.0f / lsum;
-                for (int32_t e = 0; e < d; e++)
-                    o[e] *= inv;
-            }
-            if (n_keys > 0) { /* raw scores -> probabilities */
-                float *m = p->mass + (size_t)r * n_keys;
-                if (lsum > 0.0f) {
-                    exp_sub_rows(m, n_keys, M);
-                    const float inv = 1.0f / lsum;
-                    for (size_t j = 0; j < n_keys; j++)
-                        m[j] *= inv;
-                } else {
-                    memset(m, 0, n_keys * sizeof(float));
-                }
+                exp_sub_rows(m, n_keys, M);
+                const float inv = 1.0f / lsum;
+                for (size_t j = 0; j < n_keys; j++)
+                    m[j] *= inv;
+            } else {
+                memset(m, 0, n_keys * sizeof(float));
             }
         }
     }
+}
+
+/* Floats a row loop (scale, merge) touches below which it stays on the
+ * calling thread: waking the team costs more than the loop. */
+#define DEC_ROWS_PAR_MIN 32768
+
+/* Run a row loop over `rows` rows with `per_row` floats each: on the team
+ * when it is big enough, in chunks of about DEC_ROWS_PAR_MIN / 4 floats. */
+static void dec_rows(struct dec_job *J, kv_pool_fn fn, int64_t rows, double per_row)
+{
+    double total = (double)rows * per_row;
+    if (total < DEC_ROWS_PAR_MIN) {
+        J->rows_per_chunk = rows;
+        fn(J, 0, 1, 0);
+        return;
+    }
+    int64_t rpc = (int64_t)(DEC_ROWS_PAR_MIN / 4 / (per_row > 1 ? per_row : 1));
+    J->rows_per_chunk = rpc < 1 ? 1 : rpc;
+    kv_pool_run(J->p->n_threads, (rows + J->rows_per_chunk - 1) / J->rows_per_chunk, fn, J);
+}
+
+void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
+                    const struct kv_view *view, float *ws, const struct kv_attn_layout *L)
+{
+    const int32_t d = p->head_dim, S = L->splits;
+    const int64_t items = (int64_t)p->batch * p->n_kv_heads, rows = (int64_t)p->batch * p->n_heads;
+    struct dec_job J = {
+        .out = out,
+        .qs = ws,
+        .parts = ws + L->qs,
+        .scratch = ws + L->qs + L->parts,
+        .q = q,
+        .p = p,
+        .view = view,
+        .L = L,
+        .prefetch = dec_from_dram(p, view),
+        .n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0,
+    };
+    dec_rows(&J, dec_scale, rows, (double)d + (double)J.n_keys);
+    kv_pool_run(p->n_threads, items * S, dec_splits, &J);
+    dec_rows(&J, dec_merge, rows, (double)S * d + 2.0 * (double)J.n_keys);
 }

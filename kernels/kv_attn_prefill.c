@@ -7,15 +7,16 @@
  * The design decision that matters: no n_q x n_keys matrix exists. Key
  * tiles nobody sees are never visited, tiles on the diagonal are masked.
  * Quantized (and paged) key tiles are dequantized into a tile buffer first
- * (GEMM-bound, the conversion is small next to the GEMM). The tile GEMMs
- * run in the calling OpenMP thread: callers keep OpenBLAS at one thread
+ * (GEMM-bound, the conversion is small next to the GEMM). The tiles are
+ * chunks of the step's thread team (kv_pool.h) and their GEMMs run in the
+ * thread that claimed them: callers keep OpenBLAS at one thread
  * (openblas_set_num_threads(1)) so the two do not fight.
  */
 #include "kv_attention_impl.h"
+#include "kv_pool.h"
 
 #include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -251,45 +252,72 @@ static void pre_tile(float *out, const float *q, const struct kv_attn_params *p,
 /* ------------------------------------------------------------------------ */
 /* The driver: tiles over threads                                           */
 
+struct pre_job {
+    float *out, *scratch;
+    const float *q;
+    const struct kv_attn_params *p;
+    const struct kv_view *view;
+    const struct kv_attn_layout *L;
+    int32_t n_tiles;
+    int64_t bh_n;
+    size_t n_keys;
+};
+
+/* With mass rows: the tiles of one (b, h) add into the same mass rows, so
+ * a chunk is one (b, h) with all its tiles, after zeroing its rows. */
+static void pre_bh_chunks(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct pre_job *J = ctx;
+    const struct kv_attn_params *p = J->p;
+    const struct kv_attn_layout *L = J->L;
+    float *my = J->scratch + (size_t)worker * L->per_thread;
+    const size_t g = (size_t)L->g;
+    for (int64_t bh = c0; bh < c1; bh++) {
+        const int32_t b = (int32_t)(bh / p->n_kv_heads), h = (int32_t)(bh % p->n_kv_heads);
+        memset(p->mass + ((size_t)b * p->n_heads + (size_t)h * g) * J->n_keys, 0,
+               g * J->n_keys * sizeof(float));
+        for (int32_t tile = 0; tile < J->n_tiles; tile++) {
+            const int32_t i0 = tile * L->qt;
+            const int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
+            pre_tile(J->out, J->q, p, J->view, L, my, b, h, i0, nq, J->n_keys);
+        }
+    }
+}
+
+/* Without: a chunk is one (tile, b, h); later query tiles see more keys,
+ * so they come first (chunks are claimed in order). */
+static void pre_tile_chunks(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct pre_job *J = ctx;
+    const struct kv_attn_params *p = J->p;
+    const struct kv_attn_layout *L = J->L;
+    float *my = J->scratch + (size_t)worker * L->per_thread;
+    for (int64_t it = c0; it < c1; it++) {
+        int32_t tile = J->n_tiles - 1 - (int32_t)(it / J->bh_n);
+        int64_t bh = it % J->bh_n;
+        int32_t i0 = tile * L->qt;
+        int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
+        pre_tile(J->out, J->q, p, J->view, L, my, (int32_t)(bh / p->n_kv_heads),
+                 (int32_t)(bh % p->n_kv_heads), i0, nq, 0);
+    }
+}
+
 void kv_attn_prefill(float *out, const float *q, const struct kv_attn_params *p,
                      const struct kv_view *view, float *ws, const struct kv_attn_layout *L)
 {
-    float *scratch = ws + L->qs;
-    const int32_t n_tiles = (p->n_q + L->qt - 1) / L->qt;
-    const int64_t bh_n = (int64_t)p->batch * p->n_kv_heads, items = bh_n * n_tiles;
-    if (p->mass != NULL) {
-        /* the tiles of one (b, h) add into the same mass rows: each (b, h)
-         * runs its tiles in one thread, after zeroing its rows */
-        const size_t n_keys = (size_t)kv_view_keys(view), g = (size_t)L->g;
-#pragma omp parallel num_threads(p->n_threads)
-        {
-            float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t bh = 0; bh < bh_n; bh++) {
-                const int32_t b = (int32_t)(bh / p->n_kv_heads), h = (int32_t)(bh % p->n_kv_heads);
-                memset(p->mass + ((size_t)b * p->n_heads + (size_t)h * g) * n_keys, 0,
-                       g * n_keys * sizeof(float));
-                for (int32_t tile = 0; tile < n_tiles; tile++) {
-                    const int32_t i0 = tile * L->qt;
-                    const int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
-                    pre_tile(out, q, p, view, L, my, b, h, i0, nq, n_keys);
-                }
-            }
-        }
-        return;
-    }
-    /* later query tiles see more keys: hand them out first, one at a time */
-#pragma omp parallel num_threads(p->n_threads)
-    {
-        float *my = scratch + (size_t)omp_get_thread_num() * L->per_thread;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t it = 0; it < items; it++) {
-            int32_t tile = n_tiles - 1 - (int32_t)(it / bh_n);
-            int64_t bh = it % bh_n;
-            int32_t i0 = tile * L->qt;
-            int32_t nq = p->n_q - i0 < L->qt ? p->n_q - i0 : L->qt;
-            pre_tile(out, q, p, view, L, my, (int32_t)(bh / p->n_kv_heads),
-                     (int32_t)(bh % p->n_kv_heads), i0, nq, 0);
-        }
-    }
+    struct pre_job J = {
+        .out = out,
+        .scratch = ws + L->qs,
+        .q = q,
+        .p = p,
+        .view = view,
+        .L = L,
+        .n_tiles = (p->n_q + L->qt - 1) / L->qt,
+        .bh_n = (int64_t)p->batch * p->n_kv_heads,
+        .n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0,
+    };
+    if (p->mass != NULL)
+        kv_pool_run(p->n_threads, J.bh_n, pre_bh_chunks, &J);
+    else
+        kv_pool_run(p->n_threads, J.bh_n * J.n_tiles, pre_tile_chunks, &J);
 }

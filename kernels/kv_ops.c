@@ -2,15 +2,17 @@
  * kv_ops.c - GEMM, RMSNorm, RoPE, SwiGLU, softmax, argmax (see kv_ops.h).
  *
  * GEMM is OpenBLAS's sgemm with the weight matrix transposed at the call
- * (the weights stay in llama2.c's (out, in) layout), split over the OpenMP
- * team by kv_gemm itself; with at most GEMV_MAX_M rows of input (decode) it
- * is a streaming loop that reads each weight row once. The element-wise
- * ops are plain loops the compiler vectorises, split over rows with OpenMP
- * when there is enough work to pay for waking threads; the thread count is
- * whatever the caller set (the runner calls omp_set_num_threads). Each op has
+ * (the weights stay in llama2.c's (out, in) layout), split over the step's
+ * thread team (kv_pool.h) by kv_gemm itself; with at most GEMV_MAX_M rows of
+ * input (decode) it is a streaming loop that reads each weight row once.
+ * The element-wise ops are plain loops the compiler vectorises, split over
+ * rows on the team when there is enough work to pay for waking threads; the
+ * thread count is OpenMP's (omp_set_num_threads, which the runner calls),
+ * the threads are kv_pool's. Each op has
  * a `_ref` twin written as plainly as possible, in double, for the tests.
  */
 #include "kv_ops.h"
+#include "kv_pool.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -20,6 +22,27 @@
 
 /* Elements of work below which an op stays on one thread. */
 #define KV_OPS_PAR_MIN 32768
+
+/* Runs fn over `rows` rows of `per_row` elements each: on the calling
+ * thread below KV_OPS_PAR_MIN elements, else on the step's team (kv_pool.h)
+ * in chunks of about KV_OPS_PAR_MIN / 4 elements; fn gets chunk indices and
+ * reads the chunk size from *rows_per_chunk (the job's field). */
+static void run_rows(int64_t rows, int64_t per_row, int64_t *rows_per_chunk, kv_pool_fn fn,
+                     void *job)
+{
+    if (rows * per_row < KV_OPS_PAR_MIN) {
+        *rows_per_chunk = rows;
+        fn(job, 0, 1, 0);
+        return;
+    }
+    int64_t rpc = KV_OPS_PAR_MIN / 4 / (per_row > 0 ? per_row : 1);
+    *rows_per_chunk = rpc < 1 ? 1 : rpc;
+    kv_pool_run(omp_get_max_threads(), (rows + *rows_per_chunk - 1) / *rows_per_chunk, fn, job);
+}
+
+/* rows [c0, c1) * per of `rows`, clipped */
+#define CHUNK_ROWS(r0, r1, c0, c1, per, rows)                                                 \
+    const int64_t r0 = (c0) * (per), r1 = (c1) * (per) < (rows) ? (c1) * (per) : (rows)
 
 /* ------------------------------------------------------------------------ */
 /* Argument checks (kv_ops.h: nothing is written on an error)               */
@@ -122,14 +145,21 @@ static void dot_rows4(float *dots, const float *x, const float *w, int M, int64_
 }
 #endif
 
-/* out (M, N) = beta*out + x W^T for M <= GEMV_MAX_M: streams W once. */
-static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, int64_t N,
-                         int64_t K, float beta)
+/* One GEMV job for the decode team (kv_pool.h): rows [n0, n1) of W per
+ * chunk, `rows` of them (a multiple of 4). */
+struct gemv_job {
+    float *out;
+    const float *x, *w;
+    int64_t M, N, K, rows;
+    float beta;
+};
+
+static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                      int64_t K, float beta, int64_t n0, int64_t n1)
 {
 #ifdef __AVX512F__
     if (K % 16 == 0 && N % 4 == 0) {
-#pragma omp parallel for schedule(static) if (N * K >= GEMM_SERIAL_MNK)
-        for (int64_t n = 0; n < N; n += 4) {
+        for (int64_t n = n0; n < n1; n += 4) {
             float d[GEMV_MAX_M * 4] = {0};
             dot_rows4(d, x, w + n * K, (int)M, K);
             for (int64_t m = 0; m < M; m++)
@@ -140,13 +170,40 @@ static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, 
         return;
     }
 #endif
-#pragma omp parallel for schedule(static) if (N * K >= GEMM_SERIAL_MNK)
-    for (int64_t n = 0; n < N; n++) {
+    for (int64_t n = n0; n < n1; n++) {
         float d[GEMV_MAX_M] = {0}; /* dot_rows fills d[0..M); gcc cannot see it */
         dot_rows(d, x, w + n * K, (int)M, K);
         for (int64_t m = 0; m < M; m++)
             out[m * N + n] = beta == 0.0f ? d[m] : d[m] + beta * out[m * N + n];
     }
+}
+
+static void gemv_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct gemv_job *j = ctx;
+    (void)worker;
+    int64_t n0 = c0 * j->rows, n1 = c1 * j->rows < j->N ? c1 * j->rows : j->N;
+    gemv_rows(j->out, j->x, j->w, j->M, j->N, j->K, j->beta, n0, n1);
+}
+
+/* Bytes of W per chunk of a GEMV: enough that claiming one (a shared
+ * compare-and-swap) costs nothing beside streaming it, few enough that the
+ * chunks of the default model's 512 x 512 projections balance over threads. */
+#define GEMV_CHUNK_BYTES 65536
+
+/* out (M, N) = beta*out + x W^T for M <= GEMV_MAX_M: streams W once, split
+ * over the decode team (kv_pool.h) by chunks of rows of W. */
+static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, int64_t N,
+                         int64_t K, float beta)
+{
+    int64_t rows = GEMV_CHUNK_BYTES / (K * (int64_t)sizeof(float));
+    rows = rows < 4 ? 4 : rows / 4 * 4;
+    struct gemv_job j = {out, x, w, M, N, K, rows, beta};
+    const int64_t chunks = (N + rows - 1) / rows;
+    if (N * K < GEMM_SERIAL_MNK)
+        gemv_chunk(&j, 0, chunks, 0);
+    else
+        kv_pool_run(omp_get_max_threads(), chunks, gemv_chunk, &j);
 }
 
 static void sgemm_nt(float *out, const float *x, const float *w, int64_t M, int64_t N,
@@ -156,10 +213,39 @@ static void sgemm_nt(float *out, const float *x, const float *w, int64_t M, int6
                 (int)K, w, (int)K, beta, out, (int)ldo);
 }
 
+/* A big GEMM on the step's team: out's columns (W's rows) or out's rows
+ * (x's rows) cut into `slices`, one sgemm each. */
+struct gemm_job {
+    float *out;
+    const float *x, *w;
+    int64_t M, N, K;
+    float beta;
+    int by_cols;
+    int64_t slices;
+};
+
+static void gemm_slices(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct gemm_job *j = ctx;
+    (void)worker;
+    for (int64_t c = c0; c < c1; c++) {
+        if (j->by_cols) {
+            int64_t n0 = j->N * c / j->slices, n1 = j->N * (c + 1) / j->slices;
+            if (n1 > n0)
+                sgemm_nt(j->out + n0, j->x, j->w + n0 * j->K, j->M, n1 - n0, j->K, j->beta, j->N);
+        } else {
+            int64_t m0 = j->M * c / j->slices, m1 = j->M * (c + 1) / j->slices;
+            if (m1 > m0)
+                sgemm_nt(j->out + m0 * j->N, j->x + m0 * j->K, j->w, m1 - m0, j->N, j->K, j->beta,
+                         j->N);
+        }
+    }
+}
+
 /*
  * Threads: the runner keeps OpenBLAS single-threaded and kv_gemm splits a big
- * GEMM across the OpenMP team itself (each thread one slice of W, or of x
- * when W is the smaller side), so the whole forward uses one thread pool;
+ * GEMM across the step's team itself (kv_pool.h: slices of W, or of x when
+ * W is the smaller side), so the whole forward uses one thread pool;
  * two pools (OpenBLAS's and OpenMP's) spinning against each other on few
  * cores cost several times the GEMM itself.
  */
@@ -203,23 +289,17 @@ enum kv_status kv_gemm(float *out, const float *x, const float *w, int64_t M, in
         gemm_small_m(out, x, w, M, N, K, beta);
         return KV_OK;
     }
-    if (M * N * K < GEMM_SERIAL_MNK || omp_in_parallel() || omp_get_max_threads() == 1) {
+    const int nt = kv_pool_threads(omp_get_max_threads());
+    if (M * N * K < GEMM_SERIAL_MNK || omp_in_parallel() || nt == 1) {
         sgemm_nt(out, x, w, M, N, K, beta, N);
         return KV_OK;
     }
-#pragma omp parallel
-    {
-        int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-        if (N >= M) { /* slice the columns of out, i.e. the rows of W */
-            int64_t n0 = N * id / nt, n1 = N * (id + 1) / nt;
-            if (n1 > n0)
-                sgemm_nt(out + n0, x, w + n0 * K, M, n1 - n0, K, beta, N);
-        } else { /* slice the rows of x and out */
-            int64_t m0 = M * id / nt, m1 = M * (id + 1) / nt;
-            if (m1 > m0)
-                sgemm_nt(out + m0 * N, x + m0 * K, w, m1 - m0, N, K, beta, N);
-        }
-    }
+    /* slices of the longer side, a few per thread so a thread that gets no
+     * CPU leaves its share to the others (kv_pool.h) */
+    struct gemm_job j = {out, x, w, M, N, K, beta, N >= M, 0};
+    const int64_t side = j.by_cols ? N : M;
+    j.slices = 4 * (int64_t)nt < side / 16 ? 4 * (int64_t)nt : (side / 16 > 1 ? side / 16 : 1);
+    kv_pool_run(nt, j.slices, gemm_slices, &j);
     return KV_OK;
 }
 
@@ -271,14 +351,30 @@ static enum kv_status rmsnorm_args(const float *out, const float *x, const float
     return count3(&n, rows, dim, 1);
 }
 
+struct rmsnorm_job {
+    float *out;
+    const float *x, *w;
+    int64_t rows;
+    int32_t dim;
+    int64_t per;
+};
+
+static void rmsnorm_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct rmsnorm_job *j = ctx;
+    (void)worker;
+    CHUNK_ROWS(r0, r1, c0, c1, j->per, j->rows);
+    for (int64_t r = r0; r < r1; r++)
+        rmsnorm_row(j->out + r * j->dim, j->x + r * j->dim, j->w, j->dim);
+}
+
 enum kv_status kv_rmsnorm(float *out, const float *x, const float *w, int64_t rows, int32_t dim)
 {
     enum kv_status st = rmsnorm_args(out, x, w, rows, dim);
     if (st != KV_OK)
         return st;
-#pragma omp parallel for schedule(static) if (rows * dim >= KV_OPS_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        rmsnorm_row(out + r * dim, x + r * dim, w, dim);
+    struct rmsnorm_job j = {out, x, w, rows, dim, 0};
+    run_rows(rows, dim, &j.per, rmsnorm_chunk, &j);
     return KV_OK;
 }
 
@@ -332,6 +428,35 @@ static enum kv_status rope_qk_args(const float *q, int32_t n_heads, const float 
     return st;
 }
 
+struct rope_job {
+    float *q, *k;
+    const int32_t *pos;
+    const double *inv_freq;
+    int64_t rows;
+    int32_t n_heads, n_kv_heads, head_dim, p0, np;
+    int64_t per;
+};
+
+static void rope_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct rope_job *j = ctx;
+    (void)worker;
+    CHUNK_ROWS(r0, r1, c0, c1, j->per, j->rows);
+    for (int64_t r = r0; r < r1; r++) {
+        float c[ROPE_BLOCK], s[ROPE_BLOCK];
+        for (int32_t i = 0; i < j->np; i++) {
+            double a = (double)j->pos[r] * j->inv_freq[i];
+            c[i] = (float)cos(a);
+            s[i] = (float)sin(a);
+        }
+        rope_rotate(j->q + r * j->n_heads * j->head_dim, j->n_heads, j->head_dim, j->p0, j->np,
+                    c, s);
+        if (j->k != NULL)
+            rope_rotate(j->k + r * j->n_kv_heads * j->head_dim, j->n_kv_heads, j->head_dim,
+                        j->p0, j->np, c, s);
+    }
+}
+
 enum kv_status kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, int64_t rows,
                        int32_t head_dim, const int32_t *pos)
 {
@@ -344,19 +469,8 @@ enum kv_status kv_rope(float *q, int32_t n_heads, float *k, int32_t n_kv_heads, 
         double inv_freq[ROPE_BLOCK];
         for (int32_t j = 0; j < np; j++)
             inv_freq[j] = pow(KV_ROPE_THETA, -(double)(2 * (p0 + j)) / head_dim);
-#pragma omp parallel for schedule(static) if (rows * head_dim * n_heads >= KV_OPS_PAR_MIN)
-        for (int64_t r = 0; r < rows; r++) {
-            float c[ROPE_BLOCK], s[ROPE_BLOCK];
-            for (int32_t j = 0; j < np; j++) {
-                double a = (double)pos[r] * inv_freq[j];
-                c[j] = (float)cos(a);
-                s[j] = (float)sin(a);
-            }
-            rope_rotate(q + r * n_heads * head_dim, n_heads, head_dim, p0, np, c, s);
-            if (k != NULL)
-                rope_rotate(k + r * n_kv_heads * head_dim, n_kv_heads, head_dim, p0, np,
-                            c, s);
-        }
+        struct rope_job j = {q, k, pos, inv_freq, rows, n_heads, n_kv_heads, head_dim, p0, np, 0};
+        run_rows(rows, (int64_t)head_dim * n_heads, &j.per, rope_chunk, &j);
     }
     return KV_OK;
 }
@@ -428,16 +542,30 @@ static enum kv_status swiglu_args(const float *a, const float *b, int64_t n)
     return count3(&c, n, 1, 1);
 }
 
+struct swiglu_job {
+    float *a;
+    const float *b;
+    int64_t n, per;
+};
+
+static void swiglu_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct swiglu_job *j = ctx;
+    (void)worker;
+    CHUNK_ROWS(i0, i1, c0, c1, j->per, j->n);
+    for (int64_t i = i0; i < i1; i++) {
+        float x = j->a[i];
+        j->a[i] = x / (1.0f + expf(-x)) * j->b[i];
+    }
+}
+
 enum kv_status kv_swiglu(float *a, const float *b, int64_t n)
 {
     enum kv_status st = swiglu_args(a, b, n);
     if (st != KV_OK)
         return st;
-#pragma omp parallel for schedule(static) if (n >= KV_OPS_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float x = a[i];
-        a[i] = x / (1.0f + expf(-x)) * b[i];
-    }
+    struct swiglu_job j = {a, b, n, 0};
+    run_rows(n, 1, &j.per, swiglu_chunk, &j);
     return KV_OK;
 }
 
