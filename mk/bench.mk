@@ -95,6 +95,16 @@ bench-quick: deps ## a reduced sweep (T up to 2048) and its plots: out/bench-qui
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_QUICK_CSV) PLOTS_DIR=$(BENCH_QUICK_PLOTS)
 	@echo "bench-quick: results in $(BENCH_QUICK_CSV), plots in $(BENCH_QUICK_PLOTS)/"
 
+# The decode step quiet and beside CPU-bound competitors, 1 and 2 threads, in
+# one run (bench/scripts/load_bench.sh; docs/performance.md, "Threads under
+# load"): LOAD_RUNTIMES names the kvlab binaries to compare, interleaved,
+# e.g. LOAD_RUNTIMES='new=build/kvlab old=/tmp/old/kvlab'.
+LOAD_DIR ?= out/load
+LOAD_RUNTIMES ?= kvlab=$(CLI)
+.PHONY: bench-load
+bench-load: deps $(CLI) ## the 2-thread step beside 3 CPU-bound competitors: out/load/load.{csv,md}
+	bash bench/scripts/load_bench.sh $(LOAD_DIR) $(LOAD_RUNTIMES)
+
 # Time the attention kernel alone (the machine's limits first, same threads), and
 # ggml's when the peers are built, into $(KERNEL_CSV) and $(PEERS_CSV), the
 # markdown table into $(KERNEL_CSV:.csv=.md), plot kernel.png.
