@@ -49,8 +49,8 @@ fresh_quick = $(MAKE) --no-print-directory $(CLI) && \
   { [ -f $(BENCH_QUICK_CSV) ] && [ $(BENCH_QUICK_CSV) -nt $(CLI) ] || $(MAKE) --no-print-directory bench-quick; }
 
 # Execute notebooks_data/kv_cache.ipynb headless (jupyter nbconvert --execute)
-# on the committed CSV, on a fresh bench-quick output and on a schema-2 copy;
-# fail on any cell error (tests/notebook_check.sh).
+# on the committed CSV, on a fresh bench-quick output, on a schema-2 copy and
+# on a copy with one noisy row; fail on any cell error (tests/notebook_check.sh).
 notebook-check: ## run the classroom notebook headless on the reference and a bench-quick run
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(NOTEBOOK_PKGS)"
 	@$(fresh_quick)

@@ -6,7 +6,9 @@
     notebook_check.py missing EXECUTED PATH     the first cell's output says PATH does not exist
 
 `ran` checks what nbconvert's exit status cannot: that the first cell read
-the intended file (its row count, counted here independently), that every
+the intended file (its row count, counted here independently) and listed
+its noisy rows (counted here too: series, T and reason of each, or that
+none is noisy, or that the file predates the noise columns), that every
 figure was drawn (one image/png output per figure cell), that the cell after
 each exercise printed an answer, and that the answers' exact identities hold
 (the attention-FLOP formula on every row; the int4 memory formula on every
@@ -53,6 +55,25 @@ def data_rows(csv_path):
     return n
 
 
+def noisy_rows(csv_path):
+    """(T, reason) of each row with noisy = 1; None when the file has no noisy
+    column (schema 1 and 2)."""
+    header, out = None, []
+    with open(csv_path, encoding="utf-8") as f:
+        for line in f:
+            if line.lstrip().startswith("#") or not line.strip():
+                continue
+            # noise_reason never holds a comma (the writer replaces them)
+            cells = line.rstrip("\n").split(",")
+            if header is None:
+                header = {c: i for i, c in enumerate(cells)}
+                if "noisy" not in header:
+                    return None
+            elif cells[header["noisy"]].strip() == "1":
+                out.append((cells[header["seq_len"]], cells[header["noise_reason"]]))
+    return out
+
+
 def check_clean(nb_path):
     nb = load(nb_path)
     bad = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
@@ -76,6 +97,20 @@ def check_ran(nb_path, csv_path):
     if (f"read {rows} rows" not in first or f"from {os.path.abspath(csv_path)} " not in first
             or "does not exist" in first):
         problems.append(f"the first cell did not read {csv_path} ({rows} rows): {first[:200]!r}")
+    noisy = noisy_rows(csv_path)
+    if noisy is None:
+        if "noisy rows: not recorded" not in first:
+            problems.append(f"the first cell did not say that {csv_path} predates the noise columns")
+    elif not noisy:
+        if "noisy rows: none" not in first:
+            problems.append(f"the first cell did not say that no row of {csv_path} is noisy")
+    elif f"noisy rows: {len(noisy)} of {rows} " not in first:
+        problems.append(f"the first cell did not count {len(noisy)} noisy rows of {rows}")
+    else:
+        lines = first.splitlines()
+        for t, reason in noisy:
+            if not any(f"T = {t} " in ln and ln.endswith(reason) for ln in lines):
+                problems.append(f"the first cell did not list the noisy row at T = {t} ({reason})")
     pngs = sum(1 for c in code for o in c.get("outputs", [])
                if "data" in o and "image/png" in o["data"])
     if pngs < FIGURES:

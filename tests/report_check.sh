@@ -10,14 +10,18 @@
 #    with one line naming the file (and the line), exit 2 from the script,
 #    and leave the previous report as it was, with no temporary file.
 # 2. For each CSV (make report-check passes the committed reference run and a
-#    fresh bench-quick output) and a schema-2 copy of the first
-#    (tests/csv_v2.awk): `make report` with target tables made from it
+#    fresh bench-quick output), a schema-2 copy of the first
+#    (tests/csv_v2.awk) and a copy of the first with one row noisy
+#    (tests/csv_noisy.awk): `make report` with target tables made from it
 #    (bench/scripts/kernel_table.sh --steps) and from a small `kvlab kernel` run of
 #    this test; the second run adds a peers file and BASELINE. The page must
 #    name the run's commit, inline every SVG of its plots folder, carry no
 #    script and no external address, and pass tests/browser_check.py in
 #    headless chromium (figures rendered, no console error, no request beyond
-#    the page); its screenshot goes to out/report-NAME.png.
+#    the page); its screenshot goes to out/report-NAME.png. Its noisy rows
+#    (schema 3), counted here, must be counted under "The run", listed in a
+#    warning when there are any, and their step times marked; a page without
+#    the noise columns says nothing of them.
 # 3. The browser check must fail on a page with a broken image and an
 #    external style sheet (so it is known to catch them).
 set -u
@@ -98,10 +102,25 @@ else
 fi
 
 awk -f tests/csv_v2.awk "$REF" >"$W/schema2.csv"
+# One row noisy, with a reason holding markup the page must escape.
+REASON='other programs used 1.62 cores (limit 0.30); <script>x</script> & more'
+awk -v reason="$REASON" -v picked="$W/noisy.picked" -f tests/csv_noisy.awk "$REF" >"$W/noisy.csv" ||
+    flunk "no noisy fixture: $REF lacks the noise columns (schema 3) or a dynamic row"
+IFS=, read -r noisy_series noisy_t <"$W/noisy.picked" 2>/dev/null
+
+# noise_of CSV: "NOISY ROWS", NOISY "-" when the file has no noisy column
+noise_of() {
+    awk -F, '/^[ \t]*#/ || !NF { next }
+             !h { h = 1; for (j = 1; j <= NF; j++) if ($j == "noisy") c = j; next }
+             { rows++ } c && $c == 1 { n++ }
+             END { print (c ? n + 0 : "-"), rows + 0 }' "$1"
+}
+
 i=0
-for csv in "$@" "$W/schema2.csv"; do
+for csv in "$@" "$W/schema2.csv" "$W/noisy.csv"; do
     i=$((i + 1))
     name=$(basename "$csv" .csv); [ "$csv" = "$W/schema2.csv" ] && name=schema2
+    [ "$csv" = "$W/noisy.csv" ] && name=noisy
     [ "$csv" = "$REF" ] && name=reference
     D="$W/$name"; mkdir -p "$D"
     bash bench/scripts/kernel_table.sh --steps "$csv" >"$D/steps.md"
@@ -129,14 +148,36 @@ for csv in "$@" "$W/schema2.csv"; do
     grep -qi '<script' "$page" && problems="$problems; a <script>"
     ext=$(grep -oE '(src|href)="(https?:)?//[^"]*|url\((https?:)?//' "$page" | head -n 1)
     [ -z "$ext" ] || problems="$problems; an external address: $ext"
+    read -r nnoisy nrows < <(noise_of "$csv")
+    marked=$(grep -o '<td class="num noisy" title="noisy: ' "$page" | wc -l)
+    listed=$(grep -o '<div class="warn" id="noisy">.*</div>' "$page" | grep -o '<li>' | wc -l)
+    if [ "$nnoisy" = - ]; then
+        grep -q 'No row is noisy\|id="noisy"\|†' "$page" || [ "$marked" != 0 ] &&
+            problems="$problems; noisy rows spoken of without a noisy column"
+    elif [ "$nnoisy" = 0 ]; then
+        grep -q "No row is noisy: none of the $nrows rows" "$page" || problems="$problems; 'No row is noisy' missing"
+        grep -q 'id="noisy"\|†' "$page" || [ "$marked" != 0 ] && problems="$problems; a noisy mark with no noisy row"
+    else
+        grep -qE "<strong>$nnoisy of $nrows rows (is|are) noisy</strong>" "$page" ||
+            problems="$problems; '$nnoisy of $nrows rows noisy' missing"
+        [ "$listed" = "$nnoisy" ] || problems="$problems; $listed noisy rows listed in the warning, not $nnoisy"
+        [ "$marked" = "$nnoisy" ] || problems="$problems; $marked step times marked noisy, not $nnoisy"
+        grep -q '<p class="note">† noisy: measured under interference' "$page" ||
+            problems="$problems; no legend under the marked table"
+    fi
+    if [ "$name" = noisy ]; then
+        reason=$(printf '%s' "$REASON" | sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g')
+        grep -qF "<li><b>$noisy_series</b>, T = $noisy_t: $reason</li>" "$page" ||
+            problems="$problems; the warning does not list $noisy_series at T = $noisy_t with the escaped reason"
+        grep -qF "<td class=\"num noisy\" title=\"noisy: $reason\">" "$page" ||
+            problems="$problems; no step time marked with the escaped reason"
+    fi
     if [ $i = 2 ]; then
         nk=$(grep -vc '^#' "$W/kernel.csv"); nk=$((nk - 1))
         grep -q "$nk rows from <code>$D/peers.csv</code>" "$page" || problems="$problems; peers table missing"
         # the run against itself: no regression, unless a row of it was measured
         # under interference (noisy=1), which compare does not judge (exit 3)
-        nnoisy=$(awk -F, '/^#/ { next } !c { for (j = 1; j <= NF; j++) if ($j == "noisy") c = j; next }
-                          c && $c == 1 { n++ } END { print n + 0 }' "$csv")
-        want='no regression'; [ "$nnoisy" = 0 ] || want='noisy, re-run'
+        want='no regression'; [ "${nnoisy/-/0}" = 0 ] || want='noisy, re-run'
         grep -q 'id="compare"' "$page" && grep -q "<strong>$want" "$page" ||
             problems="$problems; compare verdict '$want' ($nnoisy noisy rows) missing"
     else

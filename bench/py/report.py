@@ -9,7 +9,9 @@ The page holds the run's metadata (the CSV's `# key=value` lines), the
 target tables of `make bench` (out/steps.md, out/kernel.md, met / not met),
 a table of the sweep's key figures, every SVG under the plots folder inlined,
 the peers' measurements when out/peers.csv exists and, with --baseline, the
-verdicts of `kvlab compare BASE.csv NEW.csv`.
+verdicts of `kvlab compare BASE.csv NEW.csv`. Rows that schema 3 flags as
+measured under interference (noisy = 1) are counted under "The run", listed
+there with their reasons, and their times marked in the key figures.
 
 The one design decision: the page is a single file that needs nothing else.
 No script, no external font, image, style sheet or link that loads; the SVGs
@@ -364,6 +366,16 @@ def series_of(rows):
     return out
 
 
+def is_noisy(row):
+    """Schema 3's verdict; files before it (no noisy column) count as clean."""
+    return row.get("noisy") == 1
+
+
+def reason_of(row):
+    r = str(row.get("noise_reason") or "").strip()
+    return r if r and r != "-" else "no reason recorded"
+
+
 # ------------------------------------------------------------------ HTML pieces
 
 E = html.escape
@@ -465,14 +477,22 @@ def markdown_tables(text):
     return "\n".join(out), met, notmet
 
 
-def csv_table(header, rows, numeric=None):
+def csv_table(header, rows, numeric=None, noisy=None):
+    """NOISY: {(row index, column): reason} of the cells measured under
+    interference, marked with NOISY_MARK and the reason as their title."""
     numeric = numeric or set()
+    noisy = noisy or {}
     h = ['<div class="tw"><table><thead><tr>']
     h += [f'<th class="num">{E(c)}</th>' if c in numeric else f"<th>{E(c)}</th>" for c in header]
     h.append("</tr></thead><tbody>")
-    for r in rows:
+    for i, r in enumerate(rows):
         h.append("<tr>")
         for c, v in zip(header, r):
+            if (i, c) in noisy:
+                cls = ["num", "noisy"] if c in numeric else ["noisy"]
+                h.append(f'<td class="{" ".join(cls)}" title="noisy: {E(noisy[i, c])}">'
+                         f'{E(v)}{NOISY_MARK}</td>')
+                continue
             cls = [] if c not in numeric else ["num"]
             vc = verdict_class(v) if c == "verdict" else ""
             if c == "verdict" and v in ("slower", "worse"):
@@ -562,7 +582,8 @@ def inline_svg(path, prefix, title):
 
 STYLE = """
 :root { --fg:#111; --bg:#fff; --muted:#444; --line:#bbb; --zebra:#f2f4f7;
-        --met:#0a6b2b; --metbg:#e3f4e8; --not:#a3000f; --notbg:#fde5e7; --accent:#0b4f9c; }
+        --met:#0a6b2b; --metbg:#e3f4e8; --not:#a3000f; --notbg:#fde5e7; --accent:#0b4f9c;
+        --warn:#7a4100; --warnbg:#fff0c2; }
 * { box-sizing: border-box; }
 html { font-size: 18px; }
 body { margin: 0; color: var(--fg); background: var(--bg); line-height: 1.45;
@@ -593,6 +614,9 @@ dl.meta dd { margin: 0; overflow-wrap: anywhere; }
 .banner { border: 3px solid var(--not); background: var(--notbg); color: var(--not);
           padding: .6rem .9rem; font-weight: 700; margin: 1rem 0; }
 .note { color: var(--muted); }
+.warn { border: 3px solid var(--warn); background: var(--warnbg); padding: .3rem .9rem; margin: 1rem 0; }
+.warn ul { margin: .3rem 0 .5rem; padding-left: 1.4rem; }
+td.noisy { color: var(--warn); background: var(--warnbg) !important; font-weight: 700; }
 .score { font-size: 1.2rem; font-weight: 700; }
 figure { margin: 1.2rem 0 2rem; }
 figure svg { display: block; width: 100%; max-width: 1280px; height: auto; border: 1px solid var(--line); }
@@ -611,13 +635,35 @@ META_GROUPS = [
              "wall_s", "command", "schema"]),
     ("Limits measured in the same run", ["read_gbps", "copy_gbps", "sgemm_gflops", "roofline"]),
 ]
+NOISY_MARK = "†"
 META_UNITS = {"read_gbps": " GB/s", "copy_gbps": " GB/s", "sgemm_gflops": " GFLOP/s",
               "wall_s": " s"}
 
 
-def meta_section(meta, meta_lines, csv_path):
+def noisy_paragraphs(meta, header, rows, series):
+    """The noisy rows, counted from the rows themselves (a partial or edited
+    file's `# noisy_rows` may say otherwise); nothing for schema 1 and 2."""
+    if "noisy" not in header:
+        return []
+    noisy = [(name, r) for name, rs in series.items() for r in rs if is_noisy(r)]
+    said = meta.get("noisy_rows")
+    differs = (f" (its metadata line says <code>noisy_rows={E(said)}</code>)"
+               if said is not None and said != str(len(noisy)) else "")
+    if not noisy:
+        return [f'<p class="note">No row is noisy: none of the {len(rows)} rows was measured under '
+                f"interference{differs}.</p>"]
+    items = "".join(f"<li><b>{E(name)}</b>, T = {int(r['seq_len'])}: {E(reason_of(r))}</li>"
+                    for name, r in noisy)
+    return [f'<div class="warn" id="noisy"><p><strong>{len(noisy)} of {len(rows)} rows '
+            f"{'is' if len(noisy) == 1 else 'are'} noisy</strong>{differs}: measured under interference, so their times are not the "
+            f"code's alone; exclude them or measure again. Their times are marked {NOISY_MARK} in "
+            f'the <a href="#figures-data">key figures</a>.</p><ul>{items}</ul></div>']
+
+
+def meta_section(meta, meta_lines, csv_path, noisy=()):
     h = ['<section id="run"><h2>The run</h2>',
-         f'<p>From the metadata lines of <code>{E(csv_path)}</code>.</p><div class="metagroups">']
+         f'<p>From the metadata lines of <code>{E(csv_path)}</code>.</p>{"".join(noisy)}'
+         '<div class="metagroups">']
     for title, keys in META_GROUPS:
         items = []
         for k in keys:
@@ -665,20 +711,28 @@ def targets_section(files, csv_mtime=None):
     return "\n".join(h), total_met, total_not
 
 
-def pivot(series, column, scale, digits):
+def pivot(series, column, scale, digits, mark_noisy=False):
     ts = sorted({int(r["seq_len"]) for rows in series.values() for r in rows})
     head = ["series"] + [f"T = {t}" for t in ts]
-    body = []
-    for name, rows in series.items():
+    body, marks = [], {}
+    for i, (name, rows) in enumerate(series.items()):
         by_t = {int(r["seq_len"]): r[column] for r in rows}
         body.append([name] + [fmt_num(by_t[t] * scale, digits) if t in by_t and by_t[t] is not None
                               else "–" for t in ts])
-    return csv_table(head, body, numeric=set(head[1:]))
+        if mark_noisy:
+            marks.update({(i, f"T = {int(r['seq_len'])}"): reason_of(r) for r in rows if is_noisy(r)})
+    table = csv_table(head, body, numeric=set(head[1:]), noisy=marks)
+    if marks:
+        table += (f'<p class="note">{NOISY_MARK} noisy: measured under interference, the time '
+                  "is not the code's alone (the reason in the cell's tooltip; every noisy row is "
+                  'listed under <a href="#run">The run</a>).</p>')
+    return table
 
 
 def figures_section(series, plots_dir):
     h = ['<section id="figures-data"><h2>Key figures</h2>',
-         "<h3>Median decode step (ms)</h3>", pivot(series, "step_ns_median", 1e-6, 3),
+         # interference disturbs times; cache bytes and logits errors are exact
+         "<h3>Median decode step (ms)</h3>", pivot(series, "step_ns_median", 1e-6, 3, True),
          "<h3>Resident cache (MiB)</h3>", pivot(series, "cache_bytes", 2**-20, 3),
          "<h3>Relative logits error against the exact cache</h3>", pivot(series, "rel_err", 1, 2),
          "</section>"]
@@ -852,7 +906,7 @@ def build_page(args):
 {score}
 <nav aria-label="sections"><ol>{"".join(f'<li><a href="#{a}">{E(t)}</a></li>' for a, t in nav)}</ol></nav>
 </header>
-{meta_section(meta, meta_lines, args.csv)}
+{meta_section(meta, meta_lines, args.csv, noisy_paragraphs(meta, header, rows, series))}
 {targets}
 {keyfigs}
 {figures}
