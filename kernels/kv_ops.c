@@ -186,24 +186,30 @@ static void gemv_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
     gemv_rows(j->out, j->x, j->w, j->M, j->N, j->K, j->beta, n0, n1);
 }
 
-/* Bytes of W per chunk of a GEMV: enough that claiming one (a shared
- * compare-and-swap) costs nothing beside streaming it, few enough that the
- * chunks of the default model's 512 x 512 projections balance over threads. */
-#define GEMV_CHUNK_BYTES 65536
+/* Bytes of W per chunk of a GEMV: W / (2 x threads), so each thread streams
+ * long runs the hardware prefetcher follows (64 KiB chunks cost the default
+ * model's 2-thread step at T 512 about 10% against OpenMP's static halves),
+ * within [GEMV_CHUNK_MIN, GEMV_CHUNK_MAX]: a thread that loses its CPU
+ * inside a chunk holds at most that much work back. */
+#define GEMV_CHUNK_MIN 65536
+#define GEMV_CHUNK_MAX (1 << 20)
 
 /* out (M, N) = beta*out + x W^T for M <= GEMV_MAX_M: streams W once, split
  * over the decode team (kv_pool.h) by chunks of rows of W. */
 static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, int64_t N,
                          int64_t K, float beta)
 {
-    int64_t rows = GEMV_CHUNK_BYTES / (K * (int64_t)sizeof(float));
+    const int nt = kv_pool_threads(omp_get_max_threads());
+    int64_t bytes = N * K * (int64_t)sizeof(float) / (2 * nt);
+    bytes = bytes < GEMV_CHUNK_MIN ? GEMV_CHUNK_MIN : bytes > GEMV_CHUNK_MAX ? GEMV_CHUNK_MAX : bytes;
+    int64_t rows = bytes / (K * (int64_t)sizeof(float));
     rows = rows < 4 ? 4 : rows / 4 * 4;
     struct gemv_job j = {out, x, w, M, N, K, rows, beta};
     const int64_t chunks = (N + rows - 1) / rows;
     if (N * K < GEMM_SERIAL_MNK)
         gemv_chunk(&j, 0, chunks, 0);
     else
-        kv_pool_run(omp_get_max_threads(), chunks, gemv_chunk, &j);
+        kv_pool_run(nt, chunks, gemv_chunk, &j);
 }
 
 static void sgemm_nt(float *out, const float *x, const float *w, int64_t M, int64_t N,
