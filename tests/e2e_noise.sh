@@ -188,16 +188,20 @@ PART=(sweep --strategies dynamic,static --seq-lens 256,512,1024,2048 --reps 201 
     --layers 4 --dim 256 --heads 4 --kv-heads 4 --hidden 512 --vocab 256 --threads 2
     --no-roofline --retries 2 --quiet)
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-# children_s: CPU seconds of this shell's finished children (bash's `times`)
-children_s() { times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }'; }
+# children_s FILE: CPU seconds of this shell's finished children, from what
+# bash's `times` wrote to FILE (`times` must run in this shell: in $(...)
+# it would count the subshell's children)
+children_s() { awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' "$1"; }
 now_ns() { date +%s%N; }
 tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
-t0=$(now_ns) b0=$(busy_ticks) c0=$(children_s)
+times >"$TMP/times0"
+t0=$(now_ns) b0=$(busy_ticks) c0=$(children_s "$TMP/times0")
 for i in 1 2 3; do
     "$KVLAB" "${PART[@]}" --out "$TMP/p$i.csv" >/dev/null 2>"$TMP/p$i.err" ||
         bad "quiet run $i: $(head -c 300 "$TMP/p$i.err")"
 done
-t1=$(now_ns) b1=$(busy_ticks) c1=$(children_s)
+times >"$TMP/times1"
+t1=$(now_ns) b1=$(busy_ticks) c1=$(children_s "$TMP/times1")
 other=$(awk -v b="$((b1 - b0))" -v k="$tick" -v c0="$c0" -v c1="$c1" -v w="$((t1 - t0))" \
     'BEGIN { printf "%.2f", (b / k - (c1 - c0)) / (w / 1e9) }')
 flags=$(cat "$TMP"/p[123].csv | awk -F, -v y="$(col "$TMP/p1.csv" noisy)" '/^#/ || /^strategy,/ { next } $y == 1 { n++ } END { print n + 0 }')
