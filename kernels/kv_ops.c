@@ -40,9 +40,11 @@ static void run_rows(int64_t rows, int64_t per_row, int64_t *rows_per_chunk, kv_
     kv_pool_run(omp_get_max_threads(), (rows + *rows_per_chunk - 1) / *rows_per_chunk, fn, job);
 }
 
-/* rows [c0, c1) * per of `rows`, clipped */
-#define CHUNK_ROWS(r0, r1, c0, c1, per, rows)                                                 \
-    const int64_t r0 = (c0) * (per), r1 = (c1) * (per) < (rows) ? (c1) * (per) : (rows)
+/* The end of chunks [.., c1) of `per` rows each, clipped to `rows`. */
+static int64_t chunk_end(int64_t c1, int64_t per, int64_t rows)
+{
+    return c1 * per < rows ? c1 * per : rows;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Argument checks (kv_ops.h: nothing is written on an error)               */
@@ -369,7 +371,7 @@ static void rmsnorm_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
 {
     const struct rmsnorm_job *j = ctx;
     (void)worker;
-    CHUNK_ROWS(r0, r1, c0, c1, j->per, j->rows);
+    const int64_t r0 = c0 * j->per, r1 = chunk_end(c1, j->per, j->rows);
     for (int64_t r = r0; r < r1; r++)
         rmsnorm_row(j->out + r * j->dim, j->x + r * j->dim, j->w, j->dim);
 }
@@ -447,7 +449,7 @@ static void rope_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
 {
     const struct rope_job *j = ctx;
     (void)worker;
-    CHUNK_ROWS(r0, r1, c0, c1, j->per, j->rows);
+    const int64_t r0 = c0 * j->per, r1 = chunk_end(c1, j->per, j->rows);
     for (int64_t r = r0; r < r1; r++) {
         float c[ROPE_BLOCK], s[ROPE_BLOCK];
         for (int32_t i = 0; i < j->np; i++) {
@@ -558,7 +560,7 @@ static void swiglu_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
 {
     const struct swiglu_job *j = ctx;
     (void)worker;
-    CHUNK_ROWS(i0, i1, c0, c1, j->per, j->n);
+    const int64_t i0 = c0 * j->per, i1 = chunk_end(c1, j->per, j->n);
     for (int64_t i = i0; i < i1; i++) {
         float x = j->a[i];
         j->a[i] = x / (1.0f + expf(-x)) * j->b[i];

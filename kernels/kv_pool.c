@@ -10,7 +10,8 @@
  * of two slots (generation & 1): a slot is rewritten two jobs later, after
  * the word has moved on, which the claim's compare-and-swap detects.
  */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+/* glibc declares sched_getaffinity and CPU_COUNT only for GNU sources */
+#define _GNU_SOURCE // NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp)
 #include "kv_pool.h"
 
 #include <limits.h>
@@ -263,7 +264,7 @@ void kv_pool_run(int n_threads, int64_t n_chunks, kv_pool_fn fn, void *ctx)
     uint32_t d = atomic_fetch_add(&P.done, (uint32_t)mine) + (uint32_t)mine;
     int late = 0;
     if ((int64_t)d < n_chunks) { /* chunks another thread claimed are still running */
-        for (unsigned i = 1; (int64_t)(d = atomic_load(&P.done)) < n_chunks; i++) {
+        for (unsigned i = 1; (int64_t)atomic_load(&P.done) < n_chunks; i++) {
             cpu_relax();
             if (i % 64 == 0 && now_ns() - t0 > KV_POOL_SPIN_NS) {
                 atomic_store(&P.caller_asleep, 1);
