@@ -180,7 +180,8 @@ fi
 # The default thresholds on 2 threads (the decode team), 8 rows. Loops are
 # switched on for the middle of a run: one pinned with taskset to CPU 0,
 # three unpinned. Every row of that run must be flagged, or re-measured to
-# within 25% of the quiet run's median. Three quiet runs flag at most 5% of
+# at most 25% above the quiet runs' median (competitors only slow a row; a
+# faster one says the quiet runs were disturbed, which is not this test's). Three quiet runs flag at most 5% of
 # their rows, asserted only when /proc/stat shows the machine was quiet
 # (other programs under 0.1 cores): on a busy CI runner a flag is no false
 # flag.
@@ -243,10 +244,10 @@ if [ -s "$TMP/pl.csv" ]; then
         f <= 3 { q[k, f] = $c["step_ns_median"]; next }
         { a = q[k, 1]; b = q[k, 2]; d = q[k, 3]
           m = a < b ? (b < d ? b : (a < d ? d : a)) : (a < d ? a : (b < d ? d : b))
-          if ($c["noisy"] != 1 && (m <= 0 || $c["step_ns_median"] / m > 1.25 || $c["step_ns_median"] / m < 0.75))
+          if ($c["noisy"] != 1 && (m <= 0 || $c["step_ns_median"] / m > 1.25))
               printf "%s %.2fx of quiet; ", k, $c["step_ns_median"] / m }' \
         "$TMP/p1.csv" "$TMP/p2.csv" "$TMP/p3.csv" "$TMP/pl.csv")
-    check "part-time competitors: every row flagged or within 25% of quiet (${off:-all})" test -z "$off"
+    check "part-time competitors: every row flagged or at most 25% above quiet (${off:-all})" test -z "$off"
 fi
 
 # ---------------------------------------------------------------- 4. bad input
