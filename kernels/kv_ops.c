@@ -147,12 +147,15 @@ static void dot_rows4(float *dots, const float *x, const float *w, int M, int64_
 }
 #endif
 
-/* One GEMV job for the decode team (kv_pool.h): rows [n0, n1) of W per
- * chunk, `rows` of them (a multiple of 4). */
+/* The decode team's GEMV job (kv_pool.h): one or more matrices that share
+ * x, each cut into chunks of `rows` rows of W; chunk c belongs to the part
+ * whose first chunk (first[]) is the last one <= c. */
 struct gemv_job {
-    float *out;
-    const float *x, *w;
-    int64_t M, N, K, rows;
+    const struct kv_gemm_part *parts;
+    int n_parts;
+    int64_t first[KV_GEMM_MULTI_MAX + 1];
+    const float *x;
+    int64_t M, K, rows;
     float beta;
 };
 
@@ -184,8 +187,15 @@ static void gemv_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
 {
     const struct gemv_job *j = ctx;
     (void)worker;
-    int64_t n0 = c0 * j->rows, n1 = c1 * j->rows < j->N ? c1 * j->rows : j->N;
-    gemv_rows(j->out, j->x, j->w, j->M, j->N, j->K, j->beta, n0, n1);
+    int p = 0;
+    for (int64_t c = c0; c < c1; c++) {
+        while (c >= j->first[p + 1])
+            p++;
+        const struct kv_gemm_part *q = &j->parts[p];
+        const int64_t n0 = (c - j->first[p]) * j->rows;
+        const int64_t n1 = n0 + j->rows < q->N ? n0 + j->rows : q->N;
+        gemv_rows(q->out, j->x, q->w, j->M, q->N, j->K, j->beta, n0, n1);
+    }
 }
 
 /* Bytes of W per chunk of a GEMV: W / (2 x threads), so each thread streams
@@ -196,19 +206,26 @@ static void gemv_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
 #define GEMV_CHUNK_MIN 65536
 #define GEMV_CHUNK_MAX (1 << 20)
 
-/* out (M, N) = beta*out + x W^T for M <= GEMV_MAX_M: streams W once, split
- * over the decode team (kv_pool.h) by chunks of rows of W. */
-static void gemm_small_m(float *out, const float *x, const float *w, int64_t M, int64_t N,
-                         int64_t K, float beta)
+/* out_p (M, N_p) = beta*out_p + x W_p^T for M <= GEMV_MAX_M, every part in
+ * one call of the decode team (kv_pool.h), by chunks of rows of each W_p:
+ * each W is streamed once, and the parts share one wait for the team. */
+static void gemm_small_m(const struct kv_gemm_part *parts, int n_parts, const float *x,
+                         int64_t M, int64_t K, float beta)
 {
     const int nt = kv_pool_threads(omp_get_max_threads());
-    int64_t bytes = N * K * (int64_t)sizeof(float) / (2 * nt);
+    int64_t total = 0;
+    for (int p = 0; p < n_parts; p++)
+        total += parts[p].N;
+    int64_t bytes = total * K * (int64_t)sizeof(float) / (2 * nt);
     bytes = bytes < GEMV_CHUNK_MIN ? GEMV_CHUNK_MIN : bytes > GEMV_CHUNK_MAX ? GEMV_CHUNK_MAX : bytes;
     int64_t rows = bytes / (K * (int64_t)sizeof(float));
     rows = rows < 4 ? 4 : rows / 4 * 4;
-    struct gemv_job j = {out, x, w, M, N, K, rows, beta};
-    const int64_t chunks = (N + rows - 1) / rows;
-    if (N * K < GEMM_SERIAL_MNK)
+    struct gemv_job j = {.parts = parts, .n_parts = n_parts, .x = x, .M = M, .K = K,
+                         .rows = rows, .beta = beta};
+    for (int p = 0; p < n_parts; p++)
+        j.first[p + 1] = j.first[p] + (parts[p].N + rows - 1) / rows;
+    const int64_t chunks = j.first[n_parts];
+    if (total * K < GEMM_SERIAL_MNK)
         gemv_chunk(&j, 0, chunks, 0);
     else
         kv_pool_run(nt, chunks, gemv_chunk, &j);
@@ -294,7 +311,8 @@ enum kv_status kv_gemm(float *out, const float *x, const float *w, int64_t M, in
         return KV_OK;
     }
     if (M <= GEMV_MAX_M) {
-        gemm_small_m(out, x, w, M, N, K, beta);
+        const struct kv_gemm_part part = {out, w, N};
+        gemm_small_m(&part, 1, x, M, K, beta);
         return KV_OK;
     }
     const int nt = kv_pool_threads(omp_get_max_threads());
@@ -308,6 +326,30 @@ enum kv_status kv_gemm(float *out, const float *x, const float *w, int64_t M, in
     const int64_t side = j.by_cols ? N : M;
     j.slices = 4 * (int64_t)nt < side / 16 ? 4 * (int64_t)nt : (side / 16 > 1 ? side / 16 : 1);
     kv_pool_run(nt, j.slices, gemm_slices, &j);
+    return KV_OK;
+}
+
+enum kv_status kv_gemm_multi(const struct kv_gemm_part *parts, int n_parts, const float *x,
+                             int64_t M, int64_t K, float beta, int64_t *flops)
+{
+    if (n_parts < 0 || n_parts > KV_GEMM_MULTI_MAX || (n_parts > 0 && parts == NULL))
+        return KV_ERR_INVALID;
+    int64_t sum = 0, mnk2;
+    for (int p = 0; p < n_parts; p++) {
+        enum kv_status st = gemm_args(parts[p].out, x, parts[p].w, M, parts[p].N, K, &mnk2);
+        if (st == KV_OK && __builtin_add_overflow(sum, mnk2, &sum))
+            st = KV_ERR_OVERFLOW;
+        if (st != KV_OK)
+            return st; /* nothing written yet */
+    }
+    if (M >= 1 && M <= GEMV_MAX_M && K > 0) {
+        if (flops != NULL)
+            *flops += sum;
+        gemm_small_m(parts, n_parts, x, M, K, beta);
+        return KV_OK;
+    }
+    for (int p = 0; p < n_parts; p++)
+        (void)kv_gemm(parts[p].out, x, parts[p].w, M, parts[p].N, K, beta, flops);
     return KV_OK;
 }
 

@@ -62,6 +62,24 @@
  */
 enum kv_status kv_gemm(float *out, const float *x, const float *w, int64_t M, int64_t N,
                        int64_t K, float beta, int64_t *flops);
+/*
+ * Several GEMMs on one input, as one piece of work: out_p (M, N_p) = beta *
+ * out_p + x (M, K) . W_p^T for each of the n_parts parts, the same result
+ * as kv_gemm on each in turn (flops adds each 2*M*N_p*K). With at most a
+ * few rows of x (decode) the parts share one call of the thread team
+ * instead of one each, which matters where cores are busy (kernels/kv_pool.h):
+ * the model passes q, k and v together, and the MLP's w1 and w3. 0 to
+ * KV_GEMM_MULTI_MAX parts; every part is checked as kv_gemm checks it before
+ * anything is written. The outputs must not overlap x or one another.
+ */
+#define KV_GEMM_MULTI_MAX 4
+struct kv_gemm_part {
+    float *out;     /* (M, N) */
+    const float *w; /* (N, K) */
+    int64_t N;
+};
+enum kv_status kv_gemm_multi(const struct kv_gemm_part *parts, int n_parts, const float *x,
+                             int64_t M, int64_t K, float beta, int64_t *flops);
 /* Triple loop, double accumulation. Same contract. */
 enum kv_status kv_gemm_ref(float *out, const float *x, const float *w, int64_t M, int64_t N,
                            int64_t K, float beta, int64_t *flops);

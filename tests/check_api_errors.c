@@ -257,6 +257,19 @@ START_TEST(test_ops)
         ck_assert(c[0] == 1.5f);
         ck_assert_int_eq(flops, 5);
     }
+    /* several GEMMs: a bad part refuses the call before any part is written */
+    struct kv_gemm_part parts[2] = {{c, b, 2}, {NULL, b, 2}};
+    c[0] = 4.0f;
+    ck_assert_int_eq(kv_gemm_multi(NULL, 1, a, 2, 2, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(parts, -1, a, 2, 2, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(parts, KV_GEMM_MULTI_MAX + 1, a, 2, 2, 0.0f, &flops),
+                     KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(parts, 2, a, 2, 2, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(parts, 1, a, -1, 2, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(parts, 1, NULL, 2, 2, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(NULL, 0, NULL, 0, 0, 0.0f, &flops), KV_OK);
+    ck_assert(c[0] == 4.0f);
+    ck_assert_int_eq(flops, 5);
     enum kv_status (*const norms[2])(float *, const float *, const float *, int64_t, int32_t) = {
         kv_rmsnorm, kv_rmsnorm_ref};
     for (int g = 0; g < 2; g++) {

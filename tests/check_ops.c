@@ -2,7 +2,8 @@
  * check_ops.c - the decoder's math kernels (kernels/kv_ops.h) against naive
  * references written here, independently of the library's `_ref` twins:
  * GEMM (every path: streaming small-M, serial sgemm, split over threads,
- * beta 0 and 1) and its FLOP counter, RMSNorm, RoPE (identity at position
+ * beta 0 and 1) and its FLOP counter, several GEMMs on one input
+ * (kv_gemm_multi: each part exactly as kv_gemm gives it), RMSNorm, RoPE (identity at position
  * 0, norm preservation, the exact angle formula, relative-position
  * property), SwiGLU, softmax (including huge inputs) and argmax.
  *
@@ -138,6 +139,78 @@ START_TEST(test_gemm_flops_empty)
     ck_assert(o[0] == 10.0f);
     kv_gemm(o, x, w, 1, 1, 4, 0.0f, NULL); /* NULL counter is allowed */
     ck_assert(o[0] == 10.0f);
+}
+END_TEST
+
+/* kv_gemm_multi gives each part exactly what kv_gemm gives it (the same
+ * 4-row groups, whatever the chunks), on every path: streamed (M <= 4)
+ * serial and on the team, sgemm (M = 5), K = 0, beta 0 and 1. */
+struct multi_case {
+    int64_t M, K;
+    int n;
+    int64_t N[3];
+    int threads;
+};
+static const struct multi_case multi_cases[] = {
+    {1, 512, 3, {512, 256, 256}, 2}, {1, 512, 3, {512, 256, 256}, 1},
+    {3, 512, 2, {1376, 1376, 0}, 2}, {4, 64, 3, {3, 5, 7}, 2},
+    {1, 9, 3, {3, 5, 7}, 2},         {5, 512, 2, {512, 130, 0}, 2},
+    {2, 0, 2, {4, 6, 0}, 2},         {1, 512, 1, {1024, 0, 0}, 2},
+};
+
+START_TEST(test_gemm_multi_as_each)
+{
+    const struct multi_case *mc = &multi_cases[_i];
+    rng_state = 5000 + (uint64_t)_i;
+    omp_set_num_threads(mc->threads);
+    float *x = rand_floats((size_t)(mc->M * mc->K) + 1, -1, 1);
+    for (int beta_i = 0; beta_i < 2; beta_i++) {
+        struct kv_gemm_part parts[3];
+        float *want[3], *w[3];
+        int64_t flops = 3, flops_want = 3;
+        for (int p = 0; p < mc->n; p++) {
+            size_t no = (size_t)(mc->M * mc->N[p]);
+            w[p] = rand_floats((size_t)(mc->N[p] * mc->K) + 1, -1, 1);
+            float *out = rand_floats(no + 1, -1, 1);
+            want[p] = malloc((no + 1) * sizeof(float));
+            memcpy(want[p], out, (no + 1) * sizeof(float));
+            kv_gemm(want[p], x, w[p], mc->M, mc->N[p], mc->K, (float)beta_i, &flops_want);
+            parts[p] = (struct kv_gemm_part){out, w[p], mc->N[p]};
+        }
+        ck_assert_int_eq(kv_gemm_multi(parts, mc->n, x, mc->M, mc->K, (float)beta_i, &flops),
+                         KV_OK);
+        ck_assert_int_eq(flops, flops_want);
+        for (int p = 0; p < mc->n; p++) {
+            size_t no = (size_t)(mc->M * mc->N[p]);
+            ck_assert_msg(memcmp(parts[p].out, want[p], (no + 1) * sizeof(float)) == 0,
+                          "case %d part %d beta %d differs from kv_gemm", _i, p, beta_i);
+            free(parts[p].out);
+            free(want[p]);
+            free(w[p]);
+        }
+    }
+    free(x);
+}
+END_TEST
+
+START_TEST(test_gemm_multi_refuses)
+{
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, w[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float a[2] = {9, 9}, b[2] = {9, 9};
+    struct kv_gemm_part parts[5] = {{a, w, 2}, {b, w, 2}, {a, w, 2}, {b, w, 2}, {a, w, 2}};
+    int64_t flops = 0;
+    ck_assert_int_eq(kv_gemm_multi(NULL, 1, x, 1, 4, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(parts, -1, x, 1, 4, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_gemm_multi(parts, KV_GEMM_MULTI_MAX + 1, x, 1, 4, 0.0f, &flops),
+                     KV_ERR_INVALID);
+    /* a bad second part: the first is not written either */
+    parts[1].w = NULL;
+    ck_assert_int_eq(kv_gemm_multi(parts, 2, x, 1, 4, 0.0f, &flops), KV_ERR_INVALID);
+    parts[1] = (struct kv_gemm_part){b, w, -1};
+    ck_assert_int_eq(kv_gemm_multi(parts, 2, x, 1, 4, 0.0f, &flops), KV_ERR_INVALID);
+    ck_assert(a[0] == 9 && a[1] == 9 && b[0] == 9 && b[1] == 9 && flops == 0);
+    ck_assert_int_eq(kv_gemm_multi(parts, 0, x, 1, 4, 0.0f, &flops), KV_OK);
+    ck_assert_int_eq(flops, 0);
 }
 END_TEST
 
@@ -434,6 +507,9 @@ static Suite *ops_suite(void)
     tcase_add_loop_test(tc, test_gemm_vs_naive, 0,
                         (int)(sizeof gemm_cases / sizeof gemm_cases[0]));
     tcase_add_test(tc, test_gemm_flops_empty);
+    tcase_add_loop_test(tc, test_gemm_multi_as_each, 0,
+                        (int)(sizeof multi_cases / sizeof multi_cases[0]));
+    tcase_add_test(tc, test_gemm_multi_refuses);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
 

@@ -522,9 +522,9 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         /* Attention block: xb = rmsnorm(x); q, k, v = xb W^T; RoPE. */
         kv_rmsnorm(r->xb, r->x, w->rms_att + (size_t)l * D, T, D);
         fl->norm += KV_FLOPS_RMSNORM_ELEM * T * D;
-        kv_gemm(r->q, r->xb, w->wq + l * wqo, T, D, D, 0.0f, &fl->gemm);
-        kv_gemm(r->k, r->xb, w->wk + l * wkv, T, KVD, D, 0.0f, &fl->gemm);
-        kv_gemm(r->v, r->xb, w->wv + l * wkv, T, KVD, D, 0.0f, &fl->gemm);
+        const struct kv_gemm_part qkv[3] = {
+            {r->q, w->wq + l * wqo, D}, {r->k, w->wk + l * wkv, KVD}, {r->v, w->wv + l * wkv, KVD}};
+        kv_gemm_multi(qkv, 3, r->xb, T, D, 0.0f, &fl->gemm);
         kv_rope(r->q, c->n_heads, r->k, c->n_kv_heads, T, HS, r->pos);
         fl->norm += KV_FLOPS_ROPE_PAIR * T * (c->n_heads + c->n_kv_heads) * (HS / 2);
 
@@ -568,8 +568,9 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         if (c->mlp) {
             kv_rmsnorm(r->xb, r->x, w->rms_ffn + (size_t)l * D, T, D);
             fl->norm += KV_FLOPS_RMSNORM_ELEM * T * D;
-            kv_gemm(r->hb, r->xb, w->w1 + l * wmlp, T, H, D, 0.0f, &fl->gemm);
-            kv_gemm(r->hb2, r->xb, w->w3 + l * wmlp, T, H, D, 0.0f, &fl->gemm);
+            const struct kv_gemm_part w13[2] = {{r->hb, w->w1 + l * wmlp, H},
+                                                {r->hb2, w->w3 + l * wmlp, H}};
+            kv_gemm_multi(w13, 2, r->xb, T, D, 0.0f, &fl->gemm);
             kv_swiglu(r->hb, r->hb2, T * H);
             fl->other += KV_FLOPS_SWIGLU_ELEM * T * H;
             kv_gemm(r->x, r->hb, w->w2 + l * wmlp, T, D, H, 1.0f, &fl->gemm);
