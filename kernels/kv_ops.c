@@ -152,7 +152,6 @@ static void dot_rows4(float *dots, const float *x, const float *w, int M, int64_
  * whose first chunk (first[]) is the last one <= c. */
 struct gemv_job {
     const struct kv_gemm_part *parts;
-    int n_parts;
     int64_t first[KV_GEMM_MULTI_MAX + 1];
     const float *x;
     int64_t M, K, rows;
@@ -220,8 +219,7 @@ static void gemm_small_m(const struct kv_gemm_part *parts, int n_parts, const fl
     bytes = bytes < GEMV_CHUNK_MIN ? GEMV_CHUNK_MIN : bytes > GEMV_CHUNK_MAX ? GEMV_CHUNK_MAX : bytes;
     int64_t rows = bytes / (K * (int64_t)sizeof(float));
     rows = rows < 4 ? 4 : rows / 4 * 4;
-    struct gemv_job j = {.parts = parts, .n_parts = n_parts, .x = x, .M = M, .K = K,
-                         .rows = rows, .beta = beta};
+    struct gemv_job j = {.parts = parts, .x = x, .M = M, .K = K, .rows = rows, .beta = beta};
     for (int p = 0; p < n_parts; p++)
         j.first[p + 1] = j.first[p] + (parts[p].N + rows - 1) / rows;
     const int64_t chunks = j.first[n_parts];
