@@ -10,7 +10,7 @@
 #   the same rounds, interleaved, so their ratios come from the same run:
 #     load_bench.sh out/load pool=build/kvlab omp=old/kvlab omp-passive=old/kvlab,OMP_WAIT_POLICY=passive
 # env: COMPETITORS (3), ROUNDS (3), REPS (15), SEQ_LENS (512,4096),
-#      STRATEGIES (dynamic,static), THREADS (1,2)
+#      STRATEGIES (bench/data/load.strategies), THREADS (1,2)
 # writes OUT_DIR/load.csv (one row per measurement) and OUT_DIR/load.md (the
 # medians over rounds and their ratios).
 set -euo pipefail
@@ -18,7 +18,9 @@ set -euo pipefail
 out=$1; shift
 [ $# -ge 1 ] || set -- "kvlab=${KVLAB:-build/kvlab}"
 COMPETITORS=${COMPETITORS:-3} ROUNDS=${ROUNDS:-3} REPS=${REPS:-15}
-SEQ_LENS=${SEQ_LENS:-512,4096} STRATEGIES=${STRATEGIES:-dynamic,static} THREADS=${THREADS:-1,2}
+SEQ_LENS=${SEQ_LENS:-512,4096} THREADS=${THREADS:-1,2}
+STRATEGIES=${STRATEGIES:-$(grep -v '^#' "$(dirname "$0")/../data/load.strategies" | head -n 1)}
+[ -n "$STRATEGIES" ] || { echo "load_bench: no strategies (bench/data/load.strategies)" >&2; exit 2; }
 for v in COMPETITORS ROUNDS REPS; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "load_bench: $v must be a whole number" >&2; exit 2; }
 done
