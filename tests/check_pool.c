@@ -92,13 +92,25 @@ END_TEST
 /* A team thread preempted inside a chunk                                   */
 
 /* A team thread's chunk takes 20 ms (as if it lost its CPU), the caller's
- * a microsecond. */
+ * a microsecond; the caller's first chunk waits (up to 100 ms) until a team
+ * thread has claimed one, or the caller would do all 64 before a team
+ * thread woke. */
+static _Atomic int team_claimed;
+
 static void slow_team_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
 {
     count_chunk(ctx, c0, c1, worker);
     if (worker > 0) {
+        atomic_store(&team_claimed, 1);
         struct timespec d = {0, 20000000};
         nanosleep(&d, NULL);
+    } else if (c0 == 0) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        while (!atomic_load(&team_claimed) &&
+               (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 100000000L);
     }
 }
 
@@ -113,6 +125,7 @@ START_TEST(test_late_team_backs_off)
     for (int i = 0; i < 500; i++) {
         memset(&j, 0, sizeof j);
         j.n_threads = 2;
+        atomic_store(&team_claimed, 0);
         kv_pool_run(2, 64, slow_team_chunk, &j);
         kv_pool_stats_get(&s1);
         if (s1.late_runs > s0.late_runs)
