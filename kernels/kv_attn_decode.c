@@ -617,19 +617,9 @@ static void dec_merge(void *ctx, int64_t c0, int64_t c1, int worker)
  * calling thread: waking the team costs more than the loop. */
 #define DEC_ROWS_PAR_MIN 32768
 
-/* Run a row loop over `rows` rows with `per_row` floats each: on the team
- * when it is big enough, in chunks of about DEC_ROWS_PAR_MIN / 4 floats. */
 static void dec_rows(struct dec_job *J, kv_pool_fn fn, int64_t rows, double per_row)
 {
-    double total = (double)rows * per_row;
-    if (total < DEC_ROWS_PAR_MIN) {
-        J->rows_per_chunk = rows;
-        fn(J, 0, 1, 0);
-        return;
-    }
-    int64_t rpc = (int64_t)(DEC_ROWS_PAR_MIN / 4 / (per_row > 1 ? per_row : 1));
-    J->rows_per_chunk = rpc < 1 ? 1 : rpc;
-    kv_pool_run(J->p->n_threads, (rows + J->rows_per_chunk - 1) / J->rows_per_chunk, fn, J);
+    kv_pool_run_rows(J->p->n_threads, rows, per_row, DEC_ROWS_PAR_MIN, &J->rows_per_chunk, fn, J);
 }
 
 void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,

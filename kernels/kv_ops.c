@@ -23,21 +23,12 @@
 /* Elements of work below which an op stays on one thread. */
 #define KV_OPS_PAR_MIN 32768
 
-/* Runs fn over `rows` rows of `per_row` elements each: on the calling
- * thread below KV_OPS_PAR_MIN elements, else on the step's team (kv_pool.h)
- * in chunks of about KV_OPS_PAR_MIN / 4 elements; fn gets chunk indices and
- * reads the chunk size from *rows_per_chunk (the job's field). */
+/* (the op's job holds *rows_per_chunk: kv_pool_run_rows) */
 static void run_rows(int64_t rows, int64_t per_row, int64_t *rows_per_chunk, kv_pool_fn fn,
                      void *job)
 {
-    if (rows * per_row < KV_OPS_PAR_MIN) {
-        *rows_per_chunk = rows;
-        fn(job, 0, 1, 0);
-        return;
-    }
-    int64_t rpc = KV_OPS_PAR_MIN / 4 / (per_row > 0 ? per_row : 1);
-    *rows_per_chunk = rpc < 1 ? 1 : rpc;
-    kv_pool_run(omp_get_max_threads(), (rows + *rows_per_chunk - 1) / *rows_per_chunk, fn, job);
+    kv_pool_run_rows(omp_get_max_threads(), rows, (double)per_row, KV_OPS_PAR_MIN, rows_per_chunk,
+                     fn, job);
 }
 
 /* The end of chunks [.., c1) of `per` rows each, clipped to `rows`. */
