@@ -51,7 +51,10 @@
     X(CI_LO, KV_SWEEP_COL_CI_LO, "%" PRId64, row->step_ns_ci_lo)                            \
     X(CI_HI, KV_SWEEP_COL_CI_HI, "%" PRId64, row->step_ns_ci_hi)                            \
     X(NOISY, KV_SWEEP_COL_NOISY, "%d", row->noisy)                                          \
-    X(NOISE_REASON, KV_SWEEP_COL_NOISE_REASON, "%s", reason)
+    X(NOISE_REASON, KV_SWEEP_COL_NOISE_REASON, "%s", reason)                                \
+    X(GEMV_MED, "gemv_ns_median", "%" PRId64, row->gemv_ns_median)                          \
+    X(OPS_MED, "ops_ns_median", "%" PRId64, row->ops_ns_median)                             \
+    X(SYNC_MED, "sync_ns_median", "%" PRId64, row->sync_ns_median)
 
 /* Values of the schema's columns, by id (names in csv_schema.h). */
 #define SWEEP_V_STRATEGY "%s", st->ops->name

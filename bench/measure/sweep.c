@@ -71,6 +71,7 @@ struct sweep {
     float *ref_logits;        /* (W + max reps, batch, vocab) reference per step */
     int64_t *times;           /* (max reps) step wall times */
     int64_t *attn;            /* (max reps) attention times */
+    int64_t *gemv, *ops, *sync; /* (max reps) the rest of the step's split */
     int32_t max_reps;
     /* progress */
     int64_t t_start;
@@ -414,6 +415,9 @@ static void sweep_free(struct sweep *s)
     kv_free(s->ref_logits);
     kv_free(s->times);
     kv_free(s->attn);
+    kv_free(s->gemv);
+    kv_free(s->ops);
+    kv_free(s->sync);
 }
 
 static void slot_init(struct slot *sl, const struct kv_sweep_strategy *st, int32_t index)
@@ -475,7 +479,11 @@ static enum kv_status sweep_setup(struct sweep *s)
     s->ref_logits = kv_alloc(steps * B * V * sizeof(float));
     s->times = kv_alloc((size_t)s->max_reps * sizeof(int64_t));
     s->attn = kv_alloc((size_t)s->max_reps * sizeof(int64_t));
-    if (!s->seq || !s->call || !s->logits || !s->ref_logits || !s->times || !s->attn)
+    s->gemv = kv_alloc((size_t)s->max_reps * sizeof(int64_t));
+    s->ops = kv_alloc((size_t)s->max_reps * sizeof(int64_t));
+    s->sync = kv_alloc((size_t)s->max_reps * sizeof(int64_t));
+    if (!s->seq || !s->call || !s->logits || !s->ref_logits || !s->times || !s->attn ||
+        !s->gemv || !s->ops || !s->sync)
         return KV_ERR_NOMEM;
 
     /* One fixed token sequence per batch row, from the seed and the row's
@@ -668,6 +676,9 @@ static enum kv_status row_times(struct sweep *s, const struct slot *sl, int32_t 
     row->step_ns_p95 = kv_stats_percentile_i64(s->times, R, KV_STATS_P95);
     row->step_ns_min = s->times[0]; /* sorted by the calls above */
     row->attn_ns_median = kv_stats_median_i64(s->attn, R);
+    row->gemv_ns_median = kv_stats_median_i64(s->gemv, R);
+    row->ops_ns_median = kv_stats_median_i64(s->ops, R);
+    row->sync_ns_median = kv_stats_median_i64(s->sync, R);
     /* the percentile interval of a few steps holds their median in
      * practice; widened to hold it always, so that ci_lo <= median <=
      * ci_hi is an invariant of the columns a reader may rely on */
@@ -788,6 +799,9 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
         if (j >= W) {
             s->times[j - W] = t1 - t0;
             s->attn[j - W] = ss.attn_ns;
+            s->gemv[j - W] = ss.gemv_ns;
+            s->ops[j - W] = t1 - t0 - ss.attn_ns - ss.gemv_ns;
+            s->sync[j - W] = ss.sync_ns;
         }
         if (j == stats_at) {
             row_step_stats(row, &ss);

@@ -106,6 +106,9 @@ struct kv_sweep_row {
     int64_t step_ns_median, step_ns_p95, step_ns_min;
     double step_ns_mean;
     int64_t attn_ns_median;  /* kv_attn time per step, all layers */
+    int64_t gemv_ns_median;  /* the weight GEMMs' (GEMVs') time per step */
+    int64_t ops_ns_median;   /* the rest: norms, RoPE, SwiGLU, cache update */
+    int64_t sync_ns_median;  /* of all three: waiting for team threads */
     int64_t flops_step;      /* kv_flops_total of the step at seq_len */
     int64_t attn_flops_step; /* flops.attn of that step (QK^T and PV) */
     int64_t gemm_flops_step; /* flops.gemm of that step */

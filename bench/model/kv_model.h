@@ -90,6 +90,10 @@ int64_t kv_flops_total(const struct kv_flops *f);
 struct kv_step_stats {
     struct kv_flops flops;
     int64_t attn_ns;       /* wall time inside kv_attn, all layers */
+    int64_t gemv_ns;       /* wall time inside the weight GEMMs (projections,
+                              MLP, classifier): GEMVs in a decode step */
+    int64_t sync_ns;       /* of all the above and the rest: time the calling
+                              thread waited for team threads' chunks (kv_pool) */
     int64_t tokens_fed;    /* tokens run through the model per sequence */
     size_t bytes_read;     /* analytic: weights + visible cache bytes */
     size_t attn_bytes;     /* the cache part of bytes_read: K/V bytes of the

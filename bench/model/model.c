@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "../../kernels/kv_ops.h"
+#include "../../kernels/kv_pool.h"
 #include "checkpoint.h"
 
 /* ------------------------------------------------------------------------ */
@@ -394,8 +395,9 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     r->ws = a + o_ws;
     r->ws_bytes = ws;
 
-    /* One thread pool: OpenMP runs the team, kv_gemm splits big GEMMs over
-     * it and OpenBLAS itself stays single-threaded (see kv_ops.c). */
+    /* One thread team (kernels/kv_pool.h), sized by OpenMP's thread count:
+     * kv_gemm splits big GEMMs over it, so OpenBLAS itself stays
+     * single-threaded (see kv_ops.c). */
     openblas_set_num_threads(1);
     omp_set_num_threads(n_threads);
     *out = r;
@@ -505,6 +507,11 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
 
     struct kv_step_stats local = {0};
     struct kv_flops *fl = &local.flops;
+    struct kv_pool_stats pool0, pool1;
+    kv_pool_stats_get(&pool0);
+    int64_t g0;
+/* the weight GEMMs' time, for the step's split (a clock read is ~20 ns) */
+#define TIMED_GEMM(call) (g0 = kv_now_ns(), (call), local.gemv_ns += kv_now_ns() - g0)
 
     /* Embedding and positions: row b*n + t is token t of sequence b. */
     for (int32_t b = 0; b < B; b++) {
@@ -524,7 +531,7 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         fl->norm += KV_FLOPS_RMSNORM_ELEM * T * D;
         const struct kv_gemm_part qkv[3] = {
             {r->q, w->wq + l * wqo, D}, {r->k, w->wk + l * wkv, KVD}, {r->v, w->wv + l * wkv, KVD}};
-        kv_gemm_multi(qkv, 3, r->xb, T, D, 0.0f, &fl->gemm);
+        TIMED_GEMM(kv_gemm_multi(qkv, 3, r->xb, T, D, 0.0f, &fl->gemm));
         kv_rope(r->q, c->n_heads, r->k, c->n_kv_heads, T, HS, r->pos);
         fl->norm += KV_FLOPS_ROPE_PAIR * T * (c->n_heads + c->n_kv_heads) * (HS / 2);
 
@@ -561,7 +568,7 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         local.attn_bytes += kv_attn_span_bytes(&ap, &view);
 
         /* x += att Wo^T (residual fused into the GEMM's beta = 1). */
-        kv_gemm(r->x, r->att, w->wo + l * wqo, T, D, D, 1.0f, &fl->gemm);
+        TIMED_GEMM(kv_gemm(r->x, r->att, w->wo + l * wqo, T, D, D, 1.0f, &fl->gemm));
         fl->other += KV_FLOPS_RESIDUAL_ELEM * T * D;
 
         /* MLP block: x += w2(silu(w1 xb) * w3 xb), xb = rmsnorm(x). */
@@ -570,10 +577,10 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
             fl->norm += KV_FLOPS_RMSNORM_ELEM * T * D;
             const struct kv_gemm_part w13[2] = {{r->hb, w->w1 + l * wmlp, H},
                                                 {r->hb2, w->w3 + l * wmlp, H}};
-            kv_gemm_multi(w13, 2, r->xb, T, D, 0.0f, &fl->gemm);
+            TIMED_GEMM(kv_gemm_multi(w13, 2, r->xb, T, D, 0.0f, &fl->gemm));
             kv_swiglu(r->hb, r->hb2, T * H);
             fl->other += KV_FLOPS_SWIGLU_ELEM * T * H;
-            kv_gemm(r->x, r->hb, w->w2 + l * wmlp, T, D, H, 1.0f, &fl->gemm);
+            TIMED_GEMM(kv_gemm(r->x, r->hb, w->w2 + l * wmlp, T, D, H, 1.0f, &fl->gemm));
             fl->other += KV_FLOPS_RESIDUAL_ELEM * T * D;
         }
     }
@@ -582,15 +589,18 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         /* Final norm and classifier on every token (xb is free now). */
         kv_rmsnorm(r->xb, r->x, w->rms_final, T, D);
         fl->norm += KV_FLOPS_RMSNORM_ELEM * T * D;
-        kv_gemm(logits, r->xb, w->wcls, T, c->vocab_size, D, 0.0f, &fl->gemm);
+        TIMED_GEMM(kv_gemm(logits, r->xb, w->wcls, T, c->vocab_size, D, 0.0f, &fl->gemm));
     } else {
         /* Final norm and classifier on the last token of each sequence only. */
         for (int32_t b = 0; b < B; b++)
             kv_rmsnorm(r->xlast + (size_t)b * D, r->x + ((int64_t)b * n + n - 1) * D,
                        w->rms_final, 1, D);
         fl->norm += KV_FLOPS_RMSNORM_ELEM * (int64_t)B * D;
-        kv_gemm(logits, r->xlast, w->wcls, B, c->vocab_size, D, 0.0f, &fl->gemm);
+        TIMED_GEMM(kv_gemm(logits, r->xlast, w->wcls, B, c->vocab_size, D, 0.0f, &fl->gemm));
     }
+#undef TIMED_GEMM
+    kv_pool_stats_get(&pool1);
+    local.sync_ns = pool1.wait_ns - pool0.wait_ns;
 
     local.tokens_fed = n;
     local.bytes_read += local.attn_bytes + kv_model_weight_bytes(c);
@@ -601,6 +611,8 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         st->flops.norm += fl->norm;
         st->flops.other += fl->other;
         st->attn_ns += local.attn_ns;
+        st->gemv_ns += local.gemv_ns;
+        st->sync_ns += local.sync_ns;
         st->tokens_fed += local.tokens_fed;
         st->bytes_read += local.bytes_read;
         st->attn_bytes += local.attn_bytes;
