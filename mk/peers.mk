@@ -35,15 +35,15 @@ peers: ## fetch (pinned, checked) and build llama.cpp/ggml and the harnesses (bu
 # it with the default build settings, as `peers` and `bench` do).
 peers-bin: $(PEERS_GGML) $(PEERS_LLAMA) ## relink kvlab's two peer harnesses against that build
 
-# (the timing protocol and option parsing of `kvlab kernel` live in the CLI's
-# archive, the allocator and kernels in libkvlab)
+# (the timing protocol and the command layer that parses both harnesses'
+# options live in the CLI's archive, the allocator and kernels in libkvlab)
 $(PEERS_GGML): bench/peers/ggml_attn.c bench/measure/kernel_timing.h $(PEERS_STAMP) $(CLI_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(CLI_LIB) $(LIB) $(PEERS_LIBS) $(LDLIBS)
 
-$(PEERS_LLAMA): bench/peers/llama_greedy.c $(PEERS_STAMP)
+$(PEERS_LLAMA): bench/peers/llama_greedy.c $(PEERS_STAMP) $(CLI_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(PEERS_LIBS) -lm
+	$(CC) $(PEERS_CFLAGS) $(PEERS_INC) -o $@ $< $(CLI_LIB) $(LIB) $(PEERS_LIBS) $(LDLIBS)
 
 # The external agreement checks, required: greedy tokens of llama.cpp and of
 # PyTorch equal kvlab's (tests/e2e_peers.sh; make test runs it too, skipping

@@ -150,6 +150,15 @@ if peers_built; then
     check "kvlab-peer-llama: bad prompt ids exit 2" test $? = 2
     "$LL" --model "$TMP/default.gguf" --prompt-tokens 999 --steps 2 >/dev/null 2>&1
     check "kvlab-peer-llama: an id outside the vocabulary exits 2" test $? = 2
+    # both harnesses parse through kvlab's command layer: strict numbers,
+    # options that the mode ignores refused, one line
+    "$LL" --model "$TMP/default.gguf" --prompt-tokens 1 --steps 2x >/dev/null 2>"$TMP/ll.err"
+    check "kvlab-peer-llama: --steps 2x exits 2 with one line" test $? = 2 -a "$(wc -l <"$TMP/ll.err")" = 1
+    "$LL" --model "$TMP/default.gguf" --tokenize hi --steps 2 >/dev/null 2>"$TMP/ll.err"
+    check "kvlab-peer-llama: --steps with --tokenize exits 2 naming the mode" \
+        test $? = 2 -a "$(grep -c 'has no effect here' "$TMP/ll.err")" = 1
+    "$LL" --model "$TMP/default.gguf" --steps 2 >/dev/null 2>&1
+    check "kvlab-peer-llama: no --prompt-tokens exits 2" test $? = 2
 
     # the ggml harness: tiny shapes, cold over copies of > 1 MiB and hot
     G="$PEERS_DIR/bin/kvlab-peer-ggml"
@@ -168,6 +177,10 @@ if peers_built; then
     check "ggml harness: kv-heads not dividing heads exits 2" test $? = 2
     "$G" --layout rows >/dev/null 2>&1
     check "ggml harness: an unknown layout exits 2" test $? = 2
+    "$G" --seq-len 64,,600 >/dev/null 2>"$TMP/g.err"
+    check "ggml harness: an empty list entry exits 2 with one line" test $? = 2 -a "$(wc -l <"$TMP/g.err")" = 1
+    "$G" --threads 0 >/dev/null 2>&1
+    check "ggml harness: --threads 0 exits 2" test $? = 2
 elif [ "$REQUIRED" = 1 ]; then
     bad "llama.cpp peers are not built in $PEERS_DIR (make peers)"
 else

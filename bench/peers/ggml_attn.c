@@ -36,9 +36,12 @@
  *   kvlab-peer-ggml --head-dim D --heads H --kv-heads K --seq-len T[,T...]
  *       [--dtype f32,f16,bf16,q8_0,q4_0] [--layout llama,contig] [--hot]
  *       [--cold-bytes B] [--threads N] [--reps R] [--version STR] [--header]
+ *
+ * The options are a table of kvlab's command layer (bench/cli/cli_cmd.h),
+ * parsed as strictly as kvlab's own commands' (exit 2, one line).
  */
 #include <math.h>
-#include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +51,7 @@
 #include "ggml.h"
 
 #include "../../kernels/kv_common.h"
-#include "../cli/cli_opts.h"
+#include "../cli/cli_cmd.h"
 #include "../measure/kernel_timing.h"
 
 #define PEER_MAX_LIST 32
@@ -72,144 +75,131 @@ static const struct peer_type {
 enum peer_layout { PEER_LLAMA, PEER_CONTIG, PEER_LAYOUT_COUNT };
 static const char *const layout_names[PEER_LAYOUT_COUNT] = {"llama", "contig"};
 
-struct peer_opts {
-    int32_t head_dim, heads, kv_heads, threads, reps;
-    int32_t seq_len[PEER_MAX_LIST];
-    int n_seq_len;
-    int type[PEER_MAX_LIST];
-    int n_type;
-    int layout[PEER_LAYOUT_COUNT];
-    int n_layout;
-    enum kv_ktime_mode mode;
-    size_t cold_bytes;
-    const char *version;
-    int header;
+struct name_list {
+    int n;
+    int idx[PEER_MAX_LIST];
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: kvlab-peer-ggml --head-dim D --heads H --kv-heads K --seq-len T[,T...]\n"
-               "         [--dtype f32,f16,bf16,q8_0,q4_0] [--layout llama,contig] [--hot]\n"
-               "         [--cold-bytes B] [--threads N] [--reps R] [--version STR] [--header]\n"
-               "Times ggml_flash_attn_ext decode with kvlab kernel's protocol; prints\n"
-               "out/peers.csv rows.\n");
-}
+struct peer_opts {
+    int32_t head_dim, heads, kv_heads, reps;
+    struct kv_opt_ints seq_len;
+    struct name_list type, layout;
+    int hot;
+    int64_t cold_bytes;
+    const char *version;
+    int header;
+    /* set by peer_check: */
+    int32_t threads;
+    enum kv_ktime_mode mode;
+};
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 
-/* Comma list of names from `names` (n of them) into idx; count or -1. */
-static int name_list(const char *opt, const char *s, const char *const *names, int n, int *idx,
-                     int max_n)
+/* A comma list of names (n of them) into l; -1 for an empty entry, an
+ * unknown one or more than PEER_MAX_LIST. */
+static int parse_names(const char *s, const char *const *names, int n, struct name_list *l)
 {
-    char buf[256];
-    if (strlen(s) == 0 || strlen(s) >= sizeof buf || s[0] == ',' || s[strlen(s) - 1] == ',' ||
-        strstr(s, ",,")) {
-        fprintf(stderr, "kvlab-peer-ggml: %s expects a comma list, got '%s'\n", opt, s);
-        return -1;
-    }
-    strcpy(buf, s);
-    int count = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    l->n = 0;
+    for (const char *p = s;; p++) {
+        const char *e = strchr(p, ',');
+        size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
         int found = -1;
         for (int i = 0; i < n; i++)
-            if (strcmp(t, names[i]) == 0)
+            if (strlen(names[i]) == len && strncmp(p, names[i], len) == 0)
                 found = i;
-        if (found < 0 || count == max_n) {
-            fprintf(stderr, "kvlab-peer-ggml: %s: unknown or too many entries in '%s'\n", opt, s);
+        if (found < 0 || l->n == PEER_MAX_LIST)
             return -1;
-        }
-        idx[count++] = found;
+        l->idx[l->n++] = found;
+        if (e == NULL)
+            return 0;
+        p = e;
     }
-    return count;
 }
 
-static int parse(struct peer_opts *o, int argc, char **argv)
+static int opt_dtype(const char *v, void *field, char *why, size_t n)
 {
-    memset(o, 0, sizeof *o);
+    const char *names[PEER_NTYPES];
+    for (int i = 0; i < PEER_NTYPES; i++)
+        names[i] = peer_types[i].name;
+    if (parse_names(v, names, PEER_NTYPES, field) == 0)
+        return 0;
+    snprintf(why, n, "a comma list of f32, f16, bf16, q8_0, q4_0");
+    return -1;
+}
+
+static int opt_layout(const char *v, void *field, char *why, size_t n)
+{
+    if (parse_names(v, layout_names, PEER_LAYOUT_COUNT, field) == 0)
+        return 0;
+    snprintf(why, n, "a comma list of llama, contig");
+    return -1;
+}
+
+#define O(field) offsetof(struct peer_opts, field)
+static const struct kv_opt peer_table[] = {
+    {.name = "--head-dim", .kind = KV_OPT_INT, .off = O(head_dim), .lo = 1, .hi = 4096,
+     .meta = "D", .help = "head dimension"},
+    {.name = "--heads", .kind = KV_OPT_INT, .off = O(heads), .lo = 1, .hi = 4096, .meta = "H",
+     .help = "query heads"},
+    {.name = "--kv-heads", .kind = KV_OPT_INT, .off = O(kv_heads), .lo = 1, .hi = 4096,
+     .meta = "K", .help = "key/value heads (divides --heads)"},
+    {.name = "--seq-len", .kind = KV_OPT_INTS, .off = O(seq_len), .lo = 1, .hi = 1 << 24,
+     .hi_n = PEER_MAX_LIST, .meta = "T,...", .help = "cached tokens"},
+    {.name = "--dtype", .kind = KV_OPT_CUSTOM, .off = O(type), .parse = opt_dtype,
+     .meta = "LIST", .help = "K/V types: f32,f16,bf16,q8_0,q4_0 (default all)"},
+    {.name = "--layout", .kind = KV_OPT_CUSTOM, .off = O(layout), .parse = opt_layout,
+     .meta = "LIST", .help = "llama (llama.cpp's cache view), contig (per head); default both"},
+    {.name = "--hot", .kind = KV_OPT_FLAG, .off = O(hot),
+     .help = "time over one copy (L3-resident) instead of rotating over copies beyond the L3"},
+    {.name = "--cold-bytes", .kind = KV_OPT_I64, .off = O(cold_bytes), .lo = 1,
+     .hi = (int64_t)1 << 40, .meta = "B", .help = "bytes the cold rotation spans"},
+    {.name = "--reps", .kind = KV_OPT_INT, .off = O(reps), .lo = 1, .hi = 1000000, .meta = "R",
+     .help = "timed repetitions (default: kvlab kernel's)"},
+    {.name = "--version", .kind = KV_OPT_TEXT, .off = O(version), .meta = "STR",
+     .help = "ggml's version, for the rows (no comma)"},
+    {.name = "--header", .kind = KV_OPT_FLAG, .off = O(header), .help = "print the CSV header first"},
+};
+#undef O
+
+static void peer_defaults(void *opts, struct kv_cli_common *c)
+{
+    struct peer_opts *o = opts;
+    (void)c;
     o->head_dim = 64;
     o->heads = o->kv_heads = 8;
-    o->seq_len[0] = 2048;
-    o->n_seq_len = 1;
+    o->seq_len.n = 1;
+    o->seq_len.v[0] = 2048;
+    o->type.n = PEER_NTYPES;
     for (int i = 0; i < PEER_NTYPES; i++)
-        o->type[i] = i;
-    o->n_type = PEER_NTYPES;
-    o->layout[0] = PEER_LLAMA;
-    o->layout[1] = PEER_CONTIG;
-    o->n_layout = 2;
-    o->threads = omp_get_num_procs();
-    o->mode = KV_KTIME_COLD;
-    o->cold_bytes = KV_KTIME_COLD_FACTOR * kv_l3_bytes();
+        o->type.idx[i] = i;
+    o->layout.n = PEER_LAYOUT_COUNT;
+    for (int i = 0; i < PEER_LAYOUT_COUNT; i++)
+        o->layout.idx[i] = i;
+    o->cold_bytes = (int64_t)(KV_KTIME_COLD_FACTOR * kv_l3_bytes());
     o->version = "unknown";
-    const char *tnames[PEER_NTYPES];
-    for (int i = 0; i < PEER_NTYPES; i++)
-        tnames[i] = peer_types[i].name;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--hot")) {
-            o->mode = KV_KTIME_HOT;
-            continue;
-        }
-        if (!strcmp(a, "--header")) {
-            o->header = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvlab-peer-ggml: unknown option or missing value: '%s'\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        int64_t cb = 0;
-        if (!strcmp(a, "--head-dim"))
-            rc = kv_cli_i32(a, v, 1, 4096, &o->head_dim);
-        else if (!strcmp(a, "--heads"))
-            rc = kv_cli_i32(a, v, 1, 4096, &o->heads);
-        else if (!strcmp(a, "--kv-heads"))
-            rc = kv_cli_i32(a, v, 1, 4096, &o->kv_heads);
-        else if (!strcmp(a, "--threads"))
-            rc = kv_cli_i32(a, v, 1, 1024, &o->threads);
-        else if (!strcmp(a, "--reps"))
-            rc = kv_cli_i32(a, v, 1, 1000000, &o->reps);
-        else if (!strcmp(a, "--seq-len"))
-            rc = o->n_seq_len = kv_cli_int_list(a, v, 1, 1 << 24, o->seq_len, PEER_MAX_LIST);
-        else if (!strcmp(a, "--dtype"))
-            rc = o->n_type = name_list(a, v, tnames, PEER_NTYPES, o->type, PEER_MAX_LIST);
-        else if (!strcmp(a, "--layout"))
-            rc = o->n_layout = name_list(a, v, layout_names, PEER_LAYOUT_COUNT, o->layout,
-                                         PEER_LAYOUT_COUNT);
-        else if (!strcmp(a, "--cold-bytes")) {
-            rc = kv_cli_int(a, v, 1, (int64_t)1 << 40, &cb);
-            o->cold_bytes = (size_t)cb;
-        } else if (!strcmp(a, "--version"))
-            o->version = v;
-        else {
-            fprintf(stderr, "kvlab-peer-ggml: unknown option '%s'\n", a);
-            return -1;
-        }
-        if (rc < 0)
-            return -1;
-    }
+}
+
+static int peer_check(struct kv_cmd_ctx *x)
+{
+    struct peer_opts *o = x->opts;
+    o->threads = x->c.threads;
+    o->mode = o->hot ? KV_KTIME_HOT : KV_KTIME_COLD;
     if (o->heads % o->kv_heads != 0) {
-        fprintf(stderr, "kvlab-peer-ggml: --kv-heads %d must divide --heads %d\n", o->kv_heads,
+        fprintf(stderr, "kvlab: peer-ggml: --kv-heads %d must divide --heads %d\n", o->kv_heads,
                 o->heads);
-        return -1;
+        return 2;
     }
-    for (int i = 0; i < o->n_type; i++) {
-        if (o->head_dim % ggml_blck_size(peer_types[o->type[i]].type) != 0) {
-            fprintf(stderr, "kvlab-peer-ggml: --head-dim %d is not a multiple of %s's block\n",
-                    o->head_dim, peer_types[o->type[i]].name);
-            return -1;
+    for (int i = 0; i < o->type.n; i++) {
+        if (o->head_dim % ggml_blck_size(peer_types[o->type.idx[i]].type) != 0) {
+            fprintf(stderr, "kvlab: peer-ggml: --head-dim %d is not a multiple of %s's block\n",
+                    o->head_dim, peer_types[o->type.idx[i]].name);
+            return 2;
         }
     }
     if (strchr(o->version, ',') || strchr(o->version, '\n')) {
-        fprintf(stderr, "kvlab-peer-ggml: --version must not contain a comma\n");
-        return -1;
+        fprintf(stderr, "kvlab: peer-ggml: --version must not contain a comma or a line break\n");
+        return 2;
     }
     return 0;
 }
@@ -322,7 +312,7 @@ static int run_one(const struct peer_opts *o, struct ggml_threadpool *tp, int32_
     const struct peer_type *pt = &peer_types[t];
     const int32_t d = o->head_dim, hkv = o->kv_heads, H = o->heads;
     size_t kvb, sb = set_bytes_of(o, t, T, &kvb);
-    int32_t sets = kv_ktime_sets(o->mode, sb, o->cold_bytes);
+    int32_t sets = kv_ktime_sets(o->mode, sb, (size_t)o->cold_bytes);
     size_t n_el = (size_t)d * hkv * T;
     int rc = 1;
     struct ggml_init_params ip = {.mem_size = 64 * ggml_tensor_overhead() +
@@ -424,18 +414,38 @@ done:
 
 /* ------------------------------------------------------------------------ */
 
+static int peer_run(struct kv_cmd_ctx *x);
+
+static const struct kv_cmd peer_cmd = {
+    .name = "peer-ggml",
+    .summary = "time ggml_flash_attn_ext decode with kvlab kernel's protocol",
+    .usage = "--head-dim D --heads H --kv-heads K --seq-len T[,T...] [options]",
+    .about = "  prints out/peers.csv rows (notebooks_data/README.md)\n",
+    .opts = peer_table,
+    .n_opts = sizeof peer_table / sizeof peer_table[0],
+    .groups = KV_GRP_THREADS,
+    .opts_size = sizeof(struct peer_opts),
+    .defaults = peer_defaults,
+    .check = peer_check,
+    .run = peer_run,
+};
+
 int main(int argc, char **argv)
 {
-    struct peer_opts o;
-    int rc = parse(&o, argc, argv);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
+    argv[0] = (char *)peer_cmd.name;
+    return kv_cmd_main(&peer_cmd, argc, argv);
+}
+
+static int peer_run(struct kv_cmd_ctx *x)
+{
+    const struct peer_opts o = *(const struct peer_opts *)x->opts;
+    int rc = 0;
     ggml_cpu_init();
     size_t need = 0;
-    for (int si = 0; si < o.n_seq_len; si++) {
-        for (int ti = 0; ti < o.n_type; ti++) {
-            size_t kvb, sb = set_bytes_of(&o, o.type[ti], o.seq_len[si], &kvb);
-            size_t n = sb * (size_t)kv_ktime_sets(o.mode, sb, o.cold_bytes);
+    for (int si = 0; si < o.seq_len.n; si++) {
+        for (int ti = 0; ti < o.type.n; ti++) {
+            size_t kvb, sb = set_bytes_of(&o, o.type.idx[ti], o.seq_len.v[si], &kvb);
+            size_t n = sb * (size_t)kv_ktime_sets(o.mode, sb, (size_t)o.cold_bytes);
             need = n > need ? n : need;
         }
     }
@@ -454,10 +464,10 @@ int main(int argc, char **argv)
         printf("peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median\n");
     fprintf(stderr, "# kvlab-peer-ggml: ggml %s, %d threads, head_dim %d, heads %d/%d, %s\n",
             o.version, o.threads, o.head_dim, o.heads, o.kv_heads, kv_ktime_mode_name(o.mode));
-    for (int si = 0; si < o.n_seq_len && rc == 0; si++)
-        for (int ti = 0; ti < o.n_type && rc == 0; ti++)
-            for (int li = 0; li < o.n_layout && rc == 0; li++)
-                rc = run_one(&o, tp, o.seq_len[si], o.type[ti], (enum peer_layout)o.layout[li]);
+    for (int si = 0; si < o.seq_len.n && rc == 0; si++)
+        for (int ti = 0; ti < o.type.n && rc == 0; ti++)
+            for (int li = 0; li < o.layout.n && rc == 0; li++)
+                rc = run_one(&o, tp, o.seq_len.v[si], o.type.idx[ti], (enum peer_layout)o.layout.idx[li]);
     ggml_threadpool_free(tp);
     kv_free(pool);
     (void)pool_bytes;

@@ -24,13 +24,16 @@
  *   config=on:q8_0 argmax_agree=K/N max_abs_logit_diff=X rel_l2=Y
  * --tokenize prints `ids: ID,ID,...` (llama.cpp's tokenizer, BOS added).
  * Exit 0, 2 on bad options, 1 when the model or a context cannot be made
- * or a decode fails.
+ * or a decode fails. The options are a table of kvlab's command layer
+ * (bench/cli/cli_cmd.h), so they are parsed as strictly as kvlab's own.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cli/cli_cmd.h"
 #include "llama.h"
 
 #define MAX_CONFIGS 8
@@ -135,45 +138,118 @@ static int argmax(const float *x, int n)
     return best;
 }
 
-int main(int argc, char **argv)
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+
+enum { MODE_DECODE = 1u << 0, MODE_TOKENIZE = 1u << 1 };
+static const char *const ll_modes[] = {"when decoding (without --tokenize)", "with --tokenize"};
+
+struct prompt_ids {
+    int n;
+    llama_token v[MAX_PROMPT];
+};
+struct config_list {
+    int n;
+    struct config c[MAX_CONFIGS];
+};
+
+struct ll_opts {
+    const char *model, *text;
+    struct prompt_ids prompt;
+    struct config_list configs;
+    int32_t steps, n_ctx;
+};
+
+static int opt_prompt(const char *v, void *field, char *why, size_t n)
 {
-    const char *model_path = NULL, *prompt = NULL, *text = NULL;
-    const char *configs = "off:f32,on:f32,on:f16,on:q8_0,on:q4_0";
-    int steps = 32, threads = 2, n_ctx = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kvlab-peer-llama: unknown option or missing value: '%s'\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model"))
-            model_path = v;
-        else if (!strcmp(a, "--prompt-tokens"))
-            prompt = v;
-        else if (!strcmp(a, "--tokenize"))
-            text = v;
-        else if (!strcmp(a, "--configs"))
-            configs = v;
-        else if (!strcmp(a, "--steps"))
-            steps = atoi(v);
-        else if (!strcmp(a, "--threads"))
-            threads = atoi(v);
-        else if (!strcmp(a, "--ctx"))
-            n_ctx = atoi(v);
-        else {
-            fprintf(stderr, "kvlab-peer-llama: unknown option '%s'\n", a);
-            return 2;
-        }
-    }
-    struct config cfg[MAX_CONFIGS];
-    int n_cfg = parse_configs(configs, cfg);
-    if (model_path == NULL || (prompt == NULL && text == NULL) || steps < 1 || steps > 100000 ||
-        threads < 1 || n_ctx < 0 || n_cfg < 1) {
-        fprintf(stderr, "usage: kvlab-peer-llama --model M.gguf --prompt-tokens ID,... --steps N "
-                        "[--configs off:f32,on:q8_0,...] [--threads N] [--ctx C] | --tokenize TEXT\n");
+    struct prompt_ids *p = field;
+    if ((p->n = parse_ids(v, p->v, MAX_PROMPT)) >= 1)
+        return 0;
+    snprintf(why, n, "comma-separated token ids (0 to 2^30, at most %d)", MAX_PROMPT);
+    return -1;
+}
+
+static int opt_configs(const char *v, void *field, char *why, size_t n)
+{
+    struct config_list *l = field;
+    if ((l->n = parse_configs(v, l->c)) >= 1)
+        return 0;
+    snprintf(why, n, "a comma list of at most %d FA:TYPE, FA on|off, TYPE f32|f16|bf16|q8_0|q4_0",
+             MAX_CONFIGS);
+    return -1;
+}
+
+#define O(field) offsetof(struct ll_opts, field)
+static const struct kv_opt ll_table[] = {
+    {.name = "--model", .kind = KV_OPT_INPUT, .off = O(model), .required = 1, .meta = "M.gguf",
+     .help = "the GGUF model (a kvlab checkpoint converted by bench/peers/models.sh)"},
+    {.name = "--tokenize", .kind = KV_OPT_TEXT, .off = O(text), .modes = MODE_TOKENIZE,
+     .meta = "TEXT", .help = "print llama.cpp's token ids of TEXT (BOS added) and stop"},
+    {.name = "--prompt-tokens", .kind = KV_OPT_CUSTOM, .off = O(prompt), .parse = opt_prompt,
+     .modes = MODE_DECODE, .meta = "ID,...", .help = "the prompt as token ids"},
+    {.name = "--steps", .kind = KV_OPT_INT, .off = O(steps), .lo = 1, .hi = 100000,
+     .modes = MODE_DECODE, .meta = "N", .help = "greedy tokens to generate"},
+    {.name = "--configs", .kind = KV_OPT_CUSTOM, .off = O(configs), .parse = opt_configs,
+     .modes = MODE_DECODE, .meta = "FA:TYPE,...",
+     .help = "flash attention and cache type of each context, the reference first"},
+    {.name = "--ctx", .kind = KV_OPT_INT, .off = O(n_ctx), .lo = 0, .hi = 1 << 24,
+     .modes = MODE_DECODE, .meta = "C", .help = "context size (0: prompt + steps + 16)"},
+};
+#undef O
+
+static void ll_defaults(void *opts, struct kv_cli_common *c)
+{
+    struct ll_opts *o = opts;
+    (void)c;
+    o->steps = 32;
+    o->configs.n = parse_configs("off:f32,on:f32,on:f16,on:q8_0,on:q4_0", o->configs.c);
+}
+
+static uint32_t ll_mode(const struct kv_cmd_ctx *x)
+{
+    return kv_cmd_given(x, "--tokenize") ? MODE_TOKENIZE : MODE_DECODE;
+}
+
+static int ll_check(struct kv_cmd_ctx *x)
+{
+    if (x->modes == MODE_DECODE && !kv_cmd_given(x, "--prompt-tokens")) {
+        fprintf(stderr, "kvlab: peer-llama: needs --prompt-tokens ID,... (or --tokenize TEXT)\n");
         return 2;
     }
+    return 0;
+}
+
+static int ll_run(struct kv_cmd_ctx *x);
+
+static const struct kv_cmd ll_cmd = {
+    .name = "peer-llama",
+    .summary = "greedy decoding through llama.cpp on kvlab's prompt ids",
+    .usage = "--model M.gguf (--prompt-tokens ID,... [--steps N] [--configs LIST] [--ctx C] | "
+             "--tokenize TEXT) [--threads N]",
+    .opts = ll_table,
+    .n_opts = sizeof ll_table / sizeof ll_table[0],
+    .groups = KV_GRP_THREADS,
+    .opts_size = sizeof(struct ll_opts),
+    .defaults = ll_defaults,
+    .modes = ll_mode,
+    .mode_names = ll_modes,
+    .check = ll_check,
+    .run = ll_run,
+};
+
+int main(int argc, char **argv)
+{
+    argv[0] = (char *)ll_cmd.name;
+    return kv_cmd_main(&ll_cmd, argc, argv);
+}
+
+static int ll_run(struct kv_cmd_ctx *x)
+{
+    struct ll_opts *o = x->opts;
+    const char *model_path = o->model, *text = o->text;
+    struct config *cfg = o->configs.c;
+    const int n_cfg = o->configs.n, steps = o->steps, threads = x->c.threads;
+    int n_ctx = o->n_ctx;
     llama_log_set(quiet_log, NULL);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
@@ -184,7 +260,7 @@ int main(int argc, char **argv)
     }
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
-    static llama_token ids[MAX_PROMPT];
+    llama_token *ids = o->prompt.v;
     if (text != NULL) {
         int n = llama_tokenize(vocab, text, (int32_t)strlen(text), ids, MAX_PROMPT, true, false);
         if (n < 0) {
@@ -198,12 +274,7 @@ int main(int argc, char **argv)
         llama_model_free(model);
         return 0;
     }
-    int n_prompt = parse_ids(prompt, ids, MAX_PROMPT);
-    if (n_prompt < 1) {
-        fprintf(stderr, "kvlab-peer-llama: --prompt-tokens expects comma-separated ids, got '%s'\n",
-                prompt);
-        return 2;
-    }
+    const int n_prompt = o->prompt.n;
     for (int i = 0; i < n_prompt; i++) {
         if (ids[i] >= n_vocab) {
             fprintf(stderr, "kvlab-peer-llama: token id %d outside the vocabulary (%d)\n", ids[i],
