@@ -8,7 +8,7 @@
 # For each CSV (make notebook-check passes the committed reference run and a
 # fresh `make bench-quick` output), plus a schema-2 rewrite of the first one
 # (tests/csv_v2.awk) and a copy of it with one noisy row
-# (tests/csv_noisy.awk), `jupyter nbconvert --to notebook --execute` runs the
+# (tests/csv_noisy.awk) and one with every row noisy, `jupyter nbconvert --to notebook --execute` runs the
 # notebook with DATA pointed at the file (KVLAB_DATA), and
 # tests/notebook_check.py checks the executed copy: the first cell read that
 # file and listed its noisy rows, every figure was drawn, every exercise's
@@ -48,8 +48,10 @@ awk -f tests/csv_v2.awk "$1" >"$OUT/schema2.csv" || fail=1
 awk -v reason='other programs used 1.62 cores (limit 0.30); cpu_util 0.48 (limit 0.60)' \
     -f tests/csv_noisy.awk "$1" >"$OUT/noisy.csv" ||
     { echo "notebook-check: no noisy fixture: $1 lacks the noise columns or a dynamic row" >&2; fail=1; }
+awk -v reason='cpu_util 0.28 (limit 0.60)' -v all=1 -f tests/csv_noisy.awk "$1" >"$OUT/all-noisy.csv" ||
+    { echo "notebook-check: no all-noisy fixture from $1" >&2; fail=1; }
 i=0
-for csv in "$@" "$OUT/schema2.csv" "$OUT/noisy.csv"; do
+for csv in "$@" "$OUT/schema2.csv" "$OUT/noisy.csv" "$OUT/all-noisy.csv"; do
     i=$((i + 1))
     name="$i-$(basename "$csv" .csv)"
     abs=$(cd "$(dirname "$csv")" && pwd)/$(basename "$csv")
@@ -68,7 +70,7 @@ else
 fi
 
 if [ $fail = 0 ]; then
-    echo "notebook-check: $NB ran clean on $*, a schema-2 copy and a noisy one; a missing DATA path is reported"
+    echo "notebook-check: $NB ran clean on $*, a schema-2 copy, a noisy one and an all-noisy one; a missing DATA path is reported"
     "$PY" -c 'import json,sys; nb=json.load(open(sys.argv[1]))
 for l in "".join(nb["cells"][-1]["outputs"][0]["text"]).splitlines():
     if not l.startswith("KVLAB_ANSWERS"): print("  " + l)' "$OUT/kv_cache.1-$(basename "$1" .csv).ipynb"
