@@ -781,6 +781,136 @@ START_TEST(test_padding)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Segments: sequences at different positions in one forward                */
+
+#define SEG_REQ 3
+#define SEG_STEPS 12
+
+/*
+ * Continuous batching's forward: three requests, each with its own cache,
+ * joining at different iterations (the third while the first two decode),
+ * prefill and decode rows in the same call. Every request gets the tokens
+ * and, within the padding test's tolerance, the logits it gets alone.
+ */
+START_TEST(test_segments)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    struct kv_model_config mc = small_cfg();
+    struct kv_model *m = make_model(&mc, 21);
+    const int32_t V = mc.vocab_size;
+    struct kv_cache_config cc = cache_cfg(&mc, 1, 8);
+    struct kv_cache *c[SEG_REQ];
+    c[0] = make_cache(ops, &cc);
+    const int keeps = kv_cache_has(c[0], KV_CAP_KEEPS_HISTORY);
+    kv_cache_destroy(c[0]);
+    if (!keeps) { /* one that re-runs the whole sequence cannot serve a stream */
+        kv_model_destroy(m);
+        return;
+    }
+    const double tol = strategy_is_lossy(m, ops, 8) ? QUANT_GAIN * mc.n_layers / 255.0
+                                                    : EXACT_LOGIT_TOL;
+    static const int32_t plen[SEG_REQ] = {5, 9, 3}, join[SEG_REQ] = {0, 0, 2};
+    int32_t prompt[SEG_REQ][16], tok_alone[SEG_REQ][SEG_STEPS], tok[SEG_REQ][SEG_STEPS];
+    float *alone = malloc((size_t)SEG_REQ * SEG_STEPS * V * sizeof(float));
+    float *lg = malloc((size_t)SEG_REQ * V * sizeof(float));
+    ck_assert_ptr_nonnull(alone);
+    ck_assert_ptr_nonnull(lg);
+
+    for (int r = 0; r < SEG_REQ; r++) {
+        make_prompt(prompt[r], plen[r], V, 700 + (uint64_t)r);
+        struct kv_runner *run = NULL;
+        ck_assert_int_eq(kv_runner_create(&run, m, 1, 16, THREADS), KV_OK);
+        struct kv_cache *one = make_cache(ops, &cc);
+        for (int32_t s = 0; s < SEG_STEPS; s++) {
+            float *l = alone + ((size_t)r * SEG_STEPS + s) * V;
+            enum kv_status st = s == 0 ? kv_forward(run, m, one, prompt[r], plen[r], 0, NULL, l, NULL)
+                                       : kv_forward(run, m, one, &tok_alone[r][s - 1], 1,
+                                                    plen[r] + s - 1, NULL, l, NULL);
+            ck_assert_int_eq(st, KV_OK);
+            tok_alone[r][s] = kv_argmax(l, V);
+        }
+        kv_cache_destroy(one);
+        kv_runner_destroy(run);
+    }
+
+    struct kv_runner *run = NULL;
+    ck_assert_int_eq(kv_runner_create(&run, m, 1, 32, THREADS), KV_OK);
+    for (int r = 0; r < SEG_REQ; r++)
+        c[r] = make_cache(ops, &cc);
+    for (int32_t it = 0; it < SEG_STEPS + 2; it++) {
+        struct kv_segment seg[SEG_REQ];
+        int who[SEG_REQ], n = 0;
+        for (int r = 0; r < SEG_REQ; r++) {
+            const int32_t s = it - join[r];
+            if (s < 0 || s >= SEG_STEPS)
+                continue;
+            seg[n] = s == 0 ? (struct kv_segment){.cache = c[r], .tokens = prompt[r], .n = plen[r]}
+                            : (struct kv_segment){.cache = c[r], .tokens = &tok[r][s - 1], .n = 1,
+                                                  .pos0 = plen[r] + s - 1};
+            who[n++] = r;
+        }
+        ck_assert_int_eq(kv_forward_segments(run, m, seg, n, lg, NULL), KV_OK);
+        for (int i = 0; i < n; i++) {
+            const int r = who[i], s = it - join[r];
+            const double d = max_abs_diff(lg + (size_t)i * V, alone + ((size_t)r * SEG_STEPS + s) * V,
+                                          (size_t)V);
+            ck_assert_msg(d <= tol, "%s: request %d step %d: logits differ from alone by %g",
+                          ops->name, r, s, d);
+            tok[r][s] = kv_argmax(lg + (size_t)i * V, V);
+            ck_assert_msg(tok[r][s] == tok_alone[r][s], "%s: request %d step %d: token %d, alone %d",
+                          ops->name, r, s, tok[r][s], tok_alone[r][s]);
+        }
+    }
+    for (int r = 0; r < SEG_REQ; r++)
+        kv_cache_destroy(c[r]);
+    kv_runner_destroy(run);
+    free(alone);
+    free(lg);
+    kv_model_destroy(m);
+}
+END_TEST
+
+/* Refused before any cache is touched: a cache in two segments, a segment
+ * wider than the runner, rows past its buffers, a bad token. */
+START_TEST(test_segments_errors)
+{
+    struct kv_model_config mc = small_cfg();
+    struct kv_model *m = make_model(&mc, 3);
+    struct kv_cache_config c1 = cache_cfg(&mc, 1, 8), c2 = cache_cfg(&mc, 2, 8);
+    const struct kv_strategy_ops *dyn = kv_strategy_find("dynamic");
+    struct kv_cache *a = make_cache(dyn, &c1), *b = make_cache(dyn, &c1), *w = make_cache(dyn, &c2);
+    struct kv_runner *run = NULL;
+    ck_assert_int_eq(kv_runner_create(&run, m, 1, 8, THREADS), KV_OK);
+    int32_t toks[16] = {0}, bad[1] = {mc.vocab_size};
+    float *lg = malloc((size_t)4 * mc.vocab_size * sizeof(float));
+    const struct kv_segment twice[2] = {{.cache = a, .tokens = toks, .n = 2},
+                                        {.cache = a, .tokens = toks, .n = 1}};
+    ck_assert_int_eq(kv_forward_segments(run, m, twice, 2, lg, NULL), KV_ERR_INVALID);
+    const struct kv_segment wide = {.cache = w, .tokens = toks, .n = 1};
+    ck_assert_int_eq(kv_forward_segments(run, m, &wide, 1, lg, NULL), KV_ERR_INVALID);
+    const struct kv_segment many[2] = {{.cache = a, .tokens = toks, .n = 5},
+                                       {.cache = b, .tokens = toks, .n = 4}}; /* 9 rows > 8 */
+    ck_assert_int_eq(kv_forward_segments(run, m, many, 2, lg, NULL), KV_ERR_INVALID);
+    const struct kv_segment badtok[2] = {{.cache = a, .tokens = toks, .n = 2},
+                                         {.cache = b, .tokens = bad, .n = 1}};
+    ck_assert_int_eq(kv_forward_segments(run, m, badtok, 2, lg, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_forward_segments(run, m, many, 0, lg, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_forward_segments(run, m, NULL, 1, lg, NULL), KV_ERR_INVALID);
+    ck_assert_int_eq(kv_cache_seq_len(a, 0), 0);
+    ck_assert_int_eq(kv_cache_seq_len(b, 0), 0);
+    /* and a good call after them works */
+    ck_assert_int_eq(kv_forward_segments(run, m, badtok, 1, lg, NULL), KV_OK);
+    ck_assert_int_eq(kv_cache_seq_len(a, 0), 2);
+    free(lg);
+    kv_runner_destroy(run);
+    kv_cache_destroy(a);
+    kv_cache_destroy(b);
+    kv_cache_destroy(w);
+    kv_model_destroy(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Counters against closed forms                                            */
 
 /* Expected counters for one kv_forward of n tokens at pos0 over batch B
@@ -1377,6 +1507,7 @@ static Suite *model_suite(void)
     tc = tcase_create("conformance");
     tcase_add_loop_test(tc, test_conformance, 0, n);
     tcase_add_loop_test(tc, test_padding, 0, n);
+    tcase_add_loop_test(tc, test_segments, 0, n);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
 
@@ -1387,6 +1518,7 @@ static Suite *model_suite(void)
 
     tc = tcase_create("errors");
     tcase_add_test(tc, test_forward_errors);
+    tcase_add_test(tc, test_segments_errors);
     tcase_add_loop_test(tc, test_alloc_failure, 0, 2 * n);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);

@@ -146,6 +146,29 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
                           float *logits, struct kv_step_stats *st);
 
 /*
+ * One forward over sequences at different positions, each with its own
+ * cache (continuous batching: requests decoding and prefilling side by
+ * side). Segment i feeds its cache's batch x n tokens (row b*n + t: token t
+ * of sequence b) at positions pos0.., with optional left padding; the
+ * weight GEMMs run once over all the segments' rows, each segment's
+ * attention reads its own cache. logits: one row per sequence, segment
+ * after segment ((sum of the caches' batches), vocab). KV_ERR_INVALID,
+ * before any cache is touched, when a segment does not fit the model or the
+ * runner (its batch above the runner's, n above max_tokens, all rows above
+ * batch x max_tokens), or two segments share a cache. tokens_fed in *st
+ * counts every row fed.
+ */
+struct kv_segment {
+    struct kv_cache *cache;
+    const int32_t *tokens;
+    int32_t n, pos0;
+    const int32_t *pad; /* (cache batch) left padding, or NULL */
+};
+enum kv_status kv_forward_segments(struct kv_runner *r, const struct kv_model *m,
+                                   const struct kv_segment *segs, int32_t n_seg, float *logits,
+                                   struct kv_step_stats *st);
+
+/*
  * kv_forward with the classifier on every token: logits (batch, n, vocab),
  * row b*n + t the logits after token t of sequence b (a speculative
  * verification reads all of them). No padding.

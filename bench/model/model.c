@@ -284,7 +284,6 @@ struct kv_runner {
     float *att;   /* (batch*max_tokens, n_heads*hs) attention output */
     float *hb;    /* (batch*max_tokens, hidden) w1 x, then silu(w1 x)*(w3 x) */
     float *hb2;   /* (batch*max_tokens, hidden) w3 x */
-    float *xlast; /* (batch, dim) last token of each sequence, normalised */
     int32_t *pos; /* (batch*max_tokens) RoPE positions */
     int32_t *fed; /* (batch*max_tokens) the tokens kv_decode_step gathers */
     void *ws;     /* attention workspace */
@@ -358,12 +357,11 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     if (ws == SIZE_MAX)
         return KV_ERR_OVERFLOW;
 
-    size_t total = 0, o_x, o_xb, o_q, o_k, o_v, o_att, o_hb, o_hb2, o_xl, o_pos, o_fed, o_ws;
+    size_t total = 0, o_x, o_xb, o_q, o_k, o_v, o_att, o_hb, o_hb2, o_pos, o_fed, o_ws;
     if (add_buf(&total, &o_x, T * D, 4) || add_buf(&total, &o_xb, T * D, 4) ||
         add_buf(&total, &o_q, T * D, 4) || add_buf(&total, &o_k, T * kvd, 4) ||
         add_buf(&total, &o_v, T * kvd, 4) || add_buf(&total, &o_att, T * D, 4) ||
         add_buf(&total, &o_hb, T * H, 4) || add_buf(&total, &o_hb2, T * H, 4) ||
-        add_buf(&total, &o_xl, (size_t)batch * D, 4) ||
         add_buf(&total, &o_pos, T, sizeof(int32_t)) ||
         add_buf(&total, &o_fed, T, sizeof(int32_t)) || add_buf(&total, &o_ws, ws, 1))
         return KV_ERR_OVERFLOW;
@@ -389,7 +387,6 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     r->att = (float *)(a + o_att);
     r->hb = H ? (float *)(a + o_hb) : NULL;
     r->hb2 = H ? (float *)(a + o_hb2) : NULL;
-    r->xlast = (float *)(a + o_xl);
     r->pos = (int32_t *)(a + o_pos);
     r->fed = (int32_t *)(a + o_fed);
     r->ws = a + o_ws;
@@ -473,37 +470,111 @@ static void combine_mask(struct kv_mask *m, int32_t window, int32_t n_sink)
  * one that fails at a later layer (out of memory while growing) leaves that
  * step half-stored, and the caller resets the cache.
  */
+/* The checks of one segment against the model and the runner: its rows. */
+static int64_t segment_rows(const struct kv_runner *r, const struct kv_model_config *c,
+                            const struct kv_segment *sg)
+{
+    const struct kv_cache *cache = sg->cache;
+    if (cache == NULL || sg->tokens == NULL || sg->n < 1 || sg->n > r->max_tokens ||
+        sg->pos0 < 0 || sg->pos0 > c->max_len - sg->n || cache->cfg.batch < 1 ||
+        cache->cfg.batch > r->batch || cache->cfg.n_layers != c->n_layers ||
+        cache->cfg.n_kv_heads != c->n_kv_heads || cache->cfg.head_dim != c->dim / c->n_heads)
+        return -1;
+    const int64_t rows = (int64_t)cache->cfg.batch * sg->n;
+    for (int64_t i = 0; i < rows; i++)
+        if (sg->tokens[i] < 0 || sg->tokens[i] >= c->vocab_size)
+            return -1;
+    if (sg->pad != NULL)
+        for (int32_t b = 0; b < cache->cfg.batch; b++)
+            if (sg->pad[b] < 0 || sg->pad[b] > sg->pos0 + sg->n - 1)
+                return -1; /* the last token must be a real one */
+    struct kv_attn_params ap = attn_params_for(c, cache->cfg.batch, sg->n, r->n_threads);
+    ap.q_pos0 = sg->pos0;
+    if (kv_attn_workspace_bytes(&ap) > r->ws_bytes)
+        return -1; /* cannot happen for n <= max_tokens */
+    return rows;
+}
+
+/* One layer's attention over one segment: its rows of q, k, v from row0. */
+static enum kv_status segment_attention(struct kv_runner *r, const struct kv_model_config *c,
+                                        const struct kv_segment *sg, int32_t l, int64_t row0,
+                                        struct kv_step_stats *local)
+{
+    const int32_t D = c->dim, HS = c->dim / c->n_heads, KVD = c->n_kv_heads * HS;
+    struct kv_cache *cache = sg->cache;
+    struct kv_attn_params ap = attn_params_for(c, cache->cfg.batch, sg->n, r->n_threads);
+    ap.q_pos0 = sg->pos0;
+    float *q = r->q + row0 * D, *att = r->att + row0 * D;
+
+    /* The cache decides what it keeps, then exposes spans and the mask
+     * its storage needs; the runner adds its own window and the batch's
+     * padding. */
+    enum kv_status s =
+        kv_cache_update(cache, l, r->k + row0 * KVD, r->v + row0 * KVD, sg->n, sg->pos0);
+    if (s != KV_OK)
+        return s;
+    struct kv_view view;
+    s = kv_cache_view(cache, l, &view);
+    if (s != KV_OK)
+        return s;
+    combine_mask(&view.mask, r->window, r->n_sink);
+    view.mask.pad = sg->pad;
+    /* a cache that evicts by attention gets the mass per key back
+     * (NULL for every other: the kernel then computes none) */
+    s = kv_cache_mass_buffer(cache, l, &view, c->n_heads, &ap.mass, &ap.mass_len);
+    if (s != KV_OK)
+        return s;
+
+    int64_t t0 = kv_now_ns();
+    s = kv_attn(att, q, &ap, &view, r->ws, r->ws_bytes);
+    local->attn_ns += kv_now_ns() - t0;
+    if (s != KV_OK)
+        return s;
+    if (r->probe != NULL) /* before observe, which may evict what the view shows */
+        r->probe(r->probe_user, l, q, &ap, &view);
+    if (ap.mass != NULL && (s = kv_cache_observe(cache, l, ap.mass, c->n_heads)) != KV_OK)
+        return s;
+    int64_t pairs = kv_attn_visible_pairs(&ap, &view);
+    local->flops.attn += 4 * (int64_t)HS * c->n_heads * pairs;
+    local->flops.softmax += KV_FLOPS_SOFTMAX_ELEM * (int64_t)c->n_heads * pairs;
+    local->attn_bytes += kv_attn_span_bytes(&ap, &view);
+    return KV_OK;
+}
+
+/*
+ * Everything is checked before the first cache update, so a bad argument
+ * leaves every cache untouched. A cache that fails an update (a full static
+ * cache fails at layer 0, before anything is written) returns its status;
+ * one that fails at a later layer (out of memory while growing) leaves that
+ * step half-stored, and the caller resets the cache.
+ *
+ * The segments' rows are stacked (segment 0's batch x n rows first), so
+ * every weight GEMM runs once over all of them and each segment's
+ * attention reads its own cache: one forward serves sequences at different
+ * positions (continuous batching) as well as one batch that shares them.
+ */
 static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
-                              struct kv_cache *cache, const int32_t *tokens, int32_t n,
-                              int32_t pos0, const int32_t *pad, float *logits,
+                              const struct kv_segment *segs, int32_t n_seg, float *logits,
                               struct kv_step_stats *st, int all_logits)
 {
-    if (r == NULL || m == NULL || cache == NULL || tokens == NULL || logits == NULL)
+    if (r == NULL || m == NULL || segs == NULL || n_seg < 1 || logits == NULL)
         return KV_ERR_INVALID;
     const struct kv_model_config *c = &m->cfg;
     const struct kv_weights *w = &m->w;
-    const int32_t B = r->batch;
-    if (kv_model_config_check(c) != KV_OK || !same_shape(c, &r->cfg) || !weights_present(m) ||
-        n < 1 || n > r->max_tokens || pos0 < 0 || pos0 > c->max_len - n)
+    if (kv_model_config_check(c) != KV_OK || !same_shape(c, &r->cfg) || !weights_present(m))
         return KV_ERR_INVALID;
-    const int32_t D = c->dim, HS = c->dim / c->n_heads, H = c->hidden_dim;
-    const int32_t KVD = c->n_kv_heads * HS;
-    if (cache->cfg.batch != B || cache->cfg.n_layers != c->n_layers ||
-        cache->cfg.n_kv_heads != c->n_kv_heads || cache->cfg.head_dim != HS)
-        return KV_ERR_INVALID;
-    const int64_t T = (int64_t)B * n;
-    for (int64_t i = 0; i < T; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+    const int32_t D = c->dim, H = c->hidden_dim;
+    int64_t T = 0, n_last = 0;
+    for (int32_t i = 0; i < n_seg; i++) {
+        const int64_t rows = segment_rows(r, c, &segs[i]);
+        if (rows < 0 || rows > (int64_t)r->batch * r->max_tokens - T)
             return KV_ERR_INVALID;
-    if (pad != NULL)
-        for (int32_t b = 0; b < B; b++)
-            if (pad[b] < 0 || pad[b] > pos0 + n - 1)
-                return KV_ERR_INVALID; /* the last token must be a real one */
-
-    struct kv_attn_params ap = attn_params_for(c, B, n, r->n_threads);
-    ap.q_pos0 = pos0;
-    if (kv_attn_workspace_bytes(&ap) > r->ws_bytes)
-        return KV_ERR_INVALID; /* cannot happen for n <= max_tokens */
+        for (int32_t j = 0; j < i; j++)
+            if (segs[j].cache == segs[i].cache)
+                return KV_ERR_INVALID; /* a cache takes one update a call */
+        T += rows;
+        n_last += segs[i].cache->cfg.batch;
+    }
 
     struct kv_step_stats local = {0};
     struct kv_flops *fl = &local.flops;
@@ -513,17 +584,22 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
 /* the weight GEMMs' time, for the step's split (a clock read is ~20 ns) */
 #define TIMED_GEMM(call) (g0 = kv_now_ns(), (call), local.gemv_ns += kv_now_ns() - g0)
 
-    /* Embedding and positions: row b*n + t is token t of sequence b. */
-    for (int32_t b = 0; b < B; b++) {
-        for (int32_t t = 0; t < n; t++) {
-            int64_t row = (int64_t)b * n + t;
-            memcpy(r->x + row * D, w->token_embedding + (size_t)tokens[row] * D,
-                   (size_t)D * sizeof(float));
-            int32_t p = pos0 + t - (pad != NULL ? pad[b] : 0);
-            r->pos[row] = p > 0 ? p : 0;
+    /* Embedding and positions: row b*n + t of a segment is token t of its
+     * sequence b. */
+    for (int32_t i = 0, row = 0; i < n_seg; i++) {
+        const struct kv_segment *sg = &segs[i];
+        for (int32_t b = 0; b < sg->cache->cfg.batch; b++) {
+            for (int32_t t = 0; t < sg->n; t++, row++) {
+                memcpy(r->x + (int64_t)row * D,
+                       w->token_embedding + (size_t)sg->tokens[b * sg->n + t] * D,
+                       (size_t)D * sizeof(float));
+                int32_t p = sg->pos0 + t - (sg->pad != NULL ? sg->pad[b] : 0);
+                r->pos[row] = p > 0 ? p : 0;
+            }
         }
     }
 
+    const int32_t HS = c->dim / c->n_heads, KVD = c->n_kv_heads * HS;
     const size_t wqo = (size_t)D * D, wkv = (size_t)KVD * D, wmlp = (size_t)H * D;
     for (int32_t l = 0; l < c->n_layers; l++) {
         /* Attention block: xb = rmsnorm(x); q, k, v = xb W^T; RoPE. */
@@ -535,37 +611,12 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         kv_rope(r->q, c->n_heads, r->k, c->n_kv_heads, T, HS, r->pos);
         fl->norm += KV_FLOPS_ROPE_PAIR * T * (c->n_heads + c->n_kv_heads) * (HS / 2);
 
-        /* The cache decides what it keeps, then exposes spans and the mask
-         * its storage needs; the runner adds its own window and the batch's
-         * padding. */
-        enum kv_status s = kv_cache_update(cache, l, r->k, r->v, n, pos0);
-        if (s != KV_OK)
-            return s;
-        struct kv_view view;
-        s = kv_cache_view(cache, l, &view);
-        if (s != KV_OK)
-            return s;
-        combine_mask(&view.mask, r->window, r->n_sink);
-        view.mask.pad = pad;
-        /* a cache that evicts by attention gets the mass per key back
-         * (NULL for every other: the kernel then computes none) */
-        s = kv_cache_mass_buffer(cache, l, &view, c->n_heads, &ap.mass, &ap.mass_len);
-        if (s != KV_OK)
-            return s;
-
-        int64_t t0 = kv_now_ns();
-        s = kv_attn(r->att, r->q, &ap, &view, r->ws, r->ws_bytes);
-        local.attn_ns += kv_now_ns() - t0;
-        if (s != KV_OK)
-            return s;
-        if (r->probe != NULL) /* before observe, which may evict what the view shows */
-            r->probe(r->probe_user, l, r->q, &ap, &view);
-        if (ap.mass != NULL && (s = kv_cache_observe(cache, l, ap.mass, c->n_heads)) != KV_OK)
-            return s;
-        int64_t pairs = kv_attn_visible_pairs(&ap, &view);
-        fl->attn += 4 * (int64_t)HS * c->n_heads * pairs;
-        fl->softmax += KV_FLOPS_SOFTMAX_ELEM * (int64_t)c->n_heads * pairs;
-        local.attn_bytes += kv_attn_span_bytes(&ap, &view);
+        for (int32_t i = 0, row0 = 0; i < n_seg; i++) {
+            enum kv_status s = segment_attention(r, c, &segs[i], l, row0, &local);
+            if (s != KV_OK)
+                return s;
+            row0 += segs[i].cache->cfg.batch * segs[i].n;
+        }
 
         /* x += att Wo^T (residual fused into the GEMM's beta = 1). */
         TIMED_GEMM(kv_gemm(r->x, r->att, w->wo + l * wqo, T, D, D, 1.0f, &fl->gemm));
@@ -591,18 +642,22 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         fl->norm += KV_FLOPS_RMSNORM_ELEM * T * D;
         TIMED_GEMM(kv_gemm(logits, r->xb, w->wcls, T, c->vocab_size, D, 0.0f, &fl->gemm));
     } else {
-        /* Final norm and classifier on the last token of each sequence only. */
-        for (int32_t b = 0; b < B; b++)
-            kv_rmsnorm(r->xlast + (size_t)b * D, r->x + ((int64_t)b * n + n - 1) * D,
-                       w->rms_final, 1, D);
-        fl->norm += KV_FLOPS_RMSNORM_ELEM * (int64_t)B * D;
-        TIMED_GEMM(kv_gemm(logits, r->xlast, w->wcls, B, c->vocab_size, D, 0.0f, &fl->gemm));
+        /* Final norm and classifier on the last token of each sequence only
+         * (into xb, free now: n_last <= T rows). */
+        for (int32_t i = 0, row = 0, k = 0; i < n_seg; i++)
+            for (int32_t b = 0; b < segs[i].cache->cfg.batch; b++, k++) {
+                row += segs[i].n;
+                kv_rmsnorm(r->xb + (int64_t)k * D, r->x + (int64_t)(row - 1) * D, w->rms_final,
+                           1, D);
+            }
+        fl->norm += KV_FLOPS_RMSNORM_ELEM * n_last * D;
+        TIMED_GEMM(kv_gemm(logits, r->xb, w->wcls, n_last, c->vocab_size, D, 0.0f, &fl->gemm));
     }
 #undef TIMED_GEMM
     kv_pool_stats_get(&pool1);
     local.sync_ns = pool1.wait_ns - pool0.wait_ns;
 
-    local.tokens_fed = n;
+    local.tokens_fed = n_seg == 1 ? segs[0].n : T;
     local.bytes_read += local.attn_bytes + kv_model_weight_bytes(c);
     if (st != NULL) {
         st->flops.gemm += fl->gemm;
@@ -625,14 +680,27 @@ enum kv_status kv_forward(struct kv_runner *r, const struct kv_model *m,
                           int32_t n, int32_t pos0, const int32_t *pad,
                           float *logits, struct kv_step_stats *st)
 {
-    return forward(r, m, cache, tokens, n, pos0, pad, logits, st, 0);
+    if (r != NULL && cache != NULL && cache->cfg.batch != r->batch)
+        return KV_ERR_INVALID; /* (a segment may be narrower; a whole call not) */
+    const struct kv_segment sg = {.cache = cache, .tokens = tokens, .n = n, .pos0 = pos0, .pad = pad};
+    return forward(r, m, &sg, 1, logits, st, 0);
+}
+
+enum kv_status kv_forward_segments(struct kv_runner *r, const struct kv_model *m,
+                                   const struct kv_segment *segs, int32_t n_seg, float *logits,
+                                   struct kv_step_stats *st)
+{
+    return forward(r, m, segs, n_seg, logits, st, 0);
 }
 
 enum kv_status kv_forward_all(struct kv_runner *r, const struct kv_model *m,
                               struct kv_cache *cache, const int32_t *tokens, int32_t n,
                               int32_t pos0, float *logits, struct kv_step_stats *st)
 {
-    return forward(r, m, cache, tokens, n, pos0, NULL, logits, st, 1);
+    if (r != NULL && cache != NULL && cache->cfg.batch != r->batch)
+        return KV_ERR_INVALID;
+    const struct kv_segment sg = {.cache = cache, .tokens = tokens, .n = n, .pos0 = pos0};
+    return forward(r, m, &sg, 1, logits, st, 1);
 }
 
 /* ------------------------------------------------------------------------ */
