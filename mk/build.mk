@@ -27,7 +27,7 @@ KV_LDFLAGS = $(LDFLAGS) $(KV_REQ_LDFLAGS)
 # The folders are the layers (docs/design.md): the library is kernels/,
 # strategies/ and bench/model/; the CLI archive the layers above it.
 KV_LIB_DIRS := kernels strategies bench/model
-CLI_LIB_DIRS := bench/term bench/measure bench/teach bench/results bench/cli
+CLI_LIB_DIRS := bench/term bench/measure bench/teach bench/results bench/serve bench/cli
 KV_LIB_SRCS := $(foreach d,$(KV_LIB_DIRS),$(wildcard $(d)/*.c))
 CLI_LIB_SRCS := $(filter-out bench/cli/main.c,$(foreach d,$(CLI_LIB_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRCS := $(KV_LIB_SRCS) $(CLI_LIB_SRCS)

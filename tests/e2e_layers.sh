@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e_layers.sh - the folders are the layers, and includes only go down:
 #
-#   bench/cli -> bench/results -> bench/measure | bench/teach -> bench/term
+#   bench/cli -> bench/serve -> bench/results -> bench/measure | bench/teach -> bench/term
 #     -> bench/model -> strategies -> kernels
 #
 # Every #include "..." of every C file in those folders is resolved against
@@ -23,7 +23,8 @@ rank() {
     bench/term) echo 3 ;;
     bench/measure | bench/teach) echo 4 ;;
     bench/results) echo 5 ;;
-    bench/cli) echo 6 ;;
+    bench/serve) echo 6 ;;
+    bench/cli) echo 7 ;;
     *) echo -1 ;;
     esac
 }
@@ -31,7 +32,7 @@ rank() {
 pass=0
 fail=0
 declare -A edges
-for dir in kernels strategies bench/model bench/term bench/measure bench/teach bench/results bench/cli; do
+for dir in kernels strategies bench/model bench/term bench/measure bench/teach bench/results bench/serve bench/cli; do
     [ -d "$dir" ] || { fail=$((fail + 1)); echo "FAIL: $dir is missing"; continue; }
     r_from=$(rank "$dir")
     for f in "$dir"/*.c "$dir"/*.h; do
