@@ -57,6 +57,7 @@ const struct kv_strategy_ops kv_strategy_dynamic_concat = {
     .view = kv_grow_view,
     .seq_len = kv_grow_seq_len,
     .resident_bytes = kv_grow_resident_bytes,
+    .stats = kv_grow_stats,
     .copied_bytes = kv_grow_copied_bytes,
     .reset = kv_grow_reset,
     .crop = kv_grow_crop,

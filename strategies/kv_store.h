@@ -507,6 +507,16 @@ static inline size_t kv_grow_resident_bytes(const void *state)
     return total;
 }
 
+/* Tokens held, and the capacity past them (the growth's slack). */
+static inline void kv_grow_stats(const void *state, struct kv_cache_stats *st)
+{
+    const struct kv_grow_state *s = state;
+    st->resident = kv_grow_resident_bytes(state);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        st->tokens += (size_t)s->layers[l].len * kv_grow_token_bytes(s);
+    st->slack = st->resident - st->tokens;
+}
+
 static inline size_t kv_grow_copied_bytes(const void *state)
 {
     const struct kv_grow_state *s = state;

@@ -168,6 +168,16 @@ static size_t static_resident_bytes(const void *state)
     return 2 * s->half * (size_t)s->cfg.n_layers;
 }
 
+/* Tokens held, and the reserved slots past them. */
+static void static_stats(const void *state, struct kv_cache_stats *st)
+{
+    const struct static_state *s = state;
+    st->resident = static_resident_bytes(state);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        st->tokens += (size_t)s->len[l] * static_token_bytes(s);
+    st->slack = st->resident - st->tokens;
+}
+
 static size_t static_copied_bytes(const void *state)
 {
     const struct static_state *s = state;
@@ -342,6 +352,7 @@ const struct kv_strategy_ops kv_strategy_static = {
     .view = static_view,
     .seq_len = static_seq_len,
     .resident_bytes = static_resident_bytes,
+    .stats = static_stats,
     .copied_bytes = static_copied_bytes,
     .reset = static_reset,
     .crop = static_crop,

@@ -192,6 +192,35 @@ START_TEST(test_preemptions_happen)
 }
 END_TEST
 
+/* The pool's split comes from each cache's stats: its parts add up to
+ * the resident bytes, and a cache holding tokens counts them. */
+START_TEST(test_stats_add_up)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i);
+    if (!(ops->caps & KV_CAP_KEEPS_HISTORY))
+        return;
+    struct kv_model_config mc = small_cfg();
+    struct kv_cache_config cc = kv_cache_config_for(&mc, 1);
+    struct test_param_block blk;
+    test_params_fill(ops, &blk, &tp);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, ops, &cc, blk.b), KV_OK);
+    const int32_t kvd = mc.n_kv_heads * (mc.dim / mc.n_heads);
+    float *kv = calloc((size_t)40 * kvd, sizeof(float));
+    for (int32_t l = 0; l < mc.n_layers; l++)
+        ck_assert_int_eq(kv_cache_update(c, l, kv, kv, 40, 0), KV_OK);
+    struct kv_cache_stats st;
+    ck_assert_int_eq(kv_cache_stats(c, &st), KV_OK);
+    ck_assert_uint_eq(st.tokens + st.slack + st.spare, st.resident);
+    ck_assert_uint_eq(st.resident, kv_cache_resident_bytes(c));
+    ck_assert_uint_gt(st.tokens, 0);
+    if (!strcmp(ops->name, "static") || !strcmp(ops->name, "dynamic"))
+        ck_assert_uint_eq(st.tokens, (size_t)mc.n_layers * 40 * 2 * kvd * sizeof(float));
+    free(kv);
+    kv_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     struct kv_model_config mc = small_cfg();
@@ -233,6 +262,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_tokens_equal_alone, 0, kv_strategy_count());
     tcase_add_test(tc, test_preemptions_happen);
+    tcase_add_loop_test(tc, test_stats_add_up, 0, kv_strategy_count());
     tcase_add_test(tc, test_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -20,5 +20,6 @@ extern const struct kv_cmd kv_cmd_roofline_def;   /* cmd_roofline.c */
 extern const struct kv_cmd kv_cmd_export_def;     /* cmd_export.c: export-synthetic */
 extern const struct kv_cmd kv_cmd_perplexity_def; /* cmd_perplexity.c */
 extern const struct kv_cmd kv_cmd_stale_def;      /* cmd_stale.c: stale-cache */
+extern const struct kv_cmd kv_cmd_serving_def;    /* cmd_serving.c */
 
 #endif /* KV_COMMANDS_H */

@@ -20,6 +20,7 @@ static const struct kv_cmd *const commands[] = {
     &kv_cmd_strategies_def, &kv_cmd_generate_def,   &kv_cmd_sweep_def,   &kv_cmd_sharing_def,
     &kv_cmd_demo_def,       &kv_cmd_compare_def,    &kv_cmd_merge_def,   &kv_cmd_kernel_def,
     &kv_cmd_roofline_def,   &kv_cmd_export_def,     &kv_cmd_perplexity_def, &kv_cmd_stale_def,
+    &kv_cmd_serving_def,
 };
 #define N_COMMANDS ((int32_t)(sizeof(commands) / sizeof(commands[0])))
 

@@ -367,10 +367,8 @@ static void free_sched(struct sched *S)
     kv_free(S->stage);
 }
 
-enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_set *rs,
-                            const struct kv_serve_params *p, kv_serve_request_fn on_request,
-                            kv_serve_iteration_fn on_iteration, void *user,
-                            struct kv_serve_totals *totals, char *why, size_t why_len)
+enum kv_status kv_serve_check(const struct kv_model *m, const struct kv_request_set *rs,
+                              const struct kv_serve_params *p, char *why, size_t why_len)
 {
     if (m == NULL || rs == NULL || rs->n < 1 || rs->req == NULL || p == NULL || p->ops == NULL)
         return refuse(why, why_len, "nothing to serve");
@@ -381,6 +379,30 @@ enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_se
         return refuse(why, why_len, "%s keeps no history, so each step would re-run every request "
                                     "whole: it cannot serve (it lacks KV_CAP_KEEPS_HISTORY)",
                       p->ops->name);
+    for (int32_t i = 0; i < rs->n; i++) {
+        struct kv_cache_config cc = kv_cache_config_for_model(m, 1);
+        cc.max_len = reserve_len(p, &rs->req[i], m->cfg.max_len);
+        size_t b;
+        if (len_of(&rs->req[i]) > m->cfg.max_len ||
+            kv_cache_bytes_for(p->ops, &cc, p->params, len_of(&rs->req[i]), &b) != KV_OK)
+            return refuse(why, why_len, "%s cannot bound the bytes of request %d (%d tokens): it "
+                                        "cannot serve it", p->ops->name, i, len_of(&rs->req[i]));
+        if (b > p->pool_bytes)
+            return refuse(why, why_len,
+                          "the pool cannot hold request %d whole on its own (its prompt and "
+                          "output: %zu bytes); give a larger pool", i, b);
+    }
+    return KV_OK;
+}
+
+enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_set *rs,
+                            const struct kv_serve_params *p, kv_serve_request_fn on_request,
+                            kv_serve_iteration_fn on_iteration, void *user,
+                            struct kv_serve_totals *totals, char *why, size_t why_len)
+{
+    enum kv_status st = kv_serve_check(m, rs, p, why, why_len);
+    if (st != KV_OK)
+        return st;
     struct sched S = {.m = m, .rs = rs, .p = p};
     const int32_t ctx = m->cfg.max_len;
     int32_t longest = 0;
@@ -393,7 +415,7 @@ enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_se
     S.who = kv_alloc((size_t)p->max_batch * sizeof *S.who);
     S.logits = kv_alloc((size_t)p->max_batch * (size_t)m->cfg.vocab_size * sizeof(float));
     S.stage = p->preempt == KV_PREEMPT_SWAP ? kv_alloc(SWAP_STAGE) : NULL;
-    enum kv_status st = S.q && S.seg && S.who && S.logits &&
+    st = S.q && S.seg && S.who && S.logits &&
                                 (p->preempt != KV_PREEMPT_SWAP || S.stage)
                             ? kv_runner_create(&S.runner, m, 1, rows, p->n_threads)
                             : KV_ERR_NOMEM;
@@ -401,12 +423,6 @@ enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_se
         struct req *q = &S.q[i];
         q->cfg = kv_cache_config_for_model(m, 1);
         q->cfg.max_len = reserve_len(p, &rs->req[i], ctx);
-        if (bytes_at(&S, q, len_of(&rs->req[i])) > p->pool_bytes) {
-            free_sched(&S);
-            return refuse(why, why_len,
-                          "the pool cannot hold request %d whole on its own (its prompt and "
-                          "output); give a larger pool", i);
-        }
         if ((q->toks = kv_alloc((size_t)len_of(&rs->req[i]) * sizeof(int32_t))) == NULL)
             st = KV_ERR_NOMEM;
         else

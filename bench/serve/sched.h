@@ -96,6 +96,11 @@ enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_se
                             kv_serve_iteration_fn on_iteration, void *user,
                             struct kv_serve_totals *totals, char *why, size_t why_len);
 
+/* kv_serve_run's checks alone (KV_OK, or KV_ERR_INVALID with why), for a
+ * caller that says what it starts only once the run can start. */
+enum kv_status kv_serve_check(const struct kv_model *m, const struct kv_request_set *rs,
+                              const struct kv_serve_params *p, char *why, size_t why_len);
+
 /* The prompt tokens of request i of a stream (its group's prefix first):
  * what kv_serve_run feeds, for a caller that generates it alone. */
 void kv_serve_prompt(int32_t *out, const struct kv_request_set *rs, int32_t i, int32_t vocab,

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# e2e_serving.sh - `kvlab serving` end to end on a tiny model (seconds): a
+# generated stream and a trace run, their CSVs (a row per request, a row per
+# iteration, the pool's split adding up), a fixed-step clock that repeats a
+# schedule exactly, a reservation that limits the batch, then every refusal
+# the serving issue lists (exit 2, one line, no output file): a rate <= 0,
+# NaN or infinite, a pool smaller than one request, a malformed trace
+# (unsorted, zero or negative lengths, past the context, an unknown
+# prefix), --chunk 0, a strategy that cannot serve. Never asserts on wall
+# time. Usage: KVLAB=build/kvlab bash tests/e2e_serving.sh
+set -u
+KVLAB=${KVLAB:-build/kvlab}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvlab_e2e_serving.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if "$@"; then ok; else bad "$what"; fi
+}
+# expect_bad DESCRIPTION PATTERN ARGS...: exit 2, one line matching PATTERN,
+# no requests CSV written
+expect_bad() {
+    local what=$1 pat=$2; shift 2
+    rm -f "$TMP/bad.csv"
+    "$KVLAB" serving $MODEL "$@" --requests-out "$TMP/bad.csv" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ "$rc" != 2 ]; then bad "$what: exit $rc, want 2 ($(head -c 300 "$TMP/err"))"; return; fi
+    if [ "$(wc -l <"$TMP/err")" != 1 ]; then bad "$what: stderr is not one line: $(cat "$TMP/err")"; return; fi
+    if ! grep -q -- "$pat" "$TMP/err"; then bad "$what: '$pat' not in: $(cat "$TMP/err")"; return; fi
+    if [ -e "$TMP/bad.csv" ]; then bad "$what: a CSV was written"; return; fi
+    ok
+}
+rows() { grep -v '^#' "$1" | tail -n +2 | wc -l; }
+col() { awk -F, -v n="$2" '/^#/ { next } !h { for (i = 1; i <= NF; i++) if ($i == n) c = i; h = 1; next } { print $c }' "$1"; }
+
+MODEL="--layers 2 --dim 32 --heads 4 --kv-heads 2 --hidden 48 --vocab 64 --max-len 128 --threads 1"
+FIX="--fixed-step-ms 2 --quiet"
+
+# ---------------------------------------------------------------- a generated stream
+"$KVLAB" serving $MODEL $FIX --strategy paged --requests 12 --rate 200 --prompt-mean 10 \
+    --output-mean 20 --pool-mb 1 --requests-out "$TMP/r.csv" --iterations-out "$TMP/i.csv" \
+    >"$TMP/sum" 2>"$TMP/err"
+check "paged stream exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
+check "a row per request" test "$(rows "$TMP/r.csv")" = 12
+check "every request's tokens counted" test "$(col "$TMP/r.csv" output_tokens | awk '$1 < 1' | wc -l)" = 0
+check "a row per iteration" test "$(rows "$TMP/i.csv")" -gt 12
+check "the summary names the policy and the throughput" grep -q "^policy paged: 12 requests in .* requests/s" "$TMP/sum"
+check "first token after arrival, finish after first token" \
+    test "$(awk -F, '!/^#/ && NR > 1 && h { if ($3 < $2 || $4 < $3) print } /^id,/ { h = 1 }' "$TMP/r.csv" | wc -l)" = 0
+check "the pool's split never passes the pool (1 MiB)" \
+    test "$(awk -F, '/^#/ { next } !h { h = 1; next } { if ($9 + $10 + $11 + $12 + $13 != 1048576) print }' "$TMP/i.csv" | wc -l)" = 0
+"$KVLAB" serving $MODEL $FIX --strategy paged --requests 12 --rate 200 --prompt-mean 10 \
+    --output-mean 20 --pool-mb 1 --requests-out "$TMP/r2.csv" 2>/dev/null >/dev/null
+check "a fixed-step clock repeats the schedule" test "$(grep -v '^#' "$TMP/r.csv")" = "$(grep -v '^#' "$TMP/r2.csv")"
+
+# ---------------------------------------------------------------- reservations limit the batch
+for how in context exact; do
+    "$KVLAB" serving $MODEL $FIX --strategy static --reserve $how --requests 12 --rate 1000 \
+        --prompt-mean 10 --output-mean 20 --pool-mb 0.1 >"$TMP/s.$how" 2>"$TMP/err"
+    check "static --reserve $how exits 0 ($(head -c 200 "$TMP/err"))" test $? = 0
+done
+b_ctx=$(sed -n 's/.*peak batch \([0-9]*\),.*/\1/p' "$TMP/s.context")
+b_exa=$(sed -n 's/.*peak batch \([0-9]*\),.*/\1/p' "$TMP/s.exact")
+check "reserving the context runs fewer at once than reserving exactly ($b_ctx < $b_exa)" test "$b_ctx" -lt "$b_exa"
+check "the policy is named by Orca's name" grep -q "static-context (Orca-Max)" "$TMP/s.context"
+
+# ---------------------------------------------------------------- a trace
+printf '# a trace\narrival_s,prompt_tokens,output_tokens,prefix_id\n0,12,5,0\n0.001,6,9,\n0.5,20,3,1\n' >"$TMP/t.csv"
+"$KVLAB" serving $MODEL $FIX --strategy dynamic --trace "$TMP/t.csv" --prefixes 2 --prefix-len 4 \
+    --pool-mb 1 --requests-out "$TMP/tr.csv" >/dev/null 2>"$TMP/err"
+check "a trace run exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
+check "a trace run: its 3 requests" test "$(col "$TMP/tr.csv" output_tokens | tr '\n' ' ')" = "5 9 3 "
+
+# ---------------------------------------------------------------- refusals
+expect_bad "rate 0" "rate" --strategy paged --rate 0
+expect_bad "rate -1" "rate" --strategy paged --rate -1
+expect_bad "rate nan" "rate" --strategy paged --rate nan
+expect_bad "rate inf" "rate" --strategy paged --rate inf
+expect_bad "a pool smaller than one request" "cannot hold request" --strategy static --pool-mb 0.01
+expect_bad "--chunk 0" "chunk" --strategy paged --chunk 0
+expect_bad "a strategy that cannot serve" "none keeps no history.*KV_CAP_KEEPS_HISTORY" --strategy none
+expect_bad "no strategy" "needs --strategy"
+expect_bad "a generator option with --trace" "has no effect" --strategy paged --trace "$TMP/t.csv" --prefixes 2 --rate 3
+for case in "unsorted:0,5,5,\n1,5,5,\n0.5,5,5,:arrivals must be sorted" \
+    "zero length:0,0,5,:prompt_tokens '0'" "negative length:0,5,-1,:output_tokens '-1'" \
+    "past the context:0,100,100,:pass the model's context" "unknown prefix:0,10,5,7:names no declared prefix"; do
+    name=${case%%:*} rest=${case#*:} body=${rest%:*} pat=${rest##*:}
+    printf "arrival_s,prompt_tokens,output_tokens,prefix_id\n$body\n" >"$TMP/bt.csv"
+    expect_bad "a trace: $name" "$pat" --strategy paged --trace "$TMP/bt.csv" --prefixes 1 --prefix-len 2
+done
+
+echo "e2e_serving: $pass passed, $fail failed"
+[ "$fail" = 0 ]
