@@ -42,11 +42,15 @@ FIX="--fixed-step-ms 2 --quiet"
 # ---------------------------------------------------------------- a generated stream
 "$KVLAB" serving $MODEL $FIX --strategy paged --requests 12 --rate 200 --prompt-mean 10 \
     --output-mean 20 --pool-mb 1 --requests-out "$TMP/r.csv" --iterations-out "$TMP/i.csv" \
-    >"$TMP/sum" 2>"$TMP/err"
+    --summary-out "$TMP/s.csv" >"$TMP/sum" 2>"$TMP/err"
 check "paged stream exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
 check "a row per request" test "$(rows "$TMP/r.csv")" = 12
 check "every request's tokens counted" test "$(col "$TMP/r.csv" output_tokens | awk '$1 < 1' | wc -l)" = 0
 check "a row per iteration" test "$(rows "$TMP/i.csv")" -gt 12
+check "a summary row: 12 requests, the pool, the split of the used pool summing to 1" \
+    test "$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+        { s = $c["token_share_used"] + $c["reserved_share_used"] + $c["internal_share_used"] + $c["spare_share_used"]
+          print $c["requests"], $c["pool_bytes"], (s > 0.999 && s < 1.001) }' "$TMP/s.csv")" = "12 1048576 1"
 check "the summary names the policy and the throughput" grep -q "^policy paged: 12 requests in .* requests/s" "$TMP/sum"
 check "first token after arrival, finish after first token" \
     test "$(awk -F, '!/^#/ && NR > 1 && h { if ($3 < $2 || $4 < $3) print } /^id,/ { h = 1 }' "$TMP/r.csv" | wc -l)" = 0

@@ -43,7 +43,7 @@ struct serving_opts {
     int reserve, preempt;
     int32_t max_batch, chunk;
     double fixed_step_ms;
-    const char *requests_out, *iterations_out;
+    const char *requests_out, *iterations_out, *summary_out;
     int quiet;
 };
 
@@ -86,6 +86,8 @@ static const struct kv_opt serving_table[] = {
      .meta = "FILE", .help = "a CSV row per request"},
     {.name = "--iterations-out", .kind = KV_OPT_OUTPUT, .off = O(iterations_out), .mkdir = 1,
      .meta = "FILE", .help = "a CSV row per iteration (batch, the pool's split)"},
+    {.name = "--summary-out", .kind = KV_OPT_OUTPUT, .off = O(summary_out), .mkdir = 1,
+     .meta = "FILE", .help = "the summary as a CSV row (throughput, latency, the pool's split)"},
     {.name = "--quiet", .kind = KV_OPT_FLAG, .off = O(quiet), .help = "no progress lines"},
 };
 #undef O
@@ -126,6 +128,8 @@ struct serving_state {
     int32_t n_done;
     int64_t tokens;
     int failed;
+    /* the pool's split over the run, each iteration weighted by its time */
+    double w_token, w_reserved, w_internal, w_spare, w_used;
 };
 
 static void add_row(struct serving_state *S, struct kv_csv_writer *w, const char *line)
@@ -154,6 +158,13 @@ static void on_request(void *user, const struct kv_serve_request *r)
 static void on_iteration(void *user, const struct kv_serve_iteration *it)
 {
     struct serving_state *S = user;
+    const double w = it->step_s;
+    S->w_token += w * (double)it->token_bytes;
+    S->w_reserved += w * (double)it->reserved_bytes;
+    S->w_internal += w * (double)it->internal_bytes;
+    S->w_spare += w * (double)it->spare_bytes;
+    S->w_used += w * (double)(it->token_bytes + it->reserved_bytes + it->internal_bytes +
+                              it->spare_bytes);
     if (S->it == NULL)
         return;
     char line[512];
@@ -246,6 +257,43 @@ static int load_stream(const struct serving_opts *o, const struct kv_cmd_ctx *x,
     return s == KV_ERR_NOMEM ? 1 : 2;
 }
 
+static const char *const summary_cols[] = {
+    "policy", "strategy", "reserve", "preempt", "rate", "requests", "pool_bytes", "max_batch",
+    "chunk", "duration_s", "requests_per_s", "tokens_per_s", "norm_latency_mean_s",
+    "norm_latency_p50_s", "norm_latency_p90_s", "norm_latency_p99_s", "ttft_p50_s",
+    "tpot_p50_s", "peak_batch", "iterations", "preemptions", "peak_token_share",
+    "token_share_used", "reserved_share_used", "internal_share_used", "spare_share_used"};
+#define N_SUMMARY_COLS ((int32_t)(sizeof summary_cols / sizeof summary_cols[0]))
+
+static double mean_of(const double *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += x[i];
+    return n > 0 ? s / n : NAN;
+}
+
+/* The summary row: the percentiles sort the arrays, so it comes first. */
+static void summary_row(char *line, size_t cap, const struct serving_state *S, const char *policy,
+                        const struct kv_serve_totals *t, const struct kv_serve_params *p,
+                        double rate)
+{
+    double *n = S->norm;
+    const int64_t k = S->n_done;
+    const double u = S->w_used > 0 ? S->w_used : NAN;
+    snprintf(line, cap,
+             "%s,%s,%s,%s,%.6g,%d,%zu,%d,%d,%.6f,%.6f,%.3f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%d,%" PRId64
+             ",%" PRId64 ",%.4f,%.4f,%.4f,%.4f,%.4f",
+             policy, p->ops->name, reserve_names[p->reserve], preempt_names[p->preempt], rate,
+             S->n_done, p->pool_bytes, p->max_batch, p->chunk, t->end_s,
+             t->end_s > 0 ? k / t->end_s : 0.0, t->end_s > 0 ? (double)S->tokens / t->end_s : 0.0,
+             mean_of(n, k), kv_stats_median(n, k), kv_stats_percentile(n, k, 0.90),
+             kv_stats_percentile(n, k, 0.99), kv_stats_median(S->ttft, k),
+             kv_stats_median(S->tpot, k), t->peak_batch, t->iterations, t->preemptions,
+             t->peak_token_share, S->w_token / u, S->w_reserved / u, S->w_internal / u,
+             S->w_spare / u);
+}
+
 static void summary(const struct serving_state *S, const char *policy,
                     const struct kv_serve_totals *t, const struct kv_serve_params *p)
 {
@@ -328,10 +376,22 @@ static int serving_run(struct kv_cmd_ctx *x)
             rc = 1;
         }
     }
+    struct kv_csv_writer *sw = NULL;
+    if (rc == 0 && o->summary_out != NULL) {
+        char line[1024];
+        summary_row(line, sizeof line, &S, policy, &tot, &p, o->trace != NULL ? NAN : o->rate);
+        sw = writer(o->summary_out, &si, policy, summary_cols, N_SUMMARY_COLS);
+        if (sw == NULL || kv_csv_writer_add_row(sw, line) != KV_OK) {
+            fprintf(stderr, "kvlab: serving: %s\n", kv_status_str(KV_ERR_NOMEM));
+            rc = 1;
+        }
+    }
     if (rc == 0) {
         summary(&S, policy, &tot, &p);
-        rc = write_csv(S.req, o->requests_out) | write_csv(S.it, o->iterations_out);
+        rc = write_csv(S.req, o->requests_out) | write_csv(S.it, o->iterations_out) |
+             write_csv(sw, o->summary_out);
     }
+    kv_csv_writer_destroy(sw);
     kv_csv_writer_destroy(S.req);
     kv_csv_writer_destroy(S.it);
     kv_free(S.norm);
