@@ -121,8 +121,6 @@ static int serving_check(struct kv_cmd_ctx *x)
 /* Records                                                                  */
 
 struct serving_state {
-    const struct serving_opts *o;
-    const struct kv_cli_common *c;
     struct kv_csv_writer *req, *it;
     double *norm, *ttft, *tpot;
     int32_t n_done;
@@ -339,7 +337,7 @@ static int serving_run(struct kv_cmd_ctx *x)
         .preempt = (enum kv_preempt)o->preempt, .pool_bytes = (size_t)(o->pool_mb * 1048576.0),
         .max_batch = o->max_batch, .chunk = kv_cmd_given(x, "--chunk") ? o->chunk : 0,
         .n_threads = c->threads, .seed = c->seed, .fixed_step_s = o->fixed_step_ms / 1e3};
-    struct serving_state S = {.o = o, .c = c};
+    struct serving_state S = {0};
     struct kv_sysinfo si;
     char policy[96];
     char why[512] = "";
