@@ -190,6 +190,17 @@ storage-targets: $(CLI) ## the 16-bit and 2-bit cache targets: out/storage.md (q
 eviction-targets: $(CLI) ## the eviction targets: sinks, sliding, h2o (quiet machine)
 	KVLAB=$(CLI) bash bench/scripts/eviction_targets.sh
 
+# The serving benchmark (docs/serving.md): every policy of
+# bench/data/serving.policies at every SERVING_RATES request rate, the same
+# generated stream each time, into $(SERVING_DIR)/summary.csv and
+# summary.md, with each policy's per-iteration CSV at the middle rate.
+# SERVING_ARGS adds `kvlab serving` options (a smaller model, --threads).
+SERVING_DIR ?= out/serving
+.PHONY: serving
+serving: $(CLI) ## the serving benchmark: policies x request rates, out/serving/summary.md
+	KVLAB=$(CLI) bash bench/scripts/serving.sh $(SERVING_DIR)
+	@cat $(SERVING_DIR)/summary.md
+
 # The prefix-sharing sweep (issue 12): B = SHARING_BATCHES sequences sharing a
 # prompt of each of SHARING_PROMPTS tokens, SHARING_NEW tokens each, every
 # strategy of SHARING_STRATEGIES shared and unshared, into $(SHARING_CSV);

@@ -78,6 +78,16 @@ printf '# a trace\narrival_s,prompt_tokens,output_tokens,prefix_id\n0,12,5,0\n0.
 check "a trace run exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
 check "a trace run: its 3 requests" test "$(col "$TMP/tr.csv" output_tokens | tr '\n' ' ')" = "5 9 3 "
 
+# ---------------------------------------------------------------- make serving's script
+SERVING_RATES=50,200 SERVING_REQUESTS=6 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct \
+    SERVING_ARGS="$MODEL --fixed-step-ms 2" KVLAB=$KVLAB \
+    bash "$(dirname "$0")/../bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err"
+check "serving.sh exits 0 ($(tail -n 1 "$TMP/err"))" test $? = 0
+np=$(grep -cv '^#' "$(dirname "$0")/../bench/data/serving.policies")
+check "serving.sh: a row per policy and rate ($np policies x 2)" test "$(rows "$TMP/sv/summary.csv")" = $((np * 2))
+check "serving.sh: the table has the same rows" test "$(grep -c '^| [a-z]' "$TMP/sv/summary.md")" = $((np * 2 + 1))
+check "serving.sh: an iterations CSV per policy" test "$(ls "$TMP/sv"/iterations-*.csv | wc -l)" = "$np"
+
 # ---------------------------------------------------------------- refusals
 expect_bad "rate 0" "rate" --strategy paged --rate 0
 expect_bad "rate -1" "rate" --strategy paged --rate -1

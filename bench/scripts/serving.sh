@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# serving.sh - `make serving`: every policy of bench/data/serving.policies
+# at every request rate, each a `kvlab serving` run of the same generated
+# stream (one seed), into OUT_DIR/summary.csv (one row per policy and rate)
+# and OUT_DIR/summary.md (the table), and each policy's per-iteration CSV at
+# the middle rate (OUT_DIR/iterations-LABEL.csv: batch and pool over time).
+#
+# usage: serving.sh OUT_DIR
+# env: KVLAB (build/kvlab), SERVING_RATES (0.5,1,2,4), SERVING_REQUESTS (40),
+#      SERVING_WORKLOAD (chat), SERVING_POOL_MB (256), SERVING_MAX_BATCH (32),
+#      SERVING_POLICIES (bench/data/serving.policies), SERVING_ARGS (more
+#      `kvlab serving` options, e.g. a smaller model or --threads)
+# Values from the environment and the policies file reach kvlab as
+# arguments only, never a shell.
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: serving.sh OUT_DIR" >&2; exit 2; }
+out=$1
+KVLAB=${KVLAB:-build/kvlab}
+RATES=${SERVING_RATES:-0.5,1,2,4}
+REQUESTS=${SERVING_REQUESTS:-40}
+WORKLOAD=${SERVING_WORKLOAD:-chat}
+POOL=${SERVING_POOL_MB:-256}
+BATCH=${SERVING_MAX_BATCH:-32}
+POLICIES=${SERVING_POLICIES:-$(dirname "$0")/../data/serving.policies}
+read -r -a extra <<<"${SERVING_ARGS:-}"
+[ -x "$KVLAB" ] || { echo "serving: $KVLAB: no such program (make first)" >&2; exit 2; }
+[ -r "$POLICIES" ] || { echo "serving: $POLICIES: cannot read the policies" >&2; exit 2; }
+IFS=, read -r -a rates <<<"$RATES"
+[ ${#rates[@]} -ge 1 ] || { echo "serving: SERVING_RATES is empty" >&2; exit 2; }
+mid=${rates[$(((${#rates[@]} - 1) / 2))]}
+
+mkdir -p "$out"
+work=$(mktemp -d "$out/.serving.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+n=0
+while IFS=$'\t' read -r label args; do
+    case $label in '' | '#'*) continue ;; esac
+    [[ $label =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "serving: label '$label': letters, digits, . _ - only" >&2; exit 2; }
+    read -r -a opts <<<"$args"
+    for rate in "${rates[@]}"; do
+        n=$((n + 1))
+        it=()
+        [ "$rate" = "$mid" ] && it=(--iterations-out "$work/iterations-$label.csv")
+        echo "serving: $label at $rate requests/s" >&2
+        "$KVLAB" serving "${opts[@]}" --rate "$rate" --requests "$REQUESTS" --workload "$WORKLOAD" \
+            --pool-mb "$POOL" --max-batch "$BATCH" --quiet --summary-out "$work/run-$n.csv" \
+            "${it[@]}" "${extra[@]}" >"$work/run-$n.txt"
+        # the CSV's policy column carries the label the table and plots use
+        awk -F, -v OFS=, -v l="$label" '/^#/ { next } !h { h = 1; if (!hd) print; next } { $1 = l; print }' \
+            hd="$([ $n -gt 1 ] && echo 1 || echo 0)" "$work/run-$n.csv" >>"$work/summary.csv"
+    done
+done <"$POLICIES"
+[ $n -gt 0 ] || { echo "serving: $POLICIES names no policy" >&2; exit 2; }
+{
+    grep -m 1 '^# commit=' "$work/run-1.csv" || true
+    grep -m 1 '^# cpu=' "$work/run-1.csv" || true
+    echo "# workload=$WORKLOAD requests=$REQUESTS pool_mb=$POOL max_batch=$BATCH"
+    cat "$work/summary.csv"
+} >"$work/summary.tmp" && mv "$work/summary.tmp" "$out/summary.csv"
+awk -F, -f "$(dirname "$0")/serving_table.awk" "$out/summary.csv" >"$work/summary.md"
+mv "$work/summary.md" "$out/summary.md"
+for f in "$work"/iterations-*.csv; do [ -e "$f" ] && mv "$f" "$out/"; done
+echo "serving: $n runs -> $out/summary.csv, $out/summary.md" >&2
