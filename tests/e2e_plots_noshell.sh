@@ -119,6 +119,10 @@ check "tiny frontier sweep ($(head -c 200 "$TMP/err"))" test -s "$TMP/frontier.c
     --threads 1 --strategies paged-16,dynamic --batches 1,2 --prompt-lens 40 --new-tokens 4 --quiet \
     --out "$TMP/sharing.csv" 2>"$TMP/err"
 check "tiny sharing run ($(head -c 200 "$TMP/err"))" test -s "$TMP/sharing.csv"
+SERVING_RATES=50,200 SERVING_REQUESTS=4 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct \
+    SERVING_ARGS="--layers 2 --dim 32 --heads 4 --kv-heads 2 --hidden 48 --vocab 64 --max-len 128 --threads 1 --fixed-step-ms 2" \
+    KVLAB=$KVLAB bash "$ROOT/bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err" && cp "$TMP/sv/summary.csv" "$TMP/serving.csv"
+check "tiny serving run ($(tail -n 1 "$TMP/err"))" test -s "$TMP/serving.csv"
 cat >"$TMP/kernel.csv" <<'EOF'
 # kvlab kernel
 # cpu=test cpu
@@ -160,7 +164,7 @@ hostile() {
         }
         !h++ { for (i = 1; i <= NF; i++) c[$i] = i; print; next }
         {
-            col = ("label" in c) ? c["label"] : c["dtype"]
+            col = ("label" in c) ? c["label"] : ("policy" in c) ? c["policy"] : c["dtype"]
             v = $col
             if (!(v in seen)) seen[v] = ++n
             k = (seen[v] - 1) % nh + 1
@@ -174,7 +178,7 @@ hostile() {
             print
         }' "$1" >"$2"
 }
-for f in sweep frontier sharing kernel; do hostile "$TMP/$f.csv" "$TMP/h_$f.csv"; done
+for f in sweep frontier sharing kernel serving; do hostile "$TMP/$f.csv" "$TMP/h_$f.csv"; done
 check "the hostile sweep holds the attacks" grep -qF ";touch\${IFS}$M/h1;#" "$TMP/h_sweep.csv"
 
 figures=""
@@ -182,12 +186,13 @@ for s in "$PLOTS"/*.gp; do
     n=$(basename "$s" .gp)
     [ "$n" = common ] || figures="$figures $n"
 done
-# the CSVs a figure reads: kernel.gp the kernel's, sharing.gp and
-# frontier.gp theirs and a sweep's (as tests/e2e_sweep.sh runs them)
+# the CSVs a figure reads: kernel.gp the kernel's, sharing.gp, serving.gp
+# and frontier.gp theirs and a sweep's (as tests/e2e_sweep.sh runs them)
 inputs_of() {
     case $1 in
     kernel) echo h_kernel ;;
     sharing) echo "h_sharing h_sweep" ;;
+    serving) echo "h_serving h_sweep" ;;
     frontier) echo "h_frontier h_sweep" ;;
     *) echo h_sweep ;;
     esac

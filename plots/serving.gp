@@ -1,0 +1,98 @@
+# serving.gp - the serving benchmark (out/serving/summary.csv, written by
+# make serving: bench/scripts/serving.sh). Left: the median normalized
+# latency (seconds per output token) against the request rate, a line per
+# policy; where a policy's line turns upward is the rate it can sustain.
+# Right: what the used part of the KV pool held, per policy at its highest
+# rate, stacked: token rows, slots the requests will still fill, slots they
+# never will (internal fragmentation), free blocks a cache keeps (the vLLM
+# paper's Figure 2 split).
+#   gnuplot -c plots/serving.gp out/serving/summary.csv out/plots
+# A policy is a value of the `policy` column, selected by gnuplot itself
+# into datablocks $L1, $L2, ... (rate, latency; file order); a colour per
+# policy by its index in the file. A CSV without those columns (a sweep's)
+# has no policy: both panels say so.
+plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
+if (!exists("csv")) { csv = ARGC >= 1 ? ARG1 : "out/serving/summary.csv" }
+if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+NOSPLIT = 1
+load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
+
+set datafile separator comma
+C_POL = kvcol("policy"); C_RATE = kvcol("rate"); C_LAT = kvcol("norm_latency_p50_s")
+C_TOK = kvcol("token_share_used"); C_RES = kvcol("reserved_share_used")
+C_INT = kvcol("internal_share_used"); C_SPA = kvcol("spare_share_used")
+OK = C_POL > 0 && C_RATE > 0 && C_LAT > 0 && C_TOK > 0 && C_RES > 0 && C_INT > 0 && C_SPA > 0
+array PL[40]
+array RMAX[40]
+do for [i = 1:|PL|] { PL[i] = ""; RMAX[i] = -1 }
+NP = 0
+PSTR = "\n"
+prow(x) = strcol(C_POL) ne "policy" && strlen(strcol(C_POL)) > 0 && column(C_RATE) == column(C_RATE)
+pfind(p, i) = i > NP ? 0 : (PL[i] eq p ? i : pfind(p, i + 1))
+addp(x) = strstrt(PSTR, "\n" . strcol(C_POL) . "\n") > 0 || NP >= |PL| ? 0 : \
+    (NP = NP + 1, PL[NP] = strcol(C_POL), PSTR = PSTR . strcol(C_POL) . "\n", 0)
+maxr(x) = (k_ = pfind(strcol(C_POL), 1), k_ > 0 && column(C_RATE) > RMAX[k_] ? (RMAX[k_] = column(C_RATE), 0) : 0)
+if (OK) {
+    stats CSV using (prow(0) ? addp(0) : 0) nooutput
+    stats CSV using (prow(0) ? maxr(0) : 0) nooutput
+    do for [i = 1:NP] {
+        eval sprintf("set table $L%d", i)
+        plot CSV using (kvf(column(C_RATE))):(kvf(column(C_LAT))) with table \
+             if (prow(0) && strcol(C_POL) eq PL[i])
+        unset table
+    }
+    # one bar per policy at its highest rate: index, then the four shares (%)
+    set table $W
+    plot CSV using (kvf(pfind(strcol(C_POL), 1))):(kvf(100 * column(C_TOK))):(kvf(100 * column(C_RES))):\
+         (kvf(100 * column(C_INT))):(kvf(100 * column(C_SPA))) with table \
+         if (prow(0) && pfind(strcol(C_POL), 1) > 0 && column(C_RATE) == RMAX[pfind(strcol(C_POL), 1)])
+    unset table
+}
+set datafile separator whitespace
+LSER(i) = sprintf("$L%d", i)
+
+do for [fmt in "png svg"] {
+    eval TERM(fmt)
+    set output OUTD . "/serving." . fmt
+    set multiplot layout 1,2 title "Serving: requests over one pool of KV memory (" . \
+        kv_esc1(META("cpu")) . ")"
+    set title "latency against load"
+    set xlabel "request rate (requests/s)"
+    set ylabel "median normalized latency (s/token)"
+    set key top left box opaque font ",10"
+    if (NP > 0) {
+        plot for [i = 1:NP] LSER(i) using 1:2 with linespoints lw 2 pt kpt(i) ps 1.4 \
+             lc rgb kcolor(i) title kvtext(PL[i])
+    } else {
+        set label 1 "no serving rows in this CSV" at graph 0.5, 0.5 center
+        set xrange [0:1]
+        set yrange [0:1]
+        plot NaN notitle
+        unset label 1
+        set autoscale xy
+    }
+    set title "what the used pool held (each at its highest rate)"
+    set xlabel ""
+    set ylabel "share of the used pool (%)"
+    set yrange [0:100]
+    set style fill solid 0.85 border -1
+    set boxwidth 0.6
+    set key top right box opaque font ",9"
+    if (NP > 0) {
+        set xrange [0.4:NP + 0.6]
+        set xtics () rotate by -25 font ",9"
+        do for [i = 1:NP] { set xtics add (kvtext(PL[i]) i) }
+        plot $W using 1:($2 + $3 + $4 + $5) with boxes lc rgb "#c7c7c7" title "free blocks kept", \
+             $W using 1:($2 + $3 + $4) with boxes lc rgb "#d62728" title "never filled (internal fragmentation)", \
+             $W using 1:($2 + $3) with boxes lc rgb "#ff7f0e" title "reserved, filled later", \
+             $W using 1:2 with boxes lc rgb "#2ca02c" title "token states"
+        set xtics autofreq norotate font ""
+    } else {
+        set label 1 "no serving rows in this CSV" at graph 0.5, 0.5 center
+        set xrange [0:1]
+        plot NaN notitle
+        unset label 1
+    }
+    set autoscale xy
+    unset multiplot
+}
