@@ -31,7 +31,8 @@
  * blocks and copy-on-write copies; layer 0 counts them for every layer of
  * the step), then takes them all from the pool,
  * growing it by one chunk (max(16, a quarter of the pool, what is needed)
- * blocks) when the free list is short; with --max-blocks the pool never
+ * blocks, or max(--grow-blocks, what is needed)) when the free list is
+ * short; with --max-blocks the pool never
  * exceeds that many blocks and an update that would need more returns
  * KV_ERR_FULL with nothing written, like a full static cache. Apart from
  * such a chunk, a decode step allocates nothing: it takes a block from the
@@ -45,7 +46,8 @@
  * rows written by updates + rows copied on write + blocks copied by fork.
  *
  * Parameters: --block-size (tokens per block, default 16), --max-blocks
- * (pool limit, 0 = none), --dtype f32|f16|bf16 (the storage option of the
+ * (pool limit, 0 = none), --grow-blocks (the pool's smallest growth, 0 =
+ * a quarter of it, 16 or more; 1 = no free blocks held ahead), --dtype f32|f16|bf16 (the storage option of the
  * float stores, kv_store.h). The block tables are sized from cfg.max_len,
  * so the cache needs one (check refuses 0). Presets paged-16, paged-128,
  * paged-16-f16 and paged-16-bf16.
@@ -62,6 +64,7 @@
 struct paged_params {
     int32_t block;      /* tokens per block */
     int32_t max_blocks; /* pool limit in blocks, 0: grows as needed */
+    int32_t grow;       /* blocks the pool grows by at least, 0: a quarter of it (16 or more) */
     int32_t dtype;      /* enum kv_dtype of the rows: f32, f16 or bf16 */
 };
 
@@ -73,6 +76,11 @@ static const struct kv_param paged_param_table[] = {
      .hi = INT32_MAX, .def = 0,
      .help = "blocks the paged pool may hold, all layers (0: no limit); past it: full",
      .scales_memory = 1, .offset = offsetof(struct paged_params, max_blocks)},
+    {.name = "grow", .flag = "--grow-blocks", .type = KV_PARAM_INT, .lo = 0, .hi = 1 << 20,
+     .def = 0,
+     .help = "blocks the paged pool grows by at least (0: a quarter of it, 16 or more; 1: "
+             "only what a step needs, as a pool shared by many requests would)",
+     .scales_memory = 1, .offset = offsetof(struct paged_params, grow)},
     KV_STORE_DTYPE_PARAM(struct paged_params, dtype),
 };
 
@@ -97,7 +105,7 @@ struct paged_layer {
 
 struct paged_state {
     struct kv_cache_config cfg;
-    int32_t block, max_blocks;
+    int32_t block, max_blocks, grow;
     enum kv_dtype dtype;       /* of the rows: f32, f16 or bf16 */
     int32_t stride;            /* table entries per sequence: ceil(max_len / block) */
     int32_t cap_batch;         /* sequences the tables have room for */
@@ -278,8 +286,9 @@ static enum kv_status paged_init(void *state, const struct kv_cache_config *cfg,
     s->cfg = *cfg;
     s->block = p->block;
     s->max_blocks = p->max_blocks;
+    s->grow = p->grow;
     s->dtype = paged_dtype(params);
-    if (s->block < 1 || cfg->max_len < 1 || s->max_blocks < 0 ||
+    if (s->block < 1 || cfg->max_len < 1 || s->max_blocks < 0 || s->grow < 0 ||
         (unsigned)s->dtype >= KV_DTYPE_COUNT || kv_type_traits[s->dtype].has_qparams)
         return KV_ERR_INVALID;
     s->stride = (int32_t)(((int64_t)cfg->max_len + s->block - 1) / s->block);
@@ -341,7 +350,8 @@ static enum kv_status pool_reserve(struct paged_state *s, int32_t need)
     if (s->n_free >= need)
         return KV_OK;
     const int32_t short_by = need - s->n_free;
-    int32_t grow = s->n_blocks / 4 > PAGED_MIN_CHUNK ? s->n_blocks / 4 : PAGED_MIN_CHUNK;
+    int32_t grow = s->grow > 0 ? s->grow
+                   : s->n_blocks / 4 > PAGED_MIN_CHUNK ? s->n_blocks / 4 : PAGED_MIN_CHUNK;
     if (grow < short_by)
         grow = short_by;
     int32_t limit = s->cap_ids; /* never more blocks than the tables can use */
@@ -598,7 +608,9 @@ static enum kv_status paged_bytes_for(const struct kv_cache_config *cfg, const v
     size_t used, f[3] = {(size_t)cfg->n_layers, (size_t)cfg->batch, per};
     if (kv_mul_sizes(&used, 3, f) != KV_OK)
         return KV_ERR_OVERFLOW;
-    size_t blocks = used == 0 ? 0 : used + (used / 4 > PAGED_MIN_CHUNK ? used / 4 : PAGED_MIN_CHUNK);
+    const size_t over = p->grow > 0 ? (size_t)p->grow - 1
+                        : used / 4 > PAGED_MIN_CHUNK ? used / 4 : PAGED_MIN_CHUNK;
+    size_t blocks = used == 0 ? 0 : used + over;
     if (p->max_blocks > 0 && blocks > (size_t)p->max_blocks)
         blocks = (size_t)p->max_blocks;
     size_t g[5] = {blocks, 2, (size_t)cfg->n_kv_heads, (size_t)p->block,

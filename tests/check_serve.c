@@ -221,6 +221,37 @@ START_TEST(test_stats_add_up)
 }
 END_TEST
 
+/* --grow-blocks 1: a paged cache holds only the blocks its tokens fill
+ * (a request's own pool in serving), none ahead. */
+START_TEST(test_paged_grow_exact)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_find("paged");
+    struct kv_model_config mc = small_cfg();
+    struct kv_cache_config cc = kv_cache_config_for(&mc, 1);
+    struct test_param_block blk;
+    test_params_fill(ops, &blk, &tp);
+    const int32_t one = 1, k = kv_param_find(ops, "grow");
+    ck_assert_int_ge(k, 0);
+    memcpy(blk.b + ops->params[k].offset, &one, sizeof one);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(kv_cache_create(&c, ops, &cc, blk.b), KV_OK);
+    const int32_t kvd = mc.n_kv_heads * (mc.dim / mc.n_heads);
+    float *kv = calloc((size_t)40 * kvd, sizeof(float));
+    for (int32_t l = 0; l < mc.n_layers; l++)
+        ck_assert_int_eq(kv_cache_update(c, l, kv, kv, 40, 0), KV_OK);
+    struct kv_cache_stats st;
+    ck_assert_int_eq(kv_cache_stats(c, &st), KV_OK);
+    ck_assert_uint_eq(st.spare, 0);
+    /* 3 blocks of 16 per layer for 40 tokens */
+    ck_assert_uint_eq(st.resident, (size_t)mc.n_layers * 3 * 16 * 2 * kvd * sizeof(float));
+    size_t bound;
+    ck_assert_int_eq(kv_cache_bytes_for(ops, &cc, blk.b, 40, &bound), KV_OK);
+    ck_assert_uint_ge(bound, st.resident);
+    free(kv);
+    kv_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     struct kv_model_config mc = small_cfg();
@@ -263,6 +294,7 @@ int main(void)
     tcase_add_loop_test(tc, test_tokens_equal_alone, 0, kv_strategy_count());
     tcase_add_test(tc, test_preemptions_happen);
     tcase_add_loop_test(tc, test_stats_add_up, 0, kv_strategy_count());
+    tcase_add_test(tc, test_paged_grow_exact);
     tcase_add_test(tc, test_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
