@@ -14,7 +14,7 @@ BENCH_ARGS ?=
 BENCH_QUICK_ARGS ?= --max-seq 2048 --none-max 1024
 # where bench-quick draws its plots (and `make report` of its run finds them)
 BENCH_QUICK_PLOTS ?= out/plots-quick
-PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp plots/frontier.gp plots/sharing.gp plots/serving.gp,$(sort $(wildcard plots/*.gp)))
+PLOT_SCRIPTS := $(filter-out plots/common.gp plots/kernel.gp plots/frontier.gp plots/sharing.gp plots/serving.gp plots/serving_timeline.gp,$(sort $(wildcard plots/*.gp)))
 # the memory-accuracy frontier (make frontier, part of make bench): every
 # configuration of FRONTIER_LIST at FRONTIER_BUDGETS (% of an f32 dynamic
 # cache of T tokens) and FRONTIER_SEQ_LENS, into FRONTIER_CSV, its tables
@@ -197,9 +197,10 @@ eviction-targets: $(CLI) ## the eviction targets: sinks, sliding, h2o (quiet mac
 # SERVING_ARGS adds `kvlab serving` options (a smaller model, --threads).
 SERVING_DIR ?= out/serving
 .PHONY: serving
-serving: $(CLI) ## the serving benchmark: policies x request rates, out/serving/summary.md, serving.png
+serving: $(CLI) ## the serving benchmark: policies x request rates, out/serving/summary.md, serving*.png
 	KVLAB=$(CLI) bash bench/scripts/serving.sh $(SERVING_DIR)
 	gnuplot -c plots/serving.gp $(SERVING_DIR)/summary.csv $(PLOTS_DIR)
+	gnuplot -c plots/serving_timeline.gp $(SERVING_DIR)/timeline.csv $(PLOTS_DIR)
 	@cat $(SERVING_DIR)/summary.md
 
 # The prefix-sharing sweep (issue 12): B = SHARING_BATCHES sequences sharing a

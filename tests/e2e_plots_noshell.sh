@@ -121,7 +121,8 @@ check "tiny frontier sweep ($(head -c 200 "$TMP/err"))" test -s "$TMP/frontier.c
 check "tiny sharing run ($(head -c 200 "$TMP/err"))" test -s "$TMP/sharing.csv"
 SERVING_RATES=50,200 SERVING_REQUESTS=4 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct \
     SERVING_ARGS="--layers 2 --dim 32 --heads 4 --kv-heads 2 --hidden 48 --vocab 64 --max-len 128 --threads 1 --fixed-step-ms 2" \
-    KVLAB=$KVLAB bash "$ROOT/bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err" && cp "$TMP/sv/summary.csv" "$TMP/serving.csv"
+    KVLAB=$KVLAB bash "$ROOT/bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err" && cp "$TMP/sv/summary.csv" "$TMP/serving.csv" &&
+    cp "$TMP/sv/timeline.csv" "$TMP/timeline.csv"
 check "tiny serving run ($(tail -n 1 "$TMP/err"))" test -s "$TMP/serving.csv"
 cat >"$TMP/kernel.csv" <<'EOF'
 # kvlab kernel
@@ -178,7 +179,7 @@ hostile() {
             print
         }' "$1" >"$2"
 }
-for f in sweep frontier sharing kernel serving; do hostile "$TMP/$f.csv" "$TMP/h_$f.csv"; done
+for f in sweep frontier sharing kernel serving timeline; do hostile "$TMP/$f.csv" "$TMP/h_$f.csv"; done
 check "the hostile sweep holds the attacks" grep -qF ";touch\${IFS}$M/h1;#" "$TMP/h_sweep.csv"
 
 figures=""
@@ -193,6 +194,7 @@ inputs_of() {
     kernel) echo h_kernel ;;
     sharing) echo "h_sharing h_sweep" ;;
     serving) echo "h_serving h_sweep" ;;
+    serving_timeline) echo "h_timeline h_sweep" ;;
     frontier) echo "h_frontier h_sweep" ;;
     *) echo h_sweep ;;
     esac

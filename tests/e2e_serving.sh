@@ -87,6 +87,9 @@ np=$(grep -cv '^#' "$(dirname "$0")/../bench/data/serving.policies")
 check "serving.sh: a row per policy and rate ($np policies x 2)" test "$(rows "$TMP/sv/summary.csv")" = $((np * 2))
 check "serving.sh: the table has the same rows" test "$(grep -c '^| [a-z]' "$TMP/sv/summary.md")" = $((np * 2 + 1))
 check "serving.sh: an iterations CSV per policy" test "$(ls "$TMP/sv"/iterations-*.csv | wc -l)" = "$np"
+check "serving.sh: the timeline holds every policy's iterations" \
+    test "$(rows "$TMP/sv/timeline.csv")" = "$(cat "$TMP/sv"/iterations-*.csv | grep -v '^#' | grep -cv '^iteration,')"
+check "iterations count from 0" test "$(col "$TMP/i.csv" iteration | head -n 1)" = 0
 
 # ---------------------------------------------------------------- refusals
 expect_bad "rate 0" "rate" --strategy paged --rate 0

@@ -59,5 +59,14 @@ done <"$POLICIES"
 } >"$work/summary.tmp" && mv "$work/summary.tmp" "$out/summary.csv"
 awk -F, -f "$(dirname "$0")/serving_table.awk" "$out/summary.csv" >"$work/summary.md"
 mv "$work/summary.md" "$out/summary.md"
-for f in "$work"/iterations-*.csv; do [ -e "$f" ] && mv "$f" "$out/"; done
+# every policy's iterations at the middle rate in one file, a policy column
+# first (what plots/serving_timeline.gp draws)
+for f in "$work"/iterations-*.csv; do
+    [ -e "$f" ] || continue
+    l=$(basename "$f" .csv); l=${l#iterations-}
+    awk -F, -v l="$l" '/^#/ { next } !h { h = 1; if (!hd) print "policy," $0; next } { print l "," $0 }' \
+        hd="$([ -s "$work/timeline.csv" ] && echo 1 || echo 0)" "$f" >>"$work/timeline.csv"
+    mv "$f" "$out/"
+done
+{ echo "# rate=$mid"; cat "$work/timeline.csv"; } >"$out/timeline.csv"
 echo "serving: $n runs -> $out/summary.csv, $out/summary.md" >&2

@@ -230,7 +230,7 @@ static enum kv_status admit(struct sched *S, int32_t *budget)
 static void record_iteration(struct sched *S, kv_serve_iteration_fn fn, void *user,
                              int32_t prefill, int32_t decode, double step)
 {
-    struct kv_serve_iteration it = {.index = S->tot.iterations, .t_s = S->t, .step_s = step,
+    struct kv_serve_iteration it = {.index = S->tot.iterations - 1, .t_s = S->t, .step_s = step,
                                     .batch = S->running, .prefill_tokens = prefill,
                                     .decode_tokens = decode, .waiting = S->waiting,
                                     .swapped = S->swapped};
