@@ -60,6 +60,12 @@ do for [fmt in "png svg"] {
     set xlabel "request rate (requests/s)"
     set ylabel "median normalized latency (s/token)"
     set key top left box opaque font ",10"
+    LB = META("latency_bound_s")
+    if (NP > 0 && strlen(LB) > 0 && real(LB) > 0) {
+        set arrow 1 from graph 0, first real(LB) to graph 1, first real(LB) nohead dt 2 lw 1.5 lc rgb "#555555"
+        set label 2 "sustained: under this line (2x the best latency at the lowest rate)" \
+            at graph 0.02, first real(LB) offset 0, 0.6 font ",8" tc rgb "#555555"
+    }
     if (NP > 0) {
         plot for [i = 1:NP] LSER(i) using 1:2 with linespoints lw 2 pt kpt(i) ps 1.4 \
              lc rgb kcolor(i) title kvtext(PL[i])
@@ -71,6 +77,8 @@ do for [fmt in "png svg"] {
         unset label 1
         set autoscale xy
     }
+    unset arrow 1
+    unset label 2
     set title "what the used pool held (each at its highest rate)"
     set xlabel ""
     set ylabel "share of the used pool (%)"

@@ -2,7 +2,8 @@
 # serving.sh - `make serving`: every policy of bench/data/serving.policies
 # at every request rate, each a `kvlab serving` run of the same generated
 # stream (one seed), into OUT_DIR/summary.csv (one row per policy and rate)
-# and OUT_DIR/summary.md (the table), and each policy's per-iteration CSV at
+# and OUT_DIR/summary.md (the table, and the highest rate each policy
+# sustains within twice the best normalized latency at the lowest rate), and each policy's per-iteration CSV at
 # the middle rate (OUT_DIR/iterations-LABEL.csv: batch and pool over time).
 #
 # usage: serving.sh OUT_DIR
@@ -51,10 +52,17 @@ while IFS=$'\t' read -r label args; do
     done
 done <"$POLICIES"
 [ $n -gt 0 ] || { echo "serving: $POLICIES names no policy" >&2; exit 2; }
+# the latency a policy must stay within to sustain a rate: twice the best
+# median normalized latency any policy had at the lowest rate
+bound=$(awk -F, '!h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+    { r = $c["rate"] + 0; l = $c["norm_latency_p50_s"] + 0
+      if (!n++ || r < rmin) { rmin = r; best = l } else if (r == rmin && l < best) best = l }
+    END { if (n) printf "%.6g", 2 * best }' "$work/summary.csv")
 {
     grep -m 1 '^# commit=' "$work/run-1.csv" || true
     grep -m 1 '^# cpu=' "$work/run-1.csv" || true
     echo "# workload=$WORKLOAD requests=$REQUESTS pool_mb=$POOL max_batch=$BATCH"
+    echo "# latency_bound_s=$bound"
     cat "$work/summary.csv"
 } >"$work/summary.tmp" && mv "$work/summary.tmp" "$out/summary.csv"
 awk -F, -f "$(dirname "$0")/serving_table.awk" "$out/summary.csv" >"$work/summary.md"
