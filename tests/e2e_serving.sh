@@ -85,7 +85,10 @@ SERVING_RATES=50,200 SERVING_REQUESTS=6 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=ins
 check "serving.sh exits 0 ($(tail -n 1 "$TMP/err"))" test $? = 0
 np=$(grep -cv '^#' "$(dirname "$0")/../bench/data/serving.policies")
 check "serving.sh: a row per policy and rate ($np policies x 2)" test "$(rows "$TMP/sv/summary.csv")" = $((np * 2))
-check "serving.sh: the table has the same rows" test "$(grep -c '^| [a-z]' "$TMP/sv/summary.md")" = $((np * 2 + 1))
+check "serving.sh: the table has the same rows" \
+    test "$(awk -F'|' '/^\| [a-z]/ && NF == 12' "$TMP/sv/summary.md" | wc -l)" = $((np * 2 + 1))
+check "serving.sh: a sustained rate per policy" \
+    test "$(awk -F'|' '/^\| [a-z]/ && NF == 4' "$TMP/sv/summary.md" | wc -l)" = $((np + 1))
 check "serving.sh: an iterations CSV per policy" test "$(ls "$TMP/sv"/iterations-*.csv | wc -l)" = "$np"
 check "serving.sh: the timeline holds every policy's iterations" \
     test "$(rows "$TMP/sv/timeline.csv")" = "$(cat "$TMP/sv"/iterations-*.csv | grep -v '^#' | grep -cv '^iteration,')"
