@@ -15,8 +15,9 @@
  *     INT_AVX2_OK(d, group)  the shapes the 8-lane kernels take
  *     INT_SC8_NC, INT_SC8_SPAN(group)  chunks a score step reads, and the
  *                       elements of a group the steps walk (chunk c of the
- *                       step at e is at e + c * span)
- *     int_sc8(x, row, e, group)  x[INT_SC8_NC] <- those chunks' codes
+ *                       step at g0 + e is at g0 + e + c * span)
+ *     int_sc8(x, row, g0, e, group)  x[INT_SC8_NC] <- those chunks' codes
+ *                       (g0: the group's first element, e from it)
  *     INT_NC, INT_PV8_UNITS   chunks per 8-byte read; reads per value pass
  *     int_pv8(x, p)      x[INT_NC] <- the codes of the 8 bytes at p
  *   AVX-512:
@@ -105,13 +106,13 @@ KV_INLINE void IN(rows8)(float *o, const int nr, const float *q, const float *qs
         __m256 a[4];
         for (int u = 0; u < nr; u++)
             a[u] = _mm256_setzero_ps();
-        for (int32_t e = g0; e < g0 + span; e += 8) {
+        for (int32_t e = 0; e < span; e += 8) {
             __m256 qv[INT_SC8_NC];
             for (int c = 0; c < INT_SC8_NC; c++)
-                qv[c] = _mm256_loadu_ps(q + e + c * span);
+                qv[c] = _mm256_loadu_ps(q + g0 + e + c * span);
             for (int u = 0; u < nr; u++) {
                 __m256 x[INT_SC8_NC];
-                int_sc8(x, (const uint8_t *)(r + u * st), e, group);
+                int_sc8(x, (const uint8_t *)(r + u * st), g0, e, group);
                 for (int c = 0; c < INT_SC8_NC; c++)
                     a[u] = _mm256_fmadd_ps(qv[c], x[c], a[u]);
             }
@@ -273,6 +274,9 @@ KV_INLINE void IN(pv_heads)(float *acc, size_t acc_stride, const float *pr, cons
     const int ch = INT_PV_CH(g);
     const int nu = ch >= INT_NC ? ch / INT_NC : 1, per = ch >= INT_NC ? INT_NC : ch;
     for (int32_t o0 = 0; o0 < d * INT_BITS / 8; o0 += 16 * nu) {
+        /* unrolled, so each pass picks its chunks of a read by constants
+         * and the read's other chunks are never formed */
+#pragma GCC unroll 4
         for (int k0 = 0; k0 < INT_NC; k0 += per) {
             int32_t el[16];
             for (int u = 0; u < nu; u++)

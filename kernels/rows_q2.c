@@ -84,10 +84,11 @@ KV_INLINE __m256i q2_load8(const uint8_t *p)
 #define INT_SC8_SPAN(group) (group)
 #define INT_PV8_UNITS 1 /* a half-run, its four chunks, a value pass */
 
-/* the chunk [e, e + 8) */
-KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t e, int32_t group)
+/* the chunk [g0 + e, g0 + e + 8) */
+KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int32_t group)
 {
     (void)group;
+    e += g0;
     const int32_t r0 = e - e % 64, h = e % 16 / 8, k = e % 64 / 16;
     x[0] = q2_codes8(q2_load8(row + r0 / 4 + 8 * h), k);
 }

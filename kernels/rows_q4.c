@@ -49,10 +49,11 @@ KV_INLINE void int_pv8(__m256 *x, const uint8_t *p)
     x[1] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
 }
 
-/* e in the first half of its group */
-KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t e, int32_t group)
+/* e in the first half of the group (whose bytes start at g0 / 2) */
+KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int32_t group)
 {
-    int_pv8(x, row + e / group * (group / 2) + e % group);
+    (void)group;
+    int_pv8(x, row + g0 / 2 + e);
 }
 #endif
 

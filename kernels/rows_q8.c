@@ -44,10 +44,10 @@ static inline int32_t int_el(int32_t o, int c, int32_t group)
 #define INT_SC8_SPAN(group) (group)
 #define INT_PV8_UNITS 4 /* 32 elements a value pass */
 
-KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t e, int32_t group)
+KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int32_t group)
 {
     (void)group;
-    x[0] = kv_load_u8x8(row + e);
+    x[0] = kv_load_u8x8(row + g0 + e);
 }
 
 KV_INLINE void int_pv8(__m256 *x, const uint8_t *p) { x[0] = kv_load_u8x8(p); }
