@@ -101,6 +101,10 @@ struct kv_type_traits {
     void (*from_float_row)(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
                            int32_t group);
     void (*unpack_row)(float *c, const void *codes, int32_t n, int32_t group);
+    /* ORs `code` in as element i of a row of n (zeroed before): the layout
+     * as one function, so a per-channel row needs no case per dtype (NULL
+     * without qparams) */
+    void (*put_code)(uint8_t *row, int32_t i, int32_t n, int32_t group, int32_t code);
     double err_rel, err_step; /* round-trip error bound, see above */
     double err_abs;           /* its absolute floor (half the f16 subnormal spacing) */
 };

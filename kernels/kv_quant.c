@@ -146,6 +146,12 @@ static void q2_put(uint8_t *out, int32_t i, int32_t n, int32_t code)
     out[byte] = (uint8_t)(out[byte] | (code << shift));
 }
 
+static void q2_put_code(uint8_t *out, int32_t i, int32_t n, int32_t group, int32_t code)
+{
+    (void)group;
+    q2_put(out, i, n, code);
+}
+
 static void q2_from_float(void *codes, struct kv_qparams *qp, const float *x, int32_t n,
                           int32_t group)
 {
@@ -233,6 +239,13 @@ static void q8_from_float(void *codes, struct kv_qparams *qp, const float *x, in
     }
 }
 
+static void q8_put_code(uint8_t *out, int32_t i, int32_t n, int32_t group, int32_t code)
+{
+    (void)n;
+    (void)group;
+    out[i] = (uint8_t)(out[i] | code);
+}
+
 static void q8_unpack(float *c, const void *codes, int32_t n, int32_t group)
 {
     (void)group;
@@ -275,6 +288,14 @@ static void q4_from_float(void *codes, struct kv_qparams *qp, const float *x, in
     }
 }
 
+static void q4_put_code(uint8_t *out, int32_t i, int32_t n, int32_t group, int32_t code)
+{
+    (void)n;
+    const int32_t g0 = i - i % group, j = i % group, half = group / 2;
+    const int32_t b = g0 / 2 + (j < half ? j : j - half);
+    out[b] = (uint8_t)(out[b] | (j < half ? code : code << 4));
+}
+
 static void q4_unpack(float *c, const void *codes, int32_t n, int32_t group)
 {
     for (int32_t i = 0; i < n; i++)
@@ -300,11 +321,13 @@ const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT] = {
     [KV_DTYPE_Q8] = {.name = "int8", .bits = 8, .block = 1, .has_qparams = 1, .levels = 255,
                      .min_group = 1, .to_float_row = q8_to_float,
                      .from_float_row = q8_from_float, .unpack_row = q8_unpack,
+                     .put_code = q8_put_code,
                      .err_rel = 0.0, .err_step = 0.5 / 255.0},
     /* two codes a byte, so rows and groups have an even length */
     [KV_DTYPE_Q4] = {.name = "int4", .bits = 4, .block = 2, .has_qparams = 1, .levels = 15,
                      .min_group = 2, .to_float_row = q4_to_float,
                      .from_float_row = q4_from_float, .unpack_row = q4_unpack,
+                     .put_code = q4_put_code,
                      .err_rel = 0.0, .err_step = 0.5 / 15.0},
     /* round to nearest: half an ulp, 2^-11 relative; below 2^-14 the
      * subnormal spacing 2^-24, half of it absolute */
@@ -322,6 +345,7 @@ const struct kv_type_traits kv_type_traits[KV_DTYPE_COUNT] = {
     [KV_DTYPE_Q2] = {.name = "int2", .bits = 2, .block = 4, .has_qparams = 1, .levels = 3,
                      .min_group = 1, .to_float_row = q2_to_float,
                      .from_float_row = q2_from_float, .unpack_row = q2_unpack,
+                     .put_code = q2_put_code,
                      .err_rel = 0.0, .err_step = 0.5 / 3.0},
 };
 
@@ -391,19 +415,9 @@ enum kv_status kv_quantize_rows_channel(void *codes, size_t code_stride, struct 
     for (int32_t r = 0; r < n_tok; r++) {
         uint8_t *out = (uint8_t *)codes + (size_t)r * code_stride;
         const float *xr = x + (size_t)r * x_stride;
-        if (t == KV_DTYPE_Q8) {
-            for (int32_t c = 0; c < n; c++)
-                out[c] = (uint8_t)quant_code(xr[c], &qp[c], 255);
-        } else if (t == KV_DTYPE_Q2) { /* the same layout as per token */
-            memset(out, 0, (size_t)n / 4);
-            for (int32_t c = 0; c < n; c++)
-                q2_put(out, c, n, quant_code(xr[c], &qp[c], 3));
-        } else { /* int4, one group spanning the row */
-            const int32_t half = n / 2;
-            for (int32_t j = 0; j < half; j++)
-                out[j] = (uint8_t)(quant_code(xr[j], &qp[j], 15) |
-                                   (quant_code(xr[j + half], &qp[j + half], 15) << 4));
-        }
+        memset(out, 0, kv_dtype_row_bytes(t, n));
+        for (int32_t c = 0; c < n; c++) /* one group spanning the row */
+            tr->put_code(out, c, n, n, quant_code(xr[c], &qp[c], tr->levels));
     }
     return KV_OK;
 }

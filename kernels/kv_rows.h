@@ -11,9 +11,10 @@
  * common shapes. Each 64-row block then makes one indirect call for its
  * scores and one for its weighted values, with no if-ladder in between. A
  * new dtype is a new rows_<dtype>.c exporting kv_rows_bind_<dtype> and a line
- * in the driver's table; a dtype without one (or a per-channel side) is
- * served by the driver's generic path, each block dequantized into an f32
- * tile through the dtype's to_float_row.
+ * in the driver's table (an integer one: its code readers and an include of
+ * rows_int.h; a 16-bit float one: of rows_half.h); a dtype without one (or a
+ * per-channel side) is served by the driver's generic path, each block
+ * dequantized into an f32 tile through the dtype's to_float_row.
  *
  * Three levels in every row file: AVX-512 (16 lanes), AVX2 (8 lanes),
  * scalar; each level takes the shapes it can and leaves the rest to the

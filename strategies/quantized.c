@@ -125,10 +125,15 @@ static int32_t quant_residual_of(const struct quant_params *p)
     return p->layout == QUANT_LAYOUT_KIVI && p->group > p->residual ? p->group : p->residual;
 }
 
+/* The integer dtype whose traits have p->bits (int8 for none: the choice
+ * list admits only bits some dtype has), so a new one needs no case here. */
 static enum kv_dtype quant_dtype_of(const void *params)
 {
     const struct quant_params *p = params;
-    return p->bits == 4 ? KV_DTYPE_Q4 : p->bits == 2 ? KV_DTYPE_Q2 : KV_DTYPE_Q8;
+    for (int t = 0; t < KV_DTYPE_COUNT; t++)
+        if (kv_type_traits[t].has_qparams && kv_type_traits[t].bits == p->bits)
+            return (enum kv_dtype)t;
+    return KV_DTYPE_Q8;
 }
 
 /* The group must divide head_dim in a way the dtype's layout allows (kivi:

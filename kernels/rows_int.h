@@ -1,0 +1,438 @@
+/*
+ * rows_int.h - decode row kernels for the integer dtypes (kv_rows.h),
+ * written once for int8, int4 and int2: rows_q8.c, rows_q4.c and rows_q2.c
+ * each define how a row's codes are read, then include this file (as
+ * rows_half.h serves f16 and bf16).
+ *
+ * The includer defines, before including:
+ *   INT_PFX             the name prefix (q8 / q4 / q2): functions are INT_PFX_xxx
+ *   INT_BITS            bits per code: a row of d elements is d*INT_BITS/8 bytes
+ *   int_code_at(row, e, group, d)   the code of element e (scalar, any shape)
+ *   int_el(o, c, group) the element where chunk c of the codes read from
+ *                       byte o on starts (each read below yields INT_NC
+ *                       chunks of 8 or 16 elements, from 8 or 16 bytes)
+ *   AVX2 (group form, scale * dot(q, codes) + min * sum(q)):
+ *     INT_AVX2_OK(d, group)  the shapes the 8-lane kernels take
+ *     INT_SC8_NC, INT_SC8_SPAN(group)  chunks a score step reads, and the
+ *                       elements of a group the steps walk (chunk c of the
+ *                       step at g0 + e is at g0 + e + c * span)
+ *     int_sc8(x, row, g0, e, group)  x[INT_SC8_NC] <- those chunks' codes
+ *                       (g0: the group's first element, e from it)
+ *     INT_NC, INT_PV8_UNITS   chunks per 8-byte read; reads per value pass
+ *     int_pv8(x, p)      x[INT_NC] <- the codes of the 8 bytes at p
+ *   AVX-512:
+ *     INT_512_OK(d, group), INT_FUSED_OK(g, d)  the shapes taken, the GQA
+ *                       ones fused in registers (others: an L1 tile)
+ *     int_deq16(x, p, qp, o, group)  x[INT_NC] <- the chunks of the 16
+ *                       bytes at row byte o, dequantized (qp: the row's)
+ *     INT_PV_CH(g)       chunks a fused value pass keeps per head
+ *     INT_NR_MID         rows a one-head score call takes between 16 and 1
+ *     PFX_rows_x16, PFX_rows_n, PFX_pv_row  the one-head (MHA) kernels,
+ *                       whose form differs by dtype (group form or table)
+ *
+ * The design decision: the loops that walk rows, heads, shapes and levels
+ * are the same for every integer layout; only how a read of codes becomes
+ * lanes differs, so that is all an instantiation says. Every hook is
+ * always inlined with the shape as constants, so the loops compile to what
+ * a hand-written copy per dtype would (the reads of one step unroll, no
+ * call or branch per chunk). The level is chosen when compiled (-march).
+ */
+#ifndef INT_PFX
+#error "define INT_PFX and the code readers (see rows_int.h) before including rows_int.h"
+#endif
+
+#define INT_CAT2(a, b) a##_##b
+#define INT_CAT(a, b) INT_CAT2(a, b)
+#define IN(x) INT_CAT(INT_PFX, x)
+
+/* ------------------------------------------------------------------------ */
+/* Scalar (any shape the layout allows)                                     */
+
+static void IN(sc_scalar)(float *sc, const struct kv_dec_job *J, const struct kv_rows_side *s,
+                          const char *k0, const char *kqp, int32_t nb)
+{
+    const int32_t d = J->d, group = s->group;
+    for (int32_t j = 0; j < nb; j++) {
+        const uint8_t *row = (const uint8_t *)(k0 + (size_t)j * s->stride);
+        const struct kv_qparams *qp = kv_rows_qp(kqp, s->qp_stride, j);
+        for (int32_t i = 0; i < J->g; i++) {
+            const float *q = J->qs + (size_t)i * d;
+            float r = 0.0f;
+            for (int32_t gi = 0; gi < s->ng; gi++) {
+                float part = 0.0f;
+                for (int32_t e = gi * group; e < (gi + 1) * group; e++)
+                    part += q[e] * (float)int_code_at(row, e, group, d);
+                r += qp[gi].scale * part + qp[gi].min * J->qsum[(size_t)i * s->ng + gi];
+            }
+            sc[(size_t)i * DEC_KB + j] = r;
+        }
+    }
+}
+
+static void IN(pv_scalar)(float *acc, size_t acc_stride, float *msum, float *w, const float *pr,
+                          const struct kv_dec_job *J, const struct kv_rows_side *s,
+                          const char *v0, const char *vqp, int32_t nb)
+{
+    const int32_t d = J->d, group = s->group, ng = s->ng;
+    for (int32_t i = 0; i < J->g; i++) {
+        float *a = acc + (size_t)i * acc_stride;
+        kv_rows_pv_weights(w, msum + (size_t)i * ng, pr + (size_t)i * DEC_KB, s, vqp, nb);
+        for (int32_t j = 0; j < nb; j++) {
+            const uint8_t *row = (const uint8_t *)(v0 + (size_t)j * s->stride);
+            for (int32_t e = 0; e < d; e++)
+                a[e] += w[(size_t)j * ng + e / group] * (float)int_code_at(row, e, group, d);
+        }
+    }
+}
+
+#ifdef __AVX2__
+/* ------------------------------------------------------------------------ */
+/* AVX2 (group form)                                                        */
+
+/* o[0..nr) <- scores of rows r, r + st, ... with qparams at qpr, qpr + qst, ... */
+KV_INLINE void IN(rows8)(float *o, const int nr, const float *q, const float *qsum,
+                         const char *r, size_t st, const char *qpr, size_t qst, int32_t group,
+                         int32_t ng)
+{
+    const int32_t span = INT_SC8_SPAN(group);
+    __m256 tot[4];
+    float mins[4];
+    for (int u = 0; u < nr; u++) {
+        tot[u] = _mm256_setzero_ps();
+        mins[u] = 0.0f;
+    }
+    for (int32_t gi = 0; gi < ng; gi++) {
+        const int32_t g0 = gi * group;
+        __m256 a[4];
+        for (int u = 0; u < nr; u++)
+            a[u] = _mm256_setzero_ps();
+        for (int32_t e = 0; e < span; e += 8) {
+            __m256 qv[INT_SC8_NC];
+            for (int c = 0; c < INT_SC8_NC; c++)
+                qv[c] = _mm256_loadu_ps(q + g0 + e + c * span);
+            for (int u = 0; u < nr; u++) {
+                __m256 x[INT_SC8_NC];
+                int_sc8(x, (const uint8_t *)(r + u * st), g0, e, group);
+                for (int c = 0; c < INT_SC8_NC; c++)
+                    a[u] = _mm256_fmadd_ps(qv[c], x[c], a[u]);
+            }
+        }
+        for (int u = 0; u < nr; u++) {
+            const struct kv_qparams *qp = (const struct kv_qparams *)(qpr + u * qst) + gi;
+            tot[u] = _mm256_fmadd_ps(_mm256_set1_ps(qp->scale), a[u], tot[u]);
+            mins[u] += qp->min * qsum[gi];
+        }
+    }
+    if (nr == 4) {
+        _mm_storeu_ps(o, _mm_add_ps(kv_hsum4x4(tot), _mm_loadu_ps(mins)));
+    } else {
+        for (int u = 0; u < nr; u++)
+            o[u] = kv_hsum8(tot[u]) + mins[u];
+    }
+}
+
+static void IN(sc_avx2)(float *sc, const struct kv_dec_job *J, const struct kv_rows_side *s,
+                        const char *k, const char *kqp, int32_t nb)
+{
+    const size_t st = s->stride, qst = s->qp_stride;
+    for (int32_t i = 0; i < J->g; i++) {
+        const float *q = J->qs + (size_t)i * J->d, *qsum = J->qsum + (size_t)i * s->ng;
+        float *o = sc + (size_t)i * DEC_KB;
+        int32_t j = 0;
+        for (; j + 4 <= nb; j += 4)
+            IN(rows8)(o + j, 4, q, qsum, k + j * st, st, kqp + j * qst, qst, s->group, s->ng);
+        for (; j < nb; j++)
+            IN(rows8)(o + j, 1, q, qsum, k + j * st, st, kqp + j * qst, qst, s->group, s->ng);
+    }
+}
+
+/* a (d) += sum_j w[j][group] * codes_j over the nu * 8 bytes from byte o on:
+ * their nu * INT_NC chunks in as many accumulators */
+KV_INLINE void IN(pv8_pass)(float *a, const float *w, const char *v0, size_t stride, int32_t nb,
+                            int32_t ng, int32_t group, int32_t o, const int nu)
+{
+    int32_t el[4], gw[4];
+    __m256 ak[4];
+    for (int u = 0; u < nu; u++)
+        for (int c = 0; c < INT_NC; c++) {
+            el[u * INT_NC + c] = int_el(o + 8 * u, c, group);
+            gw[u * INT_NC + c] = el[u * INT_NC + c] / group;
+            ak[u * INT_NC + c] = _mm256_loadu_ps(a + el[u * INT_NC + c]);
+        }
+    for (int32_t j = 0; j < nb; j++) {
+        const uint8_t *row = (const uint8_t *)(v0 + (size_t)j * stride) + o;
+        const float *wj = w + (size_t)j * ng;
+        for (int u = 0; u < nu; u++) {
+            __m256 x[INT_NC];
+            int_pv8(x, row + 8 * u);
+            for (int c = 0; c < INT_NC; c++) {
+                const int k = u * INT_NC + c;
+                ak[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(wj + gw[k]), x[c], ak[k]);
+            }
+        }
+    }
+    for (int k = 0; k < nu * INT_NC; k++)
+        _mm256_storeu_ps(a + el[k], ak[k]);
+}
+
+static void IN(pv_avx2)(float *acc, size_t acc_stride, float *msum, float *w, const float *pr,
+                        const struct kv_dec_job *J, const struct kv_rows_side *s,
+                        const char *v0, const char *vqp, int32_t nb)
+{
+    const int32_t group = s->group, ng = s->ng, nbytes = J->d * INT_BITS / 8;
+    for (int32_t i = 0; i < J->g; i++) {
+        float *a = acc + (size_t)i * acc_stride;
+        kv_rows_pv_weights(w, msum + (size_t)i * ng, pr + (size_t)i * DEC_KB, s, vqp, nb);
+        int32_t o = 0;
+        for (; o + 8 * INT_PV8_UNITS <= nbytes; o += 8 * INT_PV8_UNITS)
+            IN(pv8_pass)(a, w, v0, s->stride, nb, ng, group, o, INT_PV8_UNITS);
+        for (; o < nbytes; o += 8)
+            IN(pv8_pass)(a, w, v0, s->stride, nb, ng, group, o, 1);
+    }
+}
+
+#ifdef __AVX512F__
+/* ------------------------------------------------------------------------ */
+/* AVX-512                                                                  */
+
+/* MHA scores: 16 rows a call, then INT_NR_MID, then one; (D, GR) the shape,
+ * constants for the common ones */
+#define INT_SC_512(NAME, D, GR)                                                              \
+    static void NAME(float *sc, const struct kv_dec_job *J, const struct kv_rows_side *s,    \
+                     const char *k, const char *kqp, int32_t nb)                             \
+    {                                                                                        \
+        const size_t st = s->stride, qst = s->qp_stride;                                     \
+        for (int32_t i = 0; i < J->g; i++) {                                                 \
+            const float *q = J->qs + (size_t)i * J->d, *qsum = J->qsum + (size_t)i * s->ng;  \
+            float *o = sc + (size_t)i * DEC_KB;                                              \
+            int32_t j = 0;                                                                   \
+            for (; j + 16 <= nb; j += 16)                                                    \
+                IN(rows_x16)(o + j, q, qsum, k + j * st, st, kqp + j * qst, qst, D, GR,      \
+                             (D) / (GR));                                                    \
+            for (; j + INT_NR_MID <= nb; j += INT_NR_MID)                                    \
+                IN(rows_n)(o + j, INT_NR_MID, q, qsum, k + j * st, st, kqp + j * qst, qst,   \
+                           D, GR, (D) / (GR));                                               \
+            for (; j < nb; j++)                                                              \
+                IN(rows_n)(o + j, 1, q, qsum, k + j * st, st, kqp + j * qst, qst, D, GR,     \
+                           (D) / (GR));                                                      \
+        }                                                                                    \
+    }
+INT_SC_512(IN(sc_512_d64), 64, 32)
+INT_SC_512(IN(sc_512_d128), 128, 32)
+INT_SC_512(IN(sc_512), J->d, s->group)
+#undef INT_SC_512
+
+#define INT_PV_512(NAME, D, GR)                                                              \
+    static void NAME(float *acc, size_t acc_stride, float *msum, float *w, const float *pr,  \
+                     const struct kv_dec_job *J, const struct kv_rows_side *s,               \
+                     const char *v0, const char *vqp, int32_t nb)                            \
+    {                                                                                        \
+        for (int32_t i = 0; i < J->g; i++)                                                   \
+            IN(pv_row)(acc + (size_t)i * acc_stride, w, msum + (size_t)i * s->ng,            \
+                       pr + (size_t)i * DEC_KB, s, v0, vqp, nb, D, GR);                      \
+    }
+INT_PV_512(IN(pv_512_d64), 64, 32)
+INT_PV_512(IN(pv_512_d128), 128, 32)
+INT_PV_512(IN(pv_512), J->d, s->group)
+#undef INT_PV_512
+
+/* GQA: sc (g, DEC_KB) for rows j0 .. j0 + 16/g - 1 (g in 2, 4, 8), each
+ * chunk dequantized once for all g heads: accumulator u = h*nr + r */
+KV_INLINE void IN(rows_heads)(float *sc, const int g, const float *qs, const char *r, size_t st,
+                              const char *qpr, size_t qst, int32_t d, int32_t group)
+{
+    const int nr = 16 / g;
+    __m512 a[16];
+    for (int u = 0; u < 16; u++)
+        a[u] = _mm512_setzero_ps();
+    for (int32_t o = 0; o < d * INT_BITS / 8; o += 16) {
+        for (int rr = 0; rr < nr; rr++) {
+            __m512 kv[INT_NC];
+            int_deq16(kv, (const uint8_t *)(r + rr * st) + o,
+                      (const struct kv_qparams *)(qpr + rr * qst), o, group);
+            for (int c = 0; c < INT_NC; c++) {
+                const float *q = qs + int_el(o, c, group);
+                for (int h = 0; h < g; h++)
+                    a[h * nr + rr] =
+                        _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d), kv[c], a[h * nr + rr]);
+            }
+        }
+    }
+    kv_store_heads(sc, g, a);
+}
+
+/*
+ * acc_h (d) += sum_j pr[h][j] * dequantized v_j for the g heads (g in 2, 4,
+ * 8), each chunk dequantized once: passes of ch = INT_PV_CH(g) chunks per
+ * head (g * ch accumulators), nu reads of INT_NC chunks each, or, when a
+ * read holds more than ch chunks, a read split over INT_NC / ch passes.
+ */
+KV_INLINE void IN(pv_heads)(float *acc, size_t acc_stride, const float *pr, const int g,
+                            const char *v0, size_t stride, const char *vqp0, size_t qst,
+                            int32_t nb, int32_t d, int32_t group)
+{
+    const int ch = INT_PV_CH(g);
+    const int nu = ch >= INT_NC ? ch / INT_NC : 1, per = ch >= INT_NC ? INT_NC : ch;
+    for (int32_t o0 = 0; o0 < d * INT_BITS / 8; o0 += 16 * nu) {
+        /* unrolled, so each pass picks its chunks of a read by constants
+         * and the read's other chunks are never formed */
+#pragma GCC unroll 4
+        for (int k0 = 0; k0 < INT_NC; k0 += per) {
+            int32_t el[16];
+            for (int u = 0; u < nu; u++)
+                for (int c = 0; c < per; c++)
+                    el[u * per + c] = int_el(o0 + 16 * u, k0 + c, group);
+            __m512 a[16];
+            for (int h = 0; h < g; h++)
+                for (int c = 0; c < ch; c++)
+                    a[h * ch + c] = _mm512_loadu_ps(acc + (size_t)h * acc_stride + el[c]);
+            for (int32_t j = 0; j < nb; j++) {
+                const uint8_t *row = (const uint8_t *)(v0 + (size_t)j * stride);
+                const struct kv_qparams *qp = kv_rows_qp(vqp0, qst, j);
+                __m512 vv[16];
+                for (int u = 0; u < nu; u++) {
+                    __m512 x[INT_NC];
+                    int_deq16(x, row + o0 + 16 * u, qp, o0 + 16 * u, group);
+                    for (int c = 0; c < per; c++)
+                        vv[u * per + c] = x[k0 + c];
+                }
+                kv_heads_fma(a, vv, pr, g, ch, j);
+            }
+            for (int h = 0; h < g; h++)
+                for (int c = 0; c < ch; c++)
+                    _mm512_storeu_ps(acc + (size_t)h * acc_stride + el[c], a[h * ch + c]);
+        }
+    }
+}
+
+/* The fused GQA kernels with g and (d, group) as constants for the common
+ * shapes; the rows left over go one head at a time. */
+#define INT_FUSED(SUF, G, D, GR)                                                             \
+    static void IN(sc_fused##SUF)(float *sc, const struct kv_dec_job *J,                     \
+                                  const struct kv_rows_side *s, const char *k,              \
+                                  const char *kqp, int32_t nb)                               \
+    {                                                                                        \
+        const size_t st = s->stride, qst = s->qp_stride;                                     \
+        const int32_t step = 16 / (G);                                                       \
+        int32_t j = 0;                                                                       \
+        for (; j + step <= nb; j += step)                                                    \
+            IN(rows_heads)(sc + j, G, J->qs, k + j * st, st, kqp + j * qst, qst, D, GR);     \
+        for (int32_t h = 0; h < (G); h++) {                                                  \
+            const float *q = J->qs + (size_t)h * J->d, *qsum = J->qsum + (size_t)h * s->ng;  \
+            for (int32_t jj = j; jj < nb; jj++)                                              \
+                IN(rows_n)(sc + (size_t)h * DEC_KB + jj, 1, q, qsum, k + jj * st, st,        \
+                           kqp + jj * qst, qst, D, GR, (D) / (GR));                          \
+        }                                                                                    \
+    }                                                                                        \
+    static void IN(pv_fused##SUF)(float *acc, size_t acc_stride, float *msum, float *w,     \
+                                  const float *pr, const struct kv_dec_job *J,               \
+                                  const struct kv_rows_side *s, const char *v0,              \
+                                  const char *vqp, int32_t nb)                               \
+    {                                                                                        \
+        (void)msum;                                                                          \
+        (void)w;                                                                             \
+        (void)J;                                                                             \
+        IN(pv_heads)(acc, acc_stride, pr, G, v0, s->stride, vqp, s->qp_stride, nb, D, GR);   \
+    }
+INT_FUSED(2_d64, 2, 64, 32)
+INT_FUSED(2_d128, 2, 128, 32)
+INT_FUSED(2, 2, J->d, s->group)
+INT_FUSED(4_d64, 4, 64, 32)
+INT_FUSED(4_d128, 4, 128, 32)
+INT_FUSED(4, 4, J->d, s->group)
+INT_FUSED(8_d64, 8, 64, 32)
+INT_FUSED(8_d128, 8, 128, 32)
+INT_FUSED(8, 8, J->d, s->group)
+#undef INT_FUSED
+
+/* GQA sizes without a fused kernel: dst (nb, d) <- the dequantized rows,
+ * formed in registers once per block and kept in L1 for the g heads */
+#define INT_TILE(NAME, D, GR)                                                                \
+    static void NAME(float *dst, const struct kv_rows_side *s, int32_t d, const char *rows,  \
+                     const char *qp0, int32_t nb)                                            \
+    {                                                                                        \
+        (void)d;                                                                             \
+        for (int32_t j = 0; j < nb; j++) {                                                   \
+            const uint8_t *c = (const uint8_t *)(rows + (size_t)j * s->stride);              \
+            const struct kv_qparams *qp = kv_rows_qp(qp0, s->qp_stride, j);                  \
+            for (int32_t o = 0; o < (D) * INT_BITS / 8; o += 16) {                           \
+                __m512 x[INT_NC];                                                            \
+                int_deq16(x, c + o, qp, o, GR);                                              \
+                for (int k = 0; k < INT_NC; k++)                                             \
+                    _mm512_storeu_ps(dst + (size_t)j * (D) + int_el(o, k, GR), x[k]);        \
+            }                                                                                \
+        }                                                                                    \
+    }
+INT_TILE(IN(tile_d64), 64, 32)
+INT_TILE(IN(tile_d128), 128, 32)
+INT_TILE(IN(tile), d, s->group)
+#undef INT_TILE
+#endif /* __AVX512F__ */
+#endif /* __AVX2__ */
+
+/* ------------------------------------------------------------------------ */
+/* Binding                                                                  */
+
+#ifdef __AVX512F__
+/* g heads (1 or 2, 4, 8 fused, other GQA sizes through a tile) of shape
+ * 0: head_dim 64, group 32; 1: head_dim 128, group 32; 2: any */
+static void IN(bind_512)(struct kv_dec_job *J, int is_v, int32_t g, int32_t d, int shape)
+{
+    static const kv_rows_scores_fn sc[4][3] = {
+        {IN(sc_512_d64), IN(sc_512_d128), IN(sc_512)},
+        {IN(sc_fused2_d64), IN(sc_fused2_d128), IN(sc_fused2)},
+        {IN(sc_fused4_d64), IN(sc_fused4_d128), IN(sc_fused4)},
+        {IN(sc_fused8_d64), IN(sc_fused8_d128), IN(sc_fused8)}};
+    static const kv_rows_pv_fn pv[4][3] = {
+        {IN(pv_512_d64), IN(pv_512_d128), IN(pv_512)},
+        {IN(pv_fused2_d64), IN(pv_fused2_d128), IN(pv_fused2)},
+        {IN(pv_fused4_d64), IN(pv_fused4_d128), IN(pv_fused4)},
+        {IN(pv_fused8_d64), IN(pv_fused8_d128), IN(pv_fused8)}};
+    static const kv_rows_dequant_fn tile[3] = {IN(tile_d64), IN(tile_d128), IN(tile)};
+    (void)d; /* for the layouts whose fused kernels take every d */
+    const int gi = g == 1 ? 0 : g == 2 ? 1 : g == 4 ? 2 : g == 8 ? 3 : -1;
+    if (gi < 0 || (gi > 0 && !INT_FUSED_OK(g, d))) {
+        if (is_v)
+            J->v_tile = tile[shape];
+        else
+            J->k_tile = tile[shape];
+    } else if (is_v) {
+        J->pv = pv[gi][shape];
+    } else {
+        J->scores = sc[gi][shape];
+    }
+}
+#endif
+
+/* The kernels for J's shape at the best level this file was built for. */
+static void IN(bind)(struct kv_dec_job *J, int is_v)
+{
+    const struct kv_rows_side *s = is_v ? &J->v : &J->k;
+    const int32_t g = J->g, d = J->d, group = s->group;
+    (void)g;
+    (void)d;
+    (void)group;
+#ifdef __AVX512F__
+    if (INT_512_OK(d, group)) {
+        IN(bind_512)(J, is_v, g, d, group == 32 && d == 64 ? 0 : group == 32 && d == 128 ? 1 : 2);
+        return;
+    }
+#endif
+#ifdef __AVX2__
+    if (INT_AVX2_OK(d, group)) {
+        if (is_v)
+            J->pv = IN(pv_avx2);
+        else
+            J->scores = IN(sc_avx2);
+        return;
+    }
+#endif
+    if (is_v)
+        J->pv = IN(pv_scalar);
+    else
+        J->scores = IN(sc_scalar);
+}
+
+#undef IN
+#undef INT_CAT
+#undef INT_CAT2
