@@ -14,7 +14,6 @@
 #define _GNU_SOURCE // NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp)
 #include "kv_pool.h"
 
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -59,11 +58,6 @@ static struct {
     /* the caller-alone backoff (kv_pool.h), touched only by the caller that
      * holds busy: calls left to run alone, and the length of the next spell */
     int64_t solo_left, solo_next;
-    /* the run-queue cap (kv_pool.h): when it was last read, and the threads
-     * it allows (0: not read yet) */
-    int64_t runq_at;
-    int runq_cap, runq_cap_seen;
-    int runq_off;
     struct kv_pool_stats stats; /* written by the caller that holds busy */
 } P;
 
@@ -212,59 +206,6 @@ static int grow_team(int want)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The run queue                                                            */
-
-int kv_pool_parse_runnable(const char *loadavg)
-{
-    /* "0.04 0.01 0.02 3/84 9915": the fourth field's numerator */
-    const char *p = loadavg;
-    if (p == NULL)
-        return -1;
-    for (int field = 0; field < 3; field++) {
-        while (*p == ' ')
-            p++;
-        if (*p == '\0')
-            return -1;
-        while (*p != ' ' && *p != '\0')
-            p++;
-    }
-    while (*p == ' ')
-        p++;
-    long n = 0;
-    const char *d = p;
-    while (*p >= '0' && *p <= '9' && n < INT_MAX / 10)
-        n = n * 10 + (*p++ - '0');
-    return p > d && *p == '/' ? (int)n : -1;
-}
-
-int kv_pool_cap(int cpus, int runnable, int own)
-{
-    int others = runnable - own;
-    int cap = cpus - (others > 0 ? others : 0);
-    return cap < 1 ? 1 : cap;
-}
-
-/* The threads the run queue allows now: other programs' runnable threads
- * are subtracted from the CPUs; KV_POOL_MAX when it cannot be read. The
- * threads of this team that are not asleep are this call's own. */
-static int runq_cap_now(void)
-{
-    char buf[128];
-    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return KV_POOL_MAX;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return KV_POOL_MAX;
-    buf[n] = '\0';
-    int r = kv_pool_parse_runnable(buf);
-    if (r < 0)
-        return KV_POOL_MAX;
-    return kv_pool_cap(P.cpus, r, 1 + P.n_team - atomic_load(&P.sleepers));
-}
-
-/* ------------------------------------------------------------------------ */
 /* The call                                                                 */
 
 int kv_pool_threads(int n_threads)
@@ -294,21 +235,6 @@ void kv_pool_run(int n_threads, int64_t n_chunks, kv_pool_fn fn, void *ctx)
     const int team = grow_team(nt - 1);
     if (team < nt - 1)
         nt = 1 + team;
-    const int64_t now = now_ns();
-    if (P.runq_off) {
-        P.runq_cap = 0;
-    } else if (P.runq_cap == 0 || now - P.runq_at >= KV_POOL_RUNQ_NS) {
-        /* a cap must be seen twice in a row: a lone sample can catch a
-         * thread that runs for a moment */
-        const int cap = runq_cap_now();
-        P.runq_cap = P.runq_cap == 0 ? KV_POOL_MAX : (cap > P.runq_cap_seen ? cap : P.runq_cap_seen);
-        P.runq_cap_seen = cap;
-        P.runq_at = now;
-    }
-    if (nt > 1 && P.runq_cap > 0 && nt > P.runq_cap) {
-        nt = P.runq_cap;
-        P.stats.capped_runs++;
-    }
     if (nt <= 1 || P.solo_left > 0) {
         if (nt > 1) {
             P.solo_left--;
@@ -382,11 +308,6 @@ void kv_pool_run_rows(int n_threads, int64_t rows, double work_per_row, double m
     const double per = min_work / 4 / (work_per_row > 1 ? work_per_row : 1);
     *rows_per_chunk = per < 1 ? 1 : per > (double)rows ? rows : (int64_t)per;
     kv_pool_run(n_threads, (rows + *rows_per_chunk - 1) / *rows_per_chunk, fn, ctx);
-}
-
-void kv_pool_runq_cap_enable(int on)
-{
-    P.runq_off = !on;
 }
 
 void kv_pool_stats_get(struct kv_pool_stats *out)

@@ -24,15 +24,11 @@
  * one thread, and it returns to the team with the first call that finds a
  * team thread on time.
  *
- * The backoff learns only after a call was late. The run queue tells
- * before: every KV_POOL_RUNQ_NS the caller reads how many threads are
- * runnable (/proc/loadavg), takes away its own (itself and the team
- * threads not asleep), and a call uses at most the CPUs left over, at
- * least one, as `make -l` does. A cap counts only when two readings in a
- * row show it, since one can catch a thread that runs for a moment. With
- * three CPU-bound programs on two CPUs the step runs on the caller alone
- * from the start instead of after its first late calls, and the 2-thread
- * step costs what the 1-thread step costs under the same load.
+ * Reading the run queue instead (/proc/loadavg, `make -l`'s rule: at most
+ * the CPUs other runnable threads leave) was built and measured, and
+ * removed: under CFS each runnable thread earns a share, so a 2-thread
+ * step that gave up its second thread beside three busy loops on two CPUs
+ * got half a CPU instead of 0.8 and ran slower (docs/performance.md).
  *
  * Waiting is bounded: a team thread with nothing to do spins for
  * KV_POOL_SPIN_NS (the gaps between the GEMVs of a step are shorter), then
@@ -53,8 +49,6 @@
 #define KV_POOL_LATE_FACTOR 4
 #define KV_POOL_SOLO_MIN 8
 #define KV_POOL_SOLO_MAX 4096
-/* How often the caller reads the run queue (ns). */
-#define KV_POOL_RUNQ_NS 20000000
 /* Most threads a call can use (the caller and KV_POOL_MAX - 1 others). */
 #define KV_POOL_MAX 64
 
@@ -88,23 +82,12 @@ void kv_pool_run_rows(int n_threads, int64_t rows, double work_per_row, double m
  * CPUs this process may run on), at least 1. */
 int kv_pool_threads(int n_threads);
 
-/* The run-queue cap, in pieces that can be tested: the runnable count in
- * the text of /proc/loadavg (-1 when it has none), and the threads a call
- * may use when `runnable` threads are runnable, `own` of them this call's,
- * on `cpus` CPUs (at least 1). */
-int kv_pool_parse_runnable(const char *loadavg);
-int kv_pool_cap(int cpus, int runnable, int own);
-/* The cap is on by default; off, calls use kv_pool_threads' count (tests
- * that need the team whatever else runs; not thread-safe against calls). */
-void kv_pool_runq_cap_enable(int on);
-
 /*
  * What the team did since the process started (or kv_pool_stats_reset):
  * calls that used the team, their chunks, how many the caller did itself,
  * the ns the caller spent waiting for chunks other threads had claimed (a
  * preempted team thread shows here), the calls found late, the calls
- * run alone by the backoff, and the calls given fewer threads by the run
- * queue. Counted by the caller only.
+ * run alone by the backoff. Counted by the caller only.
  */
 struct kv_pool_stats {
     int64_t runs;
@@ -113,7 +96,6 @@ struct kv_pool_stats {
     int64_t wait_ns;
     int64_t late_runs;
     int64_t solo_runs;
-    int64_t capped_runs;
 };
 void kv_pool_stats_get(struct kv_pool_stats *out);
 void kv_pool_stats_reset(void);

@@ -3,10 +3,8 @@
  * chunk runs exactly once whatever the thread count, worker ids index
  * per-thread scratch of n_threads slots, a team thread late inside a chunk
  * sends the next calls to the caller alone, a nested call or a second
- * caller's runs alone and still completes, a call under other runnable
- * threads uses only the CPUs they leave (the run-queue cap), and a process
- * exits (and a forked child works and exits) however late its team threads
- * start.
+ * caller's runs alone and still completes, and a process exits (and a
+ * forked child works and exits) however late its team threads start.
  */
 #include <check.h>
 #include <pthread.h>
@@ -121,7 +119,6 @@ START_TEST(test_late_team_backs_off)
     static struct count_job j;
     if (kv_pool_threads(2) < 2)
         return; /* one CPU: there is no team to be late */
-    kv_pool_runq_cap_enable(0); /* the team, even on a busy machine */
     struct kv_pool_stats s0, s1, s2;
     kv_pool_stats_get(&s0);
     /* until a team thread claims a chunk (it may not wake in time) */
@@ -151,74 +148,6 @@ START_TEST(test_late_team_backs_off)
     run_and_check(2, 64);
     kv_pool_stats_get(&s2);
     ck_assert_int_eq(s2.runs, s1.runs + 1);
-    kv_pool_runq_cap_enable(1);
-}
-END_TEST
-
-/* ------------------------------------------------------------------------ */
-/* The run-queue cap                                                        */
-
-START_TEST(test_parse_runnable)
-{
-    ck_assert_int_eq(kv_pool_parse_runnable("0.04 0.01 0.02 3/84 9915\n"), 3);
-    ck_assert_int_eq(kv_pool_parse_runnable("12.50 9.00 8.10 117/2048 1"), 117);
-    ck_assert_int_eq(kv_pool_parse_runnable("  1 2 3   5/6 7"), 5);
-    ck_assert_int_eq(kv_pool_parse_runnable("0.04 0.01 0.02 /84 9915"), -1);
-    ck_assert_int_eq(kv_pool_parse_runnable("0.04 0.01 0.02 3 9915"), -1);
-    ck_assert_int_eq(kv_pool_parse_runnable("0.04 0.01 0.02"), -1);
-    ck_assert_int_eq(kv_pool_parse_runnable("0.04 0.01 0.02 99999999999999/84"), -1);
-    ck_assert_int_eq(kv_pool_parse_runnable(""), -1);
-    ck_assert_int_eq(kv_pool_parse_runnable(NULL), -1);
-}
-END_TEST
-
-START_TEST(test_cap_arithmetic)
-{
-    ck_assert_int_eq(kv_pool_cap(2, 2, 2), 2); /* only this call's threads */
-    ck_assert_int_eq(kv_pool_cap(2, 1, 2), 2); /* a team thread counted asleep */
-    ck_assert_int_eq(kv_pool_cap(2, 2, 1), 1); /* one other program */
-    ck_assert_int_eq(kv_pool_cap(2, 4, 1), 1); /* three: never below 1 */
-    ck_assert_int_eq(kv_pool_cap(16, 5, 2), 13);
-    ck_assert_int_eq(kv_pool_cap(0, 0, 0), 1);
-}
-END_TEST
-
-static _Atomic int spin_stop;
-
-static void *spinner(void *arg)
-{
-    (void)arg;
-    while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
-        ;
-    return NULL;
-}
-
-/* Three threads that never sleep (not the team's: to the cap they are
- * other programs) leave no CPU of two: calls run on the caller alone, and
- * every chunk still runs once. */
-START_TEST(test_runq_cap_under_load)
-{
-    if (kv_pool_threads(2) < 2)
-        return;
-    pthread_t t[3];
-    atomic_store(&spin_stop, 0);
-    for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(pthread_create(&t[i], NULL, spinner, NULL), 0);
-    struct kv_pool_stats s0, s1;
-    kv_pool_stats_get(&s0);
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    long ms;
-    do { /* two readings KV_POOL_RUNQ_NS apart, then some: at most 2 s */
-        run_and_check(2, 64);
-        kv_pool_stats_get(&s1);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
-    } while (s1.capped_runs == s0.capped_runs && ms < 2000);
-    atomic_store(&spin_stop, 1);
-    for (int i = 0; i < 3; i++)
-        pthread_join(t[i], NULL);
-    ck_assert_msg(s1.capped_runs > s0.capped_runs, "no call capped in %ld ms beside 3 spinning threads", ms);
 }
 END_TEST
 
@@ -346,9 +275,6 @@ static Suite *pool_suite(void)
     tcase_add_test(tc, test_back_to_back);
     tcase_add_test(tc, test_threads_capped);
     tcase_add_test(tc, test_late_team_backs_off);
-    tcase_add_test(tc, test_parse_runnable);
-    tcase_add_test(tc, test_cap_arithmetic);
-    tcase_add_test(tc, test_runq_cap_under_load);
     tcase_add_test(tc, test_nested_runs_alone);
     tcase_add_test(tc, test_two_callers);
     tcase_add_test(tc, test_exit_and_fork);
