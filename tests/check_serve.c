@@ -139,6 +139,15 @@ START_TEST(test_tokens_equal_alone)
                          .same_path = exact || mode == 4, .what = what};
         struct kv_serve_totals tot;
         char why[256] = "";
+        const struct kv_cache_config c1 = kv_cache_config_for_model(m, 1);
+        if (p.chunk > 0 && !(kv_strategy_caps(ops, &c1, blk.b) & KV_CAP_CHUNKED_APPEND)) {
+            /* refused before any work, naming the operation it lacks */
+            ck_assert_int_eq(kv_serve_run(m, &rs, &p, check_request, NULL, &S, NULL, why,
+                                          sizeof why), KV_ERR_INVALID);
+            ck_assert_msg(strstr(why, "KV_CAP_CHUNKED_APPEND") != NULL, "%s: %s", what, why);
+            ck_assert_int_eq(S.finished, 0);
+            continue;
+        }
         ck_assert_msg(kv_serve_run(m, &rs, &p, check_request, check_iteration, &S, &tot, why,
                                    sizeof why) == KV_OK,
                       "%s: %s", what, why);

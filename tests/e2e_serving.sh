@@ -47,6 +47,7 @@ check "paged stream exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
 check "a row per request" test "$(rows "$TMP/r.csv")" = 12
 check "every request's tokens counted" test "$(col "$TMP/r.csv" output_tokens | awk '$1 < 1' | wc -l)" = 0
 check "a row per iteration" test "$(rows "$TMP/i.csv")" -gt 12
+check "no iteration without a request in its forward" test "$(col "$TMP/i.csv" batch | awk '$1 < 1' | wc -l)" = 0
 check "a summary row: 12 requests, the pool, the split of the used pool summing to 1" \
     test "$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
         { s = $c["token_share_used"] + $c["reserved_share_used"] + $c["internal_share_used"] + $c["spare_share_used"]
@@ -101,6 +102,8 @@ expect_bad "rate nan" "rate" --strategy paged --rate nan
 expect_bad "rate inf" "rate" --strategy paged --rate inf
 expect_bad "a pool smaller than one request" "cannot hold request" --strategy static --pool-mb 0.01
 expect_bad "--chunk 0" "chunk" --strategy paged --chunk 0
+expect_bad "--chunk with a strategy that cannot append in chunks" "KV_CAP_CHUNKED_APPEND" \
+    --strategy sliding --window 8 --chunk 4 --prompt-mean 30
 expect_bad "a strategy that cannot serve" "none keeps no history.*KV_CAP_KEEPS_HISTORY" --strategy none
 expect_bad "no strategy" "needs --strategy"
 expect_bad "a generator option with --trace" "has no effect" --strategy paged --trace "$TMP/t.csv" --prefixes 2 --rate 3

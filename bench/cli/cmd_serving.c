@@ -123,6 +123,7 @@ static int serving_check(struct kv_cmd_ctx *x)
 struct serving_state {
     struct kv_csv_writer *req, *it;
     double *norm, *ttft, *tpot;
+    int32_t n_tpot;
     int32_t n_done;
     int64_t tokens;
     int failed;
@@ -143,8 +144,9 @@ static void on_request(void *user, const struct kv_serve_request *r)
     const double tpot = r->output > 1 ? (r->finish_s - r->first_token_s) / (r->output - 1) : 0.0;
     const double norm = (r->finish_s - r->arrival_s) / r->output;
     S->norm[S->n_done] = norm;
-    S->ttft[S->n_done] = ttft;
-    S->tpot[S->n_done++] = tpot;
+    S->ttft[S->n_done++] = ttft;
+    if (r->output > 1) /* a one-token reply has no time per output token */
+        S->tpot[S->n_tpot++] = tpot;
     S->tokens += r->output;
     char line[512];
     snprintf(line, sizeof line, "%d,%.6f,%.6f,%.6f,%d,%d,%.6f,%.6f,%.6f,%d", r->id, r->arrival_s,
@@ -287,7 +289,7 @@ static void summary_row(char *line, size_t cap, const struct serving_state *S, c
              t->end_s > 0 ? k / t->end_s : 0.0, t->end_s > 0 ? (double)S->tokens / t->end_s : 0.0,
              mean_of(n, k), kv_stats_median(n, k), kv_stats_percentile(n, k, 0.90),
              kv_stats_percentile(n, k, 0.99), kv_stats_median(S->ttft, k),
-             kv_stats_median(S->tpot, k), t->peak_batch, t->iterations, t->preemptions,
+             S->n_tpot > 0 ? kv_stats_median(S->tpot, S->n_tpot) : NAN, t->peak_batch, t->iterations, t->preemptions,
              t->peak_token_share, S->w_token / u, S->w_reserved / u, S->w_internal / u,
              S->w_spare / u);
 }
@@ -304,7 +306,7 @@ static void summary(const struct serving_state *S, const char *policy,
            kv_stats_median(n, k), kv_stats_percentile(n, k, 0.90), kv_stats_percentile(n, k, 0.99));
     printf("  time to first token (s): median %.4f, p90 %.4f; time per output token (s): "
            "median %.4f\n",
-           kv_stats_median(f, k), kv_stats_percentile(f, k, 0.90), kv_stats_median(q, k));
+           kv_stats_median(f, k), kv_stats_percentile(f, k, 0.90), S->n_tpot > 0 ? kv_stats_median(q, S->n_tpot) : NAN);
     printf("  peak batch %d, %" PRId64 " iterations, %" PRId64 " preemptions (%s), "
            "peak token states %.1f%% of the %.1f MiB pool\n",
            t->peak_batch, t->iterations, t->preemptions, preempt_names[p->preempt],

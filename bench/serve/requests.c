@@ -57,7 +57,8 @@ static double unit(uint64_t *rng)
 
 static double normal(uint64_t *rng)
 {
-    return sqrt(-2.0 * log(unit(rng))) * cos(6.283185307179586 * unit(rng));
+    const double u1 = unit(rng), u2 = unit(rng); /* in this order, whatever the compiler */
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 static int32_t draw_len(const struct kv_len_spec *s, uint64_t *rng, int32_t max)

@@ -228,10 +228,10 @@ static enum kv_status admit(struct sched *S, int32_t *budget)
 }
 
 static void record_iteration(struct sched *S, kv_serve_iteration_fn fn, void *user,
-                             int32_t prefill, int32_t decode, double step)
+                             int32_t batch, int32_t prefill, int32_t decode, double step)
 {
     struct kv_serve_iteration it = {.index = S->tot.iterations - 1, .t_s = S->t, .step_s = step,
-                                    .batch = S->running, .prefill_tokens = prefill,
+                                    .batch = batch, .prefill_tokens = prefill,
                                     .decode_tokens = decode, .waiting = S->waiting,
                                     .swapped = S->swapped};
     size_t in_use = 0;
@@ -243,8 +243,9 @@ static void record_iteration(struct sched *S, kv_serve_iteration_fn fn, void *us
         in_use += cs.resident;
         it.token_bytes += cs.tokens;
         it.spare_bytes += cs.spare;
-        /* slack the request will still fill, by its bytes per token so far */
-        const int32_t left = len_of(&S->rs->req[i]) - q->fed;
+        /* slack the request will still fill, by its bytes per token so far
+         * (its last token is generated, never fed) */
+        const int32_t left = len_of(&S->rs->req[i]) - 1 - q->fed;
         const size_t per = q->fed > 0 ? cs.tokens / (size_t)q->fed : 0;
         const size_t fill = per * (size_t)(left > 0 ? left : 0);
         it.reserved_bytes += fill < cs.slack ? fill : cs.slack;
@@ -254,8 +255,8 @@ static void record_iteration(struct sched *S, kv_serve_iteration_fn fn, void *us
     const double share = S->p->pool_bytes > 0 ? (double)it.token_bytes / (double)S->p->pool_bytes : 0;
     if (share > S->tot.peak_token_share)
         S->tot.peak_token_share = share;
-    if (S->running > S->tot.peak_batch)
-        S->tot.peak_batch = S->running;
+    if (batch > S->tot.peak_batch)
+        S->tot.peak_batch = batch;
     if (fn != NULL)
         fn(user, &it);
 }
@@ -333,7 +334,7 @@ static enum kv_status iterate(struct sched *S, kv_serve_request_fn on_request,
             }
         }
     }
-    record_iteration(S, on_iteration, user, prefill, decode, step);
+    record_iteration(S, on_iteration, user, n, prefill, decode, step);
     return KV_OK;
 }
 
@@ -379,6 +380,11 @@ enum kv_status kv_serve_check(const struct kv_model *m, const struct kv_request_
         return refuse(why, why_len, "%s keeps no history, so each step would re-run every request "
                                     "whole: it cannot serve (it lacks KV_CAP_KEEPS_HISTORY)",
                       p->ops->name);
+    const struct kv_cache_config c1 = kv_cache_config_for_model(m, 1);
+    if (p->chunk > 0 && !(kv_strategy_caps(p->ops, &c1, p->params) & KV_CAP_CHUNKED_APPEND))
+        return refuse(why, why_len, "%s cannot take a prompt in chunks once it holds tokens: it "
+                                    "cannot serve with --chunk (it lacks KV_CAP_CHUNKED_APPEND)",
+                      p->ops->name);
     for (int32_t i = 0; i < rs->n; i++) {
         struct kv_cache_config cc = kv_cache_config_for_model(m, 1);
         cc.max_len = reserve_len(p, &rs->req[i], m->cfg.max_len);
@@ -408,7 +414,7 @@ enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_se
     int32_t longest = 0;
     for (int32_t i = 0; i < rs->n; i++)
         longest = len_of(&rs->req[i]) > longest ? len_of(&rs->req[i]) : longest;
-    S.prefill_rows = p->chunk > 0 ? p->chunk : longest;
+    S.prefill_rows = p->chunk > 0 && p->chunk < longest ? p->chunk : longest;
     const int32_t rows = p->max_batch + S.prefill_rows;
     S.q = kv_alloc((size_t)rs->n * sizeof *S.q);
     S.seg = kv_alloc((size_t)p->max_batch * sizeof *S.seg);

@@ -69,7 +69,8 @@ struct kv_serve_request {
 struct kv_serve_iteration {
     int64_t index;
     double t_s, step_s;
-    int32_t batch, prefill_tokens, decode_tokens, waiting, swapped;
+    int32_t batch;           /* requests in the iteration's forward */
+    int32_t prefill_tokens, decode_tokens, waiting, swapped;
     size_t token_bytes, reserved_bytes, internal_bytes, spare_bytes, free_bytes;
 };
 
@@ -87,7 +88,7 @@ typedef void (*kv_serve_iteration_fn)(void *user, const struct kv_serve_iteratio
 /*
  * Runs the stream through m. KV_ERR_INVALID with a one-line reason in why,
  * before any work, for a strategy that cannot serve (it keeps no history,
- * or cannot bound its bytes), a pool that cannot hold some request whole
+ * cannot bound its bytes, or, with a chunk, cannot append in chunks), a pool that cannot hold some request whole
  * (prompt and output) on its own, max_batch < 1, chunk < 0. A run-time
  * failure (KV_ERR_NOMEM) stops the run. The callbacks may be NULL.
  */
