@@ -34,7 +34,8 @@ static inline int32_t int_code_at(const uint8_t *row, int32_t e, int32_t group, 
 
 /* bytes from o on (o a multiple of 8) are in the run at element o / 16 * 64,
  * their chunk c 16 c further */
-static inline int32_t int_el(int32_t o, int c, int32_t group)
+/* (unused by a build without AVX2: only the SIMD levels read chunks) */
+__attribute__((unused)) static inline int32_t int_el(int32_t o, int c, int32_t group)
 {
     (void)group;
     return o / 16 * 64 + o % 16 + 16 * c;

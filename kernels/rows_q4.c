@@ -30,7 +30,8 @@ static inline int32_t int_code_at(const uint8_t *codes, int32_t e, int32_t group
 
 /* bytes from o on hold the elements from (o's group) + o % half on (low
  * nibbles) and half further (high) */
-static inline int32_t int_el(int32_t o, int c, int32_t group)
+/* (unused by a build without AVX2: only the SIMD levels read chunks) */
+__attribute__((unused)) static inline int32_t int_el(int32_t o, int c, int32_t group)
 {
     const int32_t half = group / 2;
     return o / half * group + o % half + c * half;

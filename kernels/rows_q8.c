@@ -31,7 +31,8 @@ static inline int32_t int_code_at(const uint8_t *row, int32_t e, int32_t group, 
 }
 
 /* chunk 0 of the bytes from o on is element o */
-static inline int32_t int_el(int32_t o, int c, int32_t group)
+/* (unused by a build without AVX2: only the SIMD levels read chunks) */
+__attribute__((unused)) static inline int32_t int_el(int32_t o, int c, int32_t group)
 {
     (void)c;
     (void)group;
