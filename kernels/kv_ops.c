@@ -109,10 +109,11 @@ static void dot_rows(float *dots, const float *x, const float *wr, int M, int64_
 /*
  * dots[m * 4 + r] = x[m] . W row r, for 4 consecutive rows of W (K floats
  * each, K a multiple of 16) and M <= GEMV_MAX_M rows of x: 4 x M independent
- * FMA chains over one stream of W, and the next rows of W asked for ahead.
- * Measured on the default model's decode step at T 4096 (step minus
- * attention, 3 alternating runs): 2.8-3.9 ms with one row at a time and a
- * 256-bit dot, 1.2-3.4 ms with this.
+ * FMA chains over four streams of W. No software prefetch: on the AVX-512
+ * AMD EPYC, asking for the next four rows ahead cost the default model's
+ * weight GEMVs about 8% (their best of 41 passes over 50.6 MB, 8 alternating
+ * runs: 0.75-0.83 ms with it, 0.71-0.77 ms without); the hardware
+ * prefetcher follows four streams per core on its own.
  */
 static void dot_rows4(float *dots, const float *x, const float *w, int M, int64_t K)
 {
@@ -122,10 +123,8 @@ static void dot_rows4(float *dots, const float *x, const float *w, int M, int64_
             a[m][r] = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k += 16) {
         __m512 wv[4];
-        for (int r = 0; r < 4; r++) {
-            __builtin_prefetch(w + (4 + r) * K + k, 0, 3);
+        for (int r = 0; r < 4; r++)
             wv[r] = _mm512_loadu_ps(w + r * K + k);
-        }
         for (int m = 0; m < M; m++) {
             __m512 xv = _mm512_loadu_ps(x + m * K + k);
             for (int r = 0; r < 4; r++)
@@ -137,17 +136,6 @@ static void dot_rows4(float *dots, const float *x, const float *w, int M, int64_
             dots[m * 4 + r] = _mm512_reduce_add_ps(a[m][r]);
 }
 #endif
-
-/* The decode team's GEMV job (kv_pool.h): one or more matrices that share
- * x, each cut into chunks of `rows` rows of W; chunk c belongs to the part
- * whose first chunk (first[]) is the last one <= c. */
-struct gemv_job {
-    const struct kv_gemm_part *parts;
-    int64_t first[KV_GEMM_MULTI_MAX + 1];
-    const float *x;
-    int64_t M, K, rows;
-    float beta;
-};
 
 static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int64_t N,
                       int64_t K, float beta, int64_t n0, int64_t n1)
@@ -173,32 +161,46 @@ static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int
     }
 }
 
+/* The decode team's GEMV job (kv_pool.h): one or more matrices that share
+ * x, cut into chunks of rows, each inside one matrix (gemm_small_m). */
+#define GEMV_CHUNKS_MAX 1024
+struct gemv_job {
+    const struct kv_gemm_part *parts;
+    const float *x;
+    int64_t M, K;
+    float beta;
+    int32_t part[GEMV_CHUNKS_MAX];
+    int64_t n0[GEMV_CHUNKS_MAX], n1[GEMV_CHUNKS_MAX];
+};
+
 static void gemv_chunk(void *ctx, int64_t c0, int64_t c1, int worker)
 {
     const struct gemv_job *j = ctx;
     (void)worker;
-    int p = 0;
     for (int64_t c = c0; c < c1; c++) {
-        while (c >= j->first[p + 1])
-            p++;
-        const struct kv_gemm_part *q = &j->parts[p];
-        const int64_t n0 = (c - j->first[p]) * j->rows;
-        const int64_t n1 = n0 + j->rows < q->N ? n0 + j->rows : q->N;
-        gemv_rows(q->out, j->x, q->w, j->M, q->N, j->K, j->beta, n0, n1);
+        const struct kv_gemm_part *q = &j->parts[j->part[c]];
+        gemv_rows(q->out, j->x, q->w, j->M, q->N, j->K, j->beta, j->n0[c], j->n1[c]);
     }
 }
 
-/* Bytes of W per chunk of a GEMV: W / (2 x threads), so each thread streams
- * long runs the hardware prefetcher follows (64 KiB chunks cost the default
- * model's 2-thread step at T 512 about 10% against OpenMP's static halves),
- * within [GEMV_CHUNK_MIN, GEMV_CHUNK_MAX]: a thread that loses its CPU
- * inside a chunk holds at most that much work back. */
+/*
+ * Chunk sizes, largest first (OpenMP's "guided" schedule): each chunk holds
+ * 1/(2 x threads) of the rows still unassigned, within [GEMV_CHUNK_MIN,
+ * GEMV_CHUNK_MAX] bytes of W. Long first chunks give each thread runs the
+ * hardware prefetcher follows; short last ones let the threads finish
+ * together, where equal chunks of W / (2 x threads) left one thread idle
+ * for up to half a chunk at the end of each of the step's 16 GEMVs. On the
+ * AVX-512 AMD EPYC the default model's weight GEMVs (50.6 MB, 2 threads,
+ * median of 41 passes, 8 alternating runs) took 0.95-1.08 ms with equal
+ * chunks and 0.88-1.02 ms with these. A thread that loses its CPU inside a
+ * chunk holds back at most GEMV_CHUNK_MAX bytes of work.
+ */
 #define GEMV_CHUNK_MIN 65536
 #define GEMV_CHUNK_MAX (1 << 20)
 
 /* out_p (M, N_p) = beta*out_p + x W_p^T for M <= GEMV_MAX_M, every part in
- * one call of the decode team (kv_pool.h), by chunks of rows of each W_p:
- * each W is streamed once, and the parts share one wait for the team. */
+ * one call of the decode team (kv_pool.h): each W is streamed once, and the
+ * parts share one wait for the team. */
 static void gemm_small_m(const struct kv_gemm_part *parts, int n_parts, const float *x,
                          int64_t M, int64_t K, float beta)
 {
@@ -206,18 +208,37 @@ static void gemm_small_m(const struct kv_gemm_part *parts, int n_parts, const fl
     int64_t total = 0;
     for (int p = 0; p < n_parts; p++)
         total += parts[p].N;
-    int64_t bytes = total * K * (int64_t)sizeof(float) / (2 * nt);
-    bytes = bytes < GEMV_CHUNK_MIN ? GEMV_CHUNK_MIN : bytes > GEMV_CHUNK_MAX ? GEMV_CHUNK_MAX : bytes;
-    int64_t rows = bytes / (K * (int64_t)sizeof(float));
-    rows = rows < 4 ? 4 : rows / 4 * 4;
-    struct gemv_job j = {.parts = parts, .x = x, .M = M, .K = K, .rows = rows, .beta = beta};
+    struct gemv_job j; /* (not zeroed: 20 KB a call, and only n entries are read) */
+    j.parts = parts;
+    j.x = x;
+    j.M = M;
+    j.K = K;
+    j.beta = beta;
+    const int64_t row_bytes = K * (int64_t)sizeof(float);
+    int64_t lo = GEMV_CHUNK_MIN / row_bytes, hi = GEMV_CHUNK_MAX / row_bytes;
+    /* a W over 512 MiB gets longer chunks: at most half the table at hi */
+    if (hi < total / (GEMV_CHUNKS_MAX / 2) + 1)
+        hi = total / (GEMV_CHUNKS_MAX / 2) + 1;
+    lo = lo < 4 ? 4 : lo / 4 * 4; /* whole groups of dot_rows4's four rows */
+    hi = hi < lo ? lo : (hi + 3) / 4 * 4;
+    int64_t left = total, n = 0;
     for (int p = 0; p < n_parts; p++)
-        j.first[p + 1] = j.first[p] + (parts[p].N + rows - 1) / rows;
-    const int64_t chunks = j.first[n_parts];
+        for (int64_t r = 0; r < parts[p].N; n++) {
+            int64_t size = left / (2 * nt) / 4 * 4;
+            size = size < lo ? lo : size > hi ? hi : size;
+            /* (never reached below 64 threads: the rest of the part) */
+            if (size > parts[p].N - r || n >= GEMV_CHUNKS_MAX - KV_GEMM_MULTI_MAX)
+                size = parts[p].N - r;
+            j.part[n] = p;
+            j.n0[n] = r;
+            j.n1[n] = r + size;
+            r += size;
+            left -= size;
+        }
     if (total * K < GEMM_SERIAL_MNK)
-        gemv_chunk(&j, 0, chunks, 0);
+        gemv_chunk(&j, 0, n, 0);
     else
-        kv_pool_run(nt, chunks, gemv_chunk, &j);
+        kv_pool_run(nt, n, gemv_chunk, &j);
 }
 
 static void sgemm_nt(float *out, const float *x, const float *w, int64_t M, int64_t N,
