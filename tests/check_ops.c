@@ -54,7 +54,8 @@ struct gemm_case {
     int threads;
 };
 
-/* Covers: streaming paths (M <= 4), serial sgemm (small M*N*K), split over
+/* Covers: streaming paths (M <= 4, and up to 128 KiB of x in SIMD builds),
+ * serial sgemm (small M*N*K), split over
  * W's rows (N >= M) and over x's rows (M > N), odd sizes, K not a multiple
  * of the vector width. */
 static const struct gemm_case gemm_cases[] = {
@@ -63,6 +64,11 @@ static const struct gemm_case gemm_cases[] = {
     {64, 300, 128, 2}, {300, 64, 128, 2}, {129, 257, 65, 2}, {1000, 3, 96, 2},
     /* the 4-rows-of-W streaming path (K a multiple of 16, N of 4), M 1..4 */
     {1, 12, 16, 1},   {2, 64, 96, 2},    {4, 128, 512, 1},
+    /* more rows of x than one register block, still streamed (SIMD builds):
+     * whole and partial blocks of 4, K a multiple of 16 or not */
+    {8, 64, 512, 2},  {13, 100, 512, 2}, {33, 36, 64, 1},  {6, 20, 70, 2},
+    /* x over the streaming path's L2 budget: OpenBLAS slices by W's rows */
+    {200, 300, 256, 2}, {90, 4, 400, 2},
 };
 
 START_TEST(test_gemm_vs_naive)
@@ -144,7 +150,8 @@ END_TEST
 
 /* kv_gemm_multi gives each part exactly what kv_gemm gives it (the same
  * 4-row groups, whatever the chunks), on every path: streamed (M <= 4)
- * serial and on the team, sgemm (M = 5), K = 0, beta 0 and 1. */
+ * serial and on the team, sgemm (M = 80; M = 5 too in a portable build),
+ * K = 0, beta 0 and 1. */
 struct multi_case {
     int64_t M, K;
     int n;
@@ -156,6 +163,7 @@ static const struct multi_case multi_cases[] = {
     {3, 512, 2, {1376, 1376, 0}, 2}, {4, 64, 3, {3, 5, 7}, 2},
     {1, 9, 3, {3, 5, 7}, 2},         {5, 512, 2, {512, 130, 0}, 2},
     {2, 0, 2, {4, 6, 0}, 2},         {1, 512, 1, {1024, 0, 0}, 2},
+    {9, 512, 3, {512, 128, 132}, 2}, {80, 512, 2, {512, 130, 0}, 2},
 };
 
 START_TEST(test_gemm_multi_as_each)
