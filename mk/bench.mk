@@ -81,11 +81,12 @@ bench: deps ## the full benchmark: sweeps, kernel, peers when built, tables, plo
 	bash bench/scripts/kernel_table.sh --peers $(PEERS_CSV) --accuracy $(PEERS_ACC_CSV) \
 	  --steps $(BENCH_CSV) $(TORCH_CSV) >$(STEPS_MD).tmp && mv $(STEPS_MD).tmp $(STEPS_MD)
 	@$(MAKE) --no-print-directory frontier-run
+	@$(MAKE) --no-print-directory serving SERVING_DIR=$(SERVING_DIR) PLOTS_DIR=$(PLOTS_DIR)
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(BENCH_CSV) PLOTS_DIR=$(PLOTS_DIR)
 	@if [ -f $(MODEL) ] && [ -d /usr/share/games/fortunes ]; then \
 	  $(MAKE) --no-print-directory bench-perplexity PPL_MAX_TOKENS=$(BENCH_PPL_MAX_TOKENS); \
 	else echo "bench: no bits-per-byte table (needs $(MODEL) and the fortunes package)"; fi
-	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV), $(PEERS_ACC_CSV) and $(FRONTIER_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); frontier table in $(FRONTIER_CSV:.csv=.md); plots (PNG + SVG) in $(PLOTS_DIR)/"
+	@echo "bench: results in $(BENCH_CSV), $(TORCH_CSV), $(KERNEL_CSV), $(PEERS_CSV), $(PEERS_ACC_CSV) and $(FRONTIER_CSV); step and kernel targets in $(STEPS_MD) and $(KERNEL_CSV:.csv=.md); frontier table in $(FRONTIER_CSV:.csv=.md); serving table in $(SERVING_DIR)/summary.md; plots (PNG + SVG) in $(PLOTS_DIR)/"
 
 # A reduced sweep (under a minute) into $(BENCH_QUICK_CSV), plots into $(BENCH_QUICK_PLOTS)/.
 bench-quick: deps ## a reduced sweep (T up to 2048) and its plots: out/bench-quick.csv
@@ -194,11 +195,13 @@ eviction-targets: $(CLI) ## the eviction targets: sinks, sliding, h2o (quiet mac
 # bench/data/serving.policies at every SERVING_RATES request rate, the same
 # generated stream each time, into $(SERVING_DIR)/summary.csv and
 # summary.md, with each policy's per-iteration CSV at the middle rate.
+# Part of `make bench`: its defaults (serving.sh) fit about 3 minutes on 2 cores.
 # SERVING_ARGS adds `kvlab serving` options (a smaller model, --threads).
 SERVING_DIR ?= out/serving
 .PHONY: serving
 serving: $(CLI) ## the serving benchmark: policies x request rates, out/serving/summary.md, serving*.png
 	KVLAB=$(CLI) bash bench/scripts/serving.sh $(SERVING_DIR)
+	@mkdir -p $(PLOTS_DIR)
 	gnuplot -c plots/serving.gp $(SERVING_DIR)/summary.csv $(PLOTS_DIR)
 	gnuplot -c plots/serving_timeline.gp $(SERVING_DIR)/timeline.csv $(PLOTS_DIR)
 	@cat $(SERVING_DIR)/summary.md
@@ -327,5 +330,5 @@ report: ## out/report.html: the newest of out/bench.csv, out/bench-quick.csv (RE
 	@$(MAKE) --no-print-directory plots BENCH_CSV=$(REPORT_CSV) PLOTS_DIR=$(REPORT_PLOTS) >/dev/null
 	$(if $(REPORT_BASELINE),@$(MAKE) --no-print-directory -q $(CLI) || $(MAKE) --no-print-directory $(CLI))
 	@$(PY3) bench/py/report.py --csv $(REPORT_CSV) --steps $(STEPS_MD) --kernel-md $(KERNEL_CSV:.csv=.md) \
-	  --plots $(REPORT_PLOTS) --peers $(PEERS_CSV) --out $(REPORT) \
+	  --plots $(REPORT_PLOTS) --serving-md $(SERVING_DIR)/summary.md --peers $(PEERS_CSV) --out $(REPORT) \
 	  $(if $(REPORT_BASELINE),--baseline $(REPORT_BASELINE) --kvlab $(CLI))

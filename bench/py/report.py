@@ -3,10 +3,12 @@
 
     /usr/bin/python3 bench/py/report.py --csv out/bench.csv --out out/report.html \
         [--steps out/steps.md] [--kernel-md out/kernel.md] [--plots out/plots] \
-        [--peers out/peers.csv] [--baseline BASE.csv --kvlab build/kvlab]
+        [--serving-md out/serving/summary.md] [--peers out/peers.csv] \
+        [--baseline BASE.csv --kvlab build/kvlab]
 
 The page holds the run's metadata (the CSV's `# key=value` lines), the
-target tables of `make bench` (out/steps.md, out/kernel.md, met / not met),
+target tables of `make bench` (out/steps.md, out/kernel.md, met / not met;
+make serving's table, out/serving/summary.md),
 a table of the sweep's key figures, every SVG under the plots folder inlined,
 the peers' measurements when out/peers.csv exists and, with --baseline, the
 verdicts of `kvlab compare BASE.csv NEW.csv`. Rows that schema 3 flags as
@@ -28,7 +30,7 @@ same folder and renamed, so a failed run leaves the previous report or
 nothing. A run-time failure (a write error, an SVG carrying a script) exits 1.
 Only the Python standard library is used (/usr/bin/python3, no pip).
 
-Files, kvlab's rules. Every input (--csv, --steps, --kernel-md, --peers,
+Files, kvlab's rules. Every input (--csv, --steps, --kernel-md, --serving-md, --peers,
 --baseline, each SVG under --plots) is opened with O_NONBLOCK and must be a
 regular file: a FIFO, a device, a socket or a directory is refused at once,
 never waited on, with one line `report.py: --csv 'PATH': is a FIFO, not a
@@ -85,6 +87,10 @@ FIGURES = [
     ("breakdown", "Step time split into attention and the rest of the step."),
     ("kernel", "The attention kernel alone: achieved GB/s per shape and dtype against "
                "the read bandwidth."),
+    ("serving", "make serving: median normalized latency against the request rate, a line "
+                "per policy, and what each policy's used pool held at its highest rate."),
+    ("serving_timeline", "make serving at its middle rate: the batch and the pool held over "
+                         "time, a line per policy."),
 ]
 
 
@@ -236,7 +242,8 @@ def judge_inputs(args):
     if args.csv:
         if check_input("csv", args.csv):
             present.append(("csv", args.csv))
-    for opt, p in (("steps", args.steps), ("kernel-md", args.kernel_md), ("peers", args.peers),
+    for opt, p in (("steps", args.steps), ("kernel-md", args.kernel_md),
+                   ("serving-md", args.serving_md), ("peers", args.peers),
                    ("baseline", args.baseline)):
         if p and check_input(opt, p):
             present.append((opt, p))
@@ -860,7 +867,9 @@ def build_page(args):
     meta, meta_lines, header, rows = read_sweep(args.csv)
     series = series_of(rows)
     targets, met, notmet = targets_section([("Whole decode step and PyTorch", args.steps, "steps"),
-                                            ("The attention kernel alone", args.kernel_md, "kernel-md")],
+                                            ("The attention kernel alone", args.kernel_md, "kernel-md"),
+                                            ("Serving: policies and request rates", args.serving_md,
+                                             "serving-md")],
                                            os.path.getmtime(args.csv))
     keyfigs, figures, fig_names = figures_section(series, args.plots)
     peers = peers_section(args.peers)
@@ -887,7 +896,8 @@ def build_page(args):
              if met + notmet else '<p class="score">No target table in this run')
     score += f"; limits measured in the same run: {E(limits)}.</p>" if limits else ".</p>"
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    inputs = [p for p in (args.csv, args.steps, args.kernel_md, args.peers, args.baseline)
+    inputs = [p for p in (args.csv, args.steps, args.kernel_md, args.serving_md, args.peers,
+                          args.baseline)
               if p and os.path.isfile(p)]
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -955,6 +965,7 @@ def main():
     ap.add_argument("--steps", help="markdown of the step targets (out/steps.md)")
     ap.add_argument("--kernel-md", help="markdown of the kernel targets (out/kernel.md)")
     ap.add_argument("--plots", help="folder of the SVG figures (out/plots)")
+    ap.add_argument("--serving-md", help="make serving's table (out/serving/summary.md)")
     ap.add_argument("--peers", help="peers' measurements (out/peers.csv)")
     ap.add_argument("--baseline", help="a sweep CSV to compare with (kvlab compare)")
     ap.add_argument("--kvlab", default="build/kvlab", help="the kvlab binary for --baseline")

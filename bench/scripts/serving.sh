@@ -7,20 +7,23 @@
 # the middle rate (OUT_DIR/iterations-LABEL.csv: batch and pool over time).
 #
 # usage: serving.sh OUT_DIR
-# env: KVLAB (build/kvlab), SERVING_RATES (0.5,1,2,4), SERVING_REQUESTS (40),
-#      SERVING_WORKLOAD (chat), SERVING_POOL_MB (256), SERVING_MAX_BATCH (32),
+# env: KVLAB (build/kvlab), SERVING_RATES (1,2,4,8), SERVING_REQUESTS (20),
+#      SERVING_WORKLOAD (chat), SERVING_POOL_MB (128), SERVING_MAX_BATCH (32),
 #      SERVING_POLICIES (bench/data/serving.policies), SERVING_ARGS (more
 #      `kvlab serving` options, e.g. a smaller model or --threads)
+# The defaults fit `make bench` (about 3 minutes on 2 cores): a pool of 128
+# MiB holds one request reserved at the default model's whole context (8192
+# tokens of 16 KiB), so reservation, not the pool's size, limits static-max.
 # Values from the environment and the policies file reach kvlab as
 # arguments only, never a shell.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: serving.sh OUT_DIR" >&2; exit 2; }
 out=$1
 KVLAB=${KVLAB:-build/kvlab}
-RATES=${SERVING_RATES:-0.5,1,2,4}
-REQUESTS=${SERVING_REQUESTS:-40}
+RATES=${SERVING_RATES:-1,2,4,8}
+REQUESTS=${SERVING_REQUESTS:-20}
 WORKLOAD=${SERVING_WORKLOAD:-chat}
-POOL=${SERVING_POOL_MB:-256}
+POOL=${SERVING_POOL_MB:-128}
 BATCH=${SERVING_MAX_BATCH:-32}
 POLICIES=${SERVING_POLICIES:-$(dirname "$0")/../data/serving.policies}
 read -r -a extra <<<"${SERVING_ARGS:-}"
