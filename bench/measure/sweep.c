@@ -78,6 +78,7 @@ struct sweep {
     double pred_total, pred_done; /* predicted ns of all work / of finished work */
     int32_t rows_total, rows_done;
     int32_t retries_left;     /* for the whole run (KV_SWEEP_RETRY_BUDGET) */
+    int32_t noisy_streak;     /* reported rows in a row still noisy (KV_SWEEP_BUSY_ROWS) */
     char busy[KV_SWEEP_NOISE_LEN]; /* the last attempt's noise reason, "" when clean */
 };
 
@@ -703,12 +704,14 @@ static void row_step_stats(struct kv_sweep_row *row, const struct kv_step_stats 
  * attempt noisy (another program took the cores, so the latency is not the
  * code's), the row is reported (the hidden reference's times are never
  * written, only its logits are used, so re-measuring it would spend the
- * run's budget on nothing), and retries are left for the row and the run.
+ * run's budget on nothing), retries are left for the row and the run, and
+ * the machine has not been busy for the last KV_SWEEP_BUSY_ROWS rows.
  */
 static int retry_row(struct sweep *s, const struct slot *sl, const struct kv_sweep_row *row)
 {
     if (stopped(s->cfg) || !row->noisy || !row_selected(s->cfg, sl->index, row->len_index) ||
-        row->attempts > s->cfg->max_retries || s->retries_left <= 0)
+        row->attempts > s->cfg->max_retries || s->retries_left <= 0 ||
+        s->noisy_streak >= KV_SWEEP_BUSY_ROWS)
         return 0;
     s->retries_left--;
     return 1;
@@ -875,6 +878,8 @@ static enum kv_status measure_attempts(struct sweep *s, struct slot *sl, int32_t
             return KV_OK;
         }
     }
+    if (row_selected(s->cfg, sl->index, row->len_index))
+        s->noisy_streak = row->noisy ? s->noisy_streak + 1 : 0;
     return row_times(s, sl, T, row, row->reps);
 }
 

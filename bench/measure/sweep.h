@@ -33,7 +33,8 @@
  * row's timed steps run inside an interference window (noise.h); a row the
  * classifier calls noisy is measured again (from an empty cache, prefilled
  * back to P) after a short pause, within cfg->max_retries per row and
- * KV_SWEEP_RETRY_BUDGET per run. A row still noisy when they run out is
+ * KV_SWEEP_RETRY_BUDGET per run, and not while the machine stays busy row
+ * after row (KV_SWEEP_BUSY_ROWS). A row still noisy when they run out is
  * reported with its last attempt's figures, flagged (noisy, noise_reason):
  * never dropped, never passed off as clean.
  *
@@ -73,6 +74,13 @@
 #define KV_SWEEP_RETRY_BUDGET 16
 #define KV_SWEEP_BACKOFF_NS 50000000LL
 #define KV_SWEEP_BACKOFF_MAX_NS 1000000000LL
+/* After this many reported rows in a row stayed noisy through their retries,
+ * no row is measured again until one comes out clean: the machine is busy
+ * throughout, and a retry would measure the same load again at the cost of
+ * the run's time (bench-quick's sweep beside three CPU-bound loops had every
+ * row noisy and spent all 16 retries on its first rows). A burst that ends
+ * gives a clean row, and retries resume. */
+#define KV_SWEEP_BUSY_ROWS 3
 
 /* The interval of a row's median step time: a percentile bootstrap with
  * this many resamples (kv_stats_median_ci_i64) at this level. */
