@@ -130,6 +130,10 @@ sleep 0.3 # the loops are running before the first row
 "$KVLAB" "${SWEEP[@]}" --retries 1 --strict --noise-max-other-cores 0 --noise-min-util 1 \
     --out "$TMP/b.csv" >/dev/null 2>"$TMP/b.err"
 rc=$?
+# the limits measured while every pass is disturbed: what was seen, with its
+# real spread (all passes disturbed once reported one time repeated: spread 0)
+"$KVLAB" roofline --csv --reps 5 >"$TMP/rl.csv" 2>/dev/null
+rl_rc=$?
 for p in "${HOGS[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 HOGS=()
@@ -151,6 +155,11 @@ if [ -s "$TMP/b.csv" ]; then
         test "$(grep -c '^  dynamic  *T=[0-9]*  *attempts [0-9]*: ' "$TMP/b.err")" = "${n:-0}"
     check "busy: the warning says --strict made it exit 1" grep -q -- "--strict: exit status 1" "$TMP/b.err"
 fi
+
+check "busy: roofline exits 0 (rc=$rl_rc)" test "$rl_rc" = 0
+check "busy: roofline's four spreads are not all 0 ($(tail -n 1 "$TMP/rl.csv"))" \
+    awk -F, '/^[0-9]/ { z = 0; for (i = 6; i <= 9; i++) z += ($i + 0 == 0); n++ }
+             END { exit (n != 1 || z == 4) }' "$TMP/rl.csv"
 
 # ---------------------------------------------------------------- 3. median of runs
 # three runs of one sweep: two of them say a row was noisy, one does not

@@ -45,14 +45,19 @@ static volatile float roofline_sink;
  * Runs pass(ctx) until `reps` undisturbed passes are timed into t[], or
  * KV_ROOFLINE_MAX_TRIES * reps passes were made. A pass is disturbed when
  * the process got less than KV_ROOFLINE_MIN_UTIL of the CPU it asked for
- * (another program took a core): it is not kept, unless no pass at all was
- * undisturbed. Returns the number of times in t (reps unless stopped).
+ * (another program took a core): it is not kept, unless too few passes were
+ * undisturbed; then the last disturbed ones fill t[]. When the first `reps`
+ * passes were all disturbed the machine is busy throughout and no pass is
+ * run again: beside three CPU-bound loops every pass was disturbed, and the
+ * retries tripled the time of a measurement that could not come out clean
+ * (a sweep measures the limits twice). Returns the number of times in t
+ * (reps unless stopped).
  */
 static int32_t timed_passes(double *t, const struct kv_roofline_params *p,
                             void (*pass)(void *ctx), void *ctx)
 {
-    int32_t kept = 0, tries = 0;
-    double spare = 0.0; /* the last disturbed time, used only when nothing better */
+    int32_t kept = 0, tries = 0, n_spare = 0;
+    double *spare = kv_alloc((size_t)p->reps * sizeof(double)); /* the last disturbed times */
     while (kept < p->reps && tries < KV_ROOFLINE_MAX_TRIES * p->reps && !stopped(p)) {
         int64_t c0 = kv_cpu_now_ns(), t0 = kv_now_ns();
         pass(ctx);
@@ -60,11 +65,14 @@ static int32_t timed_passes(double *t, const struct kv_roofline_params *p,
         tries++;
         if ((double)cpu >= KV_ROOFLINE_MIN_UTIL * (double)wall * p->n_threads)
             t[kept++] = (double)wall;
-        else
-            spare = (double)wall;
+        else if (spare != NULL)
+            spare[n_spare++ % p->reps] = (double)wall;
+        if (kept == 0 && tries >= p->reps)
+            break; /* busy throughout */
     }
-    while (kept < p->reps && !stopped(p) && spare > 0.0)
-        t[kept++] = spare; /* never undisturbed: report what was seen */
+    for (int32_t i = 0; kept < p->reps && !stopped(p) && i < n_spare && i < p->reps; i++)
+        t[kept++] = spare[i]; /* never undisturbed enough: report what was seen */
+    kv_free(spare);
     return kept;
 }
 
