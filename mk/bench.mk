@@ -203,6 +203,8 @@ serving: $(CLI) ## the serving benchmark: policies x request rates, out/serving/
 	KVLAB=$(CLI) bash bench/scripts/serving.sh $(SERVING_DIR)
 	@mkdir -p $(PLOTS_DIR)
 	gnuplot -c plots/serving.gp $(SERVING_DIR)/summary.csv $(PLOTS_DIR)
+	if [ -f $(SERVING_DIR)/prefix/summary.csv ]; then \
+	  gnuplot -c plots/serving.gp $(SERVING_DIR)/prefix/summary.csv $(PLOTS_DIR) serving_prefix; fi
 	gnuplot -c plots/serving_timeline.gp $(SERVING_DIR)/timeline.csv $(PLOTS_DIR)
 	@cat $(SERVING_DIR)/summary.md
 

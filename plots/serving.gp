@@ -6,7 +6,7 @@
 # rate, stacked: token rows, slots the requests will still fill, slots they
 # never will (internal fragmentation), free blocks a cache keeps (the vLLM
 # paper's Figure 2 split).
-#   gnuplot -c plots/serving.gp out/serving/summary.csv out/plots
+#   gnuplot -c plots/serving.gp out/serving/summary.csv out/plots [NAME]
 # A policy is a value of the `policy` column, selected by gnuplot itself
 # into datablocks $L1, $L2, ... (rate, latency; file order); a colour per
 # policy by its index in the file. A CSV without those columns (a sweep's)
@@ -14,6 +14,8 @@
 plotdir = ARG0; while (strlen(plotdir) > 0 && plotdir[strlen(plotdir):strlen(plotdir)] ne "/") { plotdir = plotdir[1:strlen(plotdir) - 1] }
 if (!exists("csv")) { csv = ARGC >= 1 ? ARG1 : "out/serving/summary.csv" }
 if (!exists("outdir") && ARGC >= 2) { outdir = ARG2 }
+# the figure's name (serving; make serving's second stream: serving_prefix)
+if (!exists("figname")) { figname = ARGC >= 3 ? ARG3 : "serving" }
 NOSPLIT = 1
 load (plotdir[1:1] eq "/" ? "" : "./") . plotdir . "common.gp"
 
@@ -53,7 +55,7 @@ LSER(i) = sprintf("$L%d", i)
 
 do for [fmt in "png svg"] {
     eval TERM(fmt)
-    set output OUTD . "/serving." . fmt
+    set output OUTD . "/" . figname . "." . fmt
     set multiplot layout 1,2 title "Serving: requests over one pool of KV memory (" . \
         kv_esc1(META("cpu")) . ")"
     set title "latency against load"

@@ -483,6 +483,47 @@ enum kv_status kv_cache_fork(struct kv_cache **out, const struct kv_cache *c)
     return KV_OK;
 }
 
+enum kv_status kv_cache_borrow_prefix(struct kv_cache **out, const struct kv_cache *c,
+                                      const struct kv_cache_config *cfg, int32_t n,
+                                      int32_t *borrowed)
+{
+    if (out == NULL)
+        return KV_ERR_INVALID;
+    *out = NULL;
+    if (c == NULL || cfg == NULL || borrowed == NULL)
+        return KV_ERR_INVALID;
+    *borrowed = 0;
+    if (c->ops->borrow == NULL)
+        return KV_ERR_UNSUPPORTED;
+    if (cfg->n_layers != c->cfg.n_layers || cfg->n_kv_heads != c->cfg.n_kv_heads ||
+        cfg->head_dim != c->cfg.head_dim || n < 0 || (cfg->max_len > 0 && n > cfg->max_len))
+        return KV_ERR_INVALID;
+    for (int32_t l = 0; l < c->cfg.n_layers; l++)
+        if (n > kv_cache_seq_len(c, l))
+            return KV_ERR_INVALID;
+    struct kv_cache *d;
+    enum kv_status st = kv_cache_create(&d, c->ops, cfg, c->params);
+    if (st != KV_OK)
+        return st;
+    st = c->ops->borrow(d->state, c->state, n, borrowed);
+    if (st != KV_OK) {
+        *borrowed = 0;
+        kv_cache_destroy(d);
+        return st;
+    }
+    *out = d;
+    return KV_OK;
+}
+
+int32_t kv_strategy_borrowable(const struct kv_strategy_ops *ops, const void *params, int32_t n)
+{
+    _Alignas(16) unsigned char d[KV_PARAMS_MAX_BYTES];
+    if (ops == NULL || ops->borrowable == NULL || n <= 0)
+        return 0;
+    const void *p = params_or_defaults(ops, params, d);
+    return p == NULL ? 0 : ops->borrowable(p, n);
+}
+
 enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *src, int32_t n)
 {
     if (c == NULL || src == NULL || n < 1)

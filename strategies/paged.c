@@ -27,6 +27,15 @@
  * its own (copy-on-write; counted in copied bytes and in stats().cow); full
  * shared blocks are never written again, so they stay shared.
  *
+ * Borrowing (kv_cache_borrow_prefix, a prompt prefix shared across
+ * requests that each have a cache of their own, as a serving pool shares a
+ * system prompt): a new cache's table entries point at another cache's
+ * full blocks of the prefix (id BORROWED, not in its own pool, no
+ * reference counted: the lender outlives the borrower), the partly filled
+ * last block of the prefix is copied. A borrowed block is read in place
+ * and, like a shared one, copied before a row of it is written (only after
+ * a crop into it).
+ *
  * Growth and refusal. An update first counts the blocks it needs (new
  * blocks and copy-on-write copies; layer 0 counts them for every layer of
  * the step), then takes them all from the pool,
@@ -406,6 +415,9 @@ static void pool_unref(struct paged_state *s, int32_t id)
     s->free_ids[s->n_free++] = id;
 }
 
+/* A table entry that reads another cache's block (borrow). */
+#define BORROWED (-2)
+
 /* Table entry i of sequence b of layer L <- block id (or -1). */
 static void table_set(const struct paged_state *s, struct paged_layer *L, int32_t b, int32_t i,
                       int32_t id)
@@ -444,6 +456,36 @@ static void block_copy_rows(const struct paged_state *d, int32_t dst, const stru
                    (size_t)rows * s->row_bytes);
 }
 
+/* Block dst <- the first `rows` rows of the block whose K and V pages are
+ * kp and vp (a borrowed block: the same layout, another cache's pool). */
+static void block_copy_pages(const struct paged_state *d, int32_t dst, const void *kp,
+                             const void *vp, int32_t rows)
+{
+    for (int32_t h = 0; h < d->cfg.n_kv_heads; h++) {
+        const size_t at = (size_t)h * (size_t)d->block * d->row_bytes;
+        memcpy(block_row(d, dst, 0, h, 0), (const char *)kp + at, (size_t)rows * d->row_bytes);
+        memcpy(block_row(d, dst, 1, h, 0), (const char *)vp + at, (size_t)rows * d->row_bytes);
+    }
+}
+
+/* Entry i of sequence b of layer L, borrowed, becomes a block of its own
+ * with the borrowed block's first rows copied; the block comes from the
+ * free list, which the caller reserved. */
+static int32_t own_borrowed(struct paged_state *s, struct paged_layer *L, int32_t b, int32_t i,
+                            int32_t rows)
+{
+    const size_t e = (size_t)b * (size_t)s->stride + (size_t)i;
+    const int32_t id = pool_take(s);
+    block_copy_pages(s, id, L->kp[e], L->vp[e], rows);
+    s->fill[id] = rows;
+    s->used_rows += (size_t)rows;
+    const size_t bytes = (size_t)rows * 2 * (size_t)s->cfg.n_kv_heads * s->row_bytes;
+    s->cow += bytes;
+    s->copied += bytes;
+    table_set(s, L, b, i, id);
+    return id;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Update                                                                   */
 
@@ -465,14 +507,16 @@ static int32_t blocks_needed(struct paged_state *s, const struct paged_layer *L,
     const int32_t *last = L->ids + len / B; /* sequence b's: last[b * stride] */
     for (int32_t b = 0; b < s->cfg.batch; b++) {
         const int32_t id = last[(size_t)b * s->stride];
-        if (s->ref[id] > 1 && s->fill[id] >= 0) {
+        if (id == BORROWED)
+            need++;
+        else if (s->ref[id] > 1 && s->fill[id] >= 0) {
             need += s->ref[id] - 1;
             s->fill[id] = -s->fill[id] - 1;
         }
     }
     for (int32_t b = 0; b < s->cfg.batch; b++) {
         const int32_t id = last[(size_t)b * s->stride];
-        if (s->fill[id] < 0)
+        if (id >= 0 && s->fill[id] < 0)
             s->fill[id] = -s->fill[id] - 1;
     }
     return need;
@@ -509,7 +553,9 @@ static enum kv_status paged_update(void *state, int32_t layer, const float *k_ne
                 table_set(s, L, b, i, id);
             } else {
                 id = L->ids[(size_t)b * s->stride + (size_t)i];
-                if (s->ref[id] > 1) { /* copy-on-write of a shared block */
+                if (id == BORROWED)
+                    id = own_borrowed(s, L, b, i, off);
+                else if (s->ref[id] > 1) { /* copy-on-write of a shared block */
                     const int32_t own = pool_take(s);
                     block_copy_rows(s, own, s, id, off);
                     s->fill[own] = off;
@@ -632,12 +678,13 @@ static enum kv_status paged_crop(void *state, int32_t len)
         const int32_t have = (L->len + B - 1) / B;
         for (int32_t b = 0; b < s->cfg.batch; b++) {
             for (int32_t i = keep; i < have; i++) {
-                pool_unref(s, L->ids[(size_t)b * s->stride + (size_t)i]);
+                if (L->ids[(size_t)b * s->stride + (size_t)i] >= 0)
+                    pool_unref(s, L->ids[(size_t)b * s->stride + (size_t)i]);
                 table_set(s, L, b, i, -1);
             }
             if (len % B != 0) { /* the last kept block holds len % B rows now */
                 const int32_t id = L->ids[(size_t)b * s->stride + (size_t)(keep - 1)];
-                if (s->fill[id] > len % B) {
+                if (id >= 0 && s->fill[id] > len % B) {
                     s->used_rows -= (size_t)(s->fill[id] - len % B);
                     s->fill[id] = len % B;
                 }
@@ -654,7 +701,10 @@ static enum kv_status paged_fork(void *dst, const void *src)
 {
     struct paged_state *d = dst;
     const struct paged_state *s = src;
-    const int32_t in_use = s->n_blocks - s->n_free;
+    int32_t in_use = s->n_blocks - s->n_free; /* and a copy of each borrowed entry */
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        for (size_t e = 0; e < (size_t)s->cfg.batch * (size_t)s->stride; e++)
+            in_use += s->layers[l].ids[e] == BORROWED;
     int32_t *map = kv_alloc(((size_t)s->n_blocks + 1) * sizeof *map);
     if (map == NULL)
         return KV_ERR_NOMEM;
@@ -671,7 +721,19 @@ static enum kv_status paged_fork(void *dst, const void *src)
         const int32_t have = (SL->len + s->block - 1) / s->block;
         for (int32_t b = 0; b < s->cfg.batch; b++)
             for (int32_t i = 0; i < have; i++) {
-                const int32_t id = SL->ids[(size_t)b * s->stride + (size_t)i];
+                const size_t e = (size_t)b * s->stride + (size_t)i;
+                const int32_t id = SL->ids[e];
+                if (id == BORROWED) { /* a fork owns every row it reads */
+                    const int32_t own = pool_take(d);
+                    const int32_t rows = SL->len - i * s->block < s->block ? SL->len - i * s->block
+                                                                          : s->block;
+                    block_copy_pages(d, own, SL->kp[e], SL->vp[e], rows);
+                    d->fill[own] = rows;
+                    d->used_rows += (size_t)rows;
+                    d->copied += (size_t)rows * 2 * (size_t)s->cfg.n_kv_heads * s->row_bytes;
+                    table_set(d, DL, b, i, own);
+                    continue;
+                }
                 if (map[id] < 0) {
                     map[id] = pool_take(d);
                     block_copy_rows(d, map[id], s, id, s->fill[id]);
@@ -737,13 +799,22 @@ static enum kv_status paged_reorder(void *state, const int32_t *src, int32_t n)
         const int32_t have = (L->len + B - 1) / B;
         for (int32_t b = 0; b < n; b++) /* the new references first */
             for (int32_t i = 0; i < have; i++) {
-                const int32_t id = L->ids[(size_t)src[b] * s->stride + (size_t)i];
+                const size_t e = (size_t)src[b] * s->stride + (size_t)i;
+                const int32_t id = L->ids[e];
+                if (id == BORROWED) {
+                    const size_t f = (size_t)b * s->stride + (size_t)i;
+                    tab[l].ids[f] = BORROWED;
+                    tab[l].kp[f] = L->kp[e];
+                    tab[l].vp[f] = L->vp[e];
+                    continue;
+                }
                 s->ref[id]++;
                 table_set(s, &tab[l], b, i, id);
             }
         for (int32_t b = 0; b < s->cfg.batch; b++) /* then the old ones go */
             for (int32_t i = 0; i < have; i++)
-                pool_unref(s, L->ids[(size_t)b * s->stride + (size_t)i]);
+                if (L->ids[(size_t)b * s->stride + (size_t)i] >= 0)
+                    pool_unref(s, L->ids[(size_t)b * s->stride + (size_t)i]);
         tab[l].len = L->len;
     }
     if (reuse) {
@@ -766,6 +837,44 @@ static enum kv_status paged_reorder(void *state, const int32_t *src, int32_t n)
     s->cap_batch = cap;
     s->cfg.batch = n;
     return KV_OK;
+}
+
+/* dst (fresh) <- src's first n tokens of sequence 0 in every sequence: its
+ * full blocks borrowed, the rest copied into one block of dst's own. */
+static enum kv_status paged_borrow(void *dst, const void *src, int32_t n, int32_t *borrowed)
+{
+    struct paged_state *d = dst;
+    const struct paged_state *s = src;
+    const int32_t B = d->block, full = n / B, rest = n % B;
+    if (s->block != B || s->dtype != d->dtype || n > d->cfg.max_len)
+        return KV_ERR_INVALID;
+    if (rest > 0) {
+        enum kv_status st = pool_reserve(d, d->cfg.n_layers * d->cfg.batch);
+        if (st != KV_OK)
+            return st;
+    }
+    for (int32_t l = 0; l < d->cfg.n_layers; l++) {
+        const struct paged_layer *SL = &s->layers[l];
+        struct paged_layer *DL = &d->layers[l];
+        for (int32_t b = 0; b < d->cfg.batch; b++)
+            for (int32_t i = 0; i < full + (rest > 0); i++) {
+                const size_t f = (size_t)b * d->stride + (size_t)i;
+                DL->ids[f] = BORROWED;
+                DL->kp[f] = SL->kp[i];
+                DL->vp[f] = SL->vp[i];
+                if (i == full) /* the partly filled block: copied */
+                    own_borrowed(d, DL, b, i, rest);
+            }
+        DL->len = n;
+    }
+    *borrowed = full * B;
+    return KV_OK;
+}
+
+static int32_t paged_borrowable(const void *params, int32_t n)
+{
+    const struct paged_params *p = params;
+    return n - n % p->block;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -797,7 +906,9 @@ static int paged_show(const void *state, int32_t layer, char *buf, size_t n)
         for (int32_t i = 0; i < have; i++) {
             const int32_t id = L->ids[(size_t)b * s->stride + (size_t)i];
             const int32_t rows = i + 1 < have ? s->block : L->len - i * s->block;
-            if (s->ref[id] > 1)
+            if (id == BORROWED)
+                OUT(" b");
+            else if (s->ref[id] > 1)
                 OUT(" %d(x%d)", id, s->ref[id]);
             else
                 OUT(" %d", id);
@@ -817,7 +928,7 @@ const struct kv_strategy_ops kv_strategy_paged = {
     .description = "blocks from a pool shared by the batch, a block table per sequence, "
                    "shared blocks copied on write",
     .caps = KV_CAP_KEEPS_HISTORY | KV_CAP_CHUNKED_APPEND | KV_CAP_BOUNDED | KV_CAP_CROP |
-            KV_CAP_FORK | KV_CAP_REORDER,
+            KV_CAP_FORK | KV_CAP_REORDER | KV_CAP_BORROW,
     .params = paged_param_table,
     .n_params = (int32_t)(sizeof paged_param_table / sizeof paged_param_table[0]),
     .params_size = sizeof(struct paged_params),
@@ -842,4 +953,6 @@ const struct kv_strategy_ops kv_strategy_paged = {
     .crop = paged_crop,
     .fork = paged_fork,
     .reorder = paged_reorder,
+    .borrow = paged_borrow,
+    .borrowable = paged_borrowable,
 };

@@ -65,7 +65,7 @@ const struct kv_strategy_ops *kv_strategy_find(const char *name)
 static const char *const kv_cap_names[] = {
     "keeps-history", "lossy",          "evicts",  "preallocates", "chunked-append",
     "crop",          "fork",           "reorder", "shares-storage", "bounded",
-    "attention-mass", "score-evicts", "repositions",
+    "attention-mass", "score-evicts", "repositions", "borrows-prefix",
 };
 _Static_assert(KV_CAP_ALL == (1u << (sizeof kv_cap_names / sizeof kv_cap_names[0])) - 1,
                "kv_cap_names must name every KV_CAP_ flag, in bit order");
@@ -126,6 +126,8 @@ enum kv_status kv_strategy_validate(const struct kv_strategy_ops *o)
     if (!(o->caps & KV_CAP_CROP) != (o->crop == NULL) ||
         !(o->caps & KV_CAP_FORK) != (o->fork == NULL) ||
         !(o->caps & KV_CAP_REORDER) != (o->reorder == NULL) ||
+        !(o->caps & KV_CAP_BORROW) != (o->borrow == NULL) ||
+        !(o->caps & KV_CAP_BORROW) != (o->borrowable == NULL) ||
         !(o->caps & KV_CAP_ATTN_MASS) != (o->observe == NULL) ||
         (o->wants_mass != NULL && o->observe == NULL))
         return KV_ERR_INVALID;

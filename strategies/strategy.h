@@ -113,7 +113,10 @@ enum kv_cap {
      * positions than they were written at (StreamingLLM's re-indexing):
      * read back, each rotated pair keeps its length, values are exact */
     KV_CAP_REPOSITIONS = 1u << 12,
-    KV_CAP_ALL = (1u << 13) - 1
+    /* kv_cache_borrow_prefix: a cache reads another cache's first tokens in
+     * place (a prompt prefix shared across requests), holding none of them */
+    KV_CAP_BORROW = 1u << 13,
+    KV_CAP_ALL = (1u << 14) - 1
 };
 
 /* The short name of one flag ("keeps-history", "evicts", "score-evicts",
@@ -337,6 +340,20 @@ struct kv_strategy_ops {
      * <- a copy of src's tokens; later updates of either leave the other
      * alone. KV_ERR_NOMEM with dst as init left it. */
     enum kv_status (*fork)(void *dst, const void *src);
+
+    /*
+     * dst (a state just made by init, same strategy, parameters and shape,
+     * max_len aside) <- the first n tokens of src's sequence 0 (n <= its
+     * length) in every sequence: what it can, it reads from src's storage
+     * in place and never writes (the core's contract: src outlives dst's
+     * use of them and takes no update that rewrites them); the rest it
+     * copies. Returns through *borrowed the tokens read in place, which
+     * dst's bytes never include. KV_ERR_NOMEM / KV_ERR_FULL with dst as
+     * init left it. With KV_CAP_BORROW, as is borrowable.
+     */
+    enum kv_status (*borrow)(void *dst, const void *src, int32_t n, int32_t *borrowed);
+    /* The tokens of an n-token prefix that borrow would read in place. */
+    int32_t (*borrowable)(const void *params, int32_t n);
 
     /*
      * Sequence b of every layer <- sequence src[b] of before, for b < n, and
@@ -589,6 +606,21 @@ const struct kv_strategy_ops *kv_strategy_with(uint32_t have, uint32_t lack);
 enum kv_status kv_cache_crop(struct kv_cache *c, int32_t len);
 enum kv_status kv_cache_fork(struct kv_cache **out, const struct kv_cache *c);
 enum kv_status kv_cache_reorder(struct kv_cache *c, const int32_t *src, int32_t n);
+/*
+ * A prompt prefix shared across caches (KV_CAP_BORROW): *out, a new cache
+ * of c's strategy and parameters with config cfg (c's shape, any max_len
+ * and batch), holds the first n tokens of c's sequence 0 in every
+ * sequence; *borrowed of them it reads from c's storage in place, so c
+ * must outlive *out and take no crop, reset or reorder while *out exists
+ * (appending to c is fine). KV_ERR_INVALID for a shape that differs or n
+ * past c's length (or cfg.max_len).
+ */
+enum kv_status kv_cache_borrow_prefix(struct kv_cache **out, const struct kv_cache *c,
+                                      const struct kv_cache_config *cfg, int32_t n,
+                                      int32_t *borrowed);
+/* Tokens of an n-token prefix that kv_cache_borrow_prefix would read in
+ * place (0 without KV_CAP_BORROW). */
+int32_t kv_strategy_borrowable(const struct kv_strategy_ops *ops, const void *params, int32_t n);
 /* Convenience forms of kv_cache_reorder: drop sequence b (the batch shrinks
  * by one, the later sequences move down; KV_ERR_INVALID for the last one
  * left or b out of range); sequence dst <- a copy of sequence src (the

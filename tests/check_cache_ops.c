@@ -3,7 +3,7 @@
  * registered strategy that declares them (a strategy is tested by
  * registering it, as in check_strategies.c): crop (KV_CAP_CROP), fork
  * (KV_CAP_FORK) and reorder with its convenience forms free_seq and
- * copy_seq (KV_CAP_REORDER). A strategy without the flag must answer
+ * copy_seq (KV_CAP_REORDER), borrow (KV_CAP_BORROW). A strategy without the flag must answer
  * KV_ERR_UNSUPPORTED and change nothing.
  *
  * The design decision: the test keeps the truth itself. Every sequence of a
@@ -550,6 +550,100 @@ START_TEST(test_fork)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* borrow                                                                   */
+
+/* _i: strategy x config. A lender (batch 1) prefilled with `len` tokens;
+ * borrowers of the config's batch take its first n (a whole number of
+ * blocks, and not), read them back, grow, crop into the borrowed part and
+ * grow again, and fork; the lender's rows never change, and a fork owns
+ * every row (it outlives the lender). */
+START_TEST(test_borrow)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i / N_CONFS);
+    const struct conf *cf = &confs[_i % N_CONFS];
+    const int64_t live0 = kv_alloc_live();
+    struct conf lc = *cf;
+    lc.batch = 1;
+    const struct kv_cache_config dcfg = {.n_layers = cf->n_layers, .batch = cf->batch,
+                                         .n_kv_heads = cf->n_kv_heads,
+                                         .head_dim = cf->head_dim, .max_len = cf->max_len};
+    struct kv_cache *c = NULL, *d = NULL, *f = NULL;
+    int32_t bor = -1;
+    ck_assert_int_eq(tcreate(&c, ops, &lc), KV_OK);
+    if (!(ops->caps & KV_CAP_BORROW)) {
+        d = c; /* must be overwritten */
+        ck_assert_int_eq(kv_cache_borrow_prefix(&d, c, &dcfg, 0, &bor), KV_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(d);
+        ck_assert_int_eq(bor, 0);
+        ck_assert_int_eq(kv_strategy_borrowable(ops, c->params, 40), 0);
+        kv_cache_destroy(c);
+        ck_assert_int_eq(kv_alloc_live(), live0);
+        return;
+    }
+    const int32_t len = 40, more = 9, cut = 20;
+    const int32_t ns[2] = {32, 37};
+    for (int k = 0; k < 2; k++) {
+        const int32_t n = ns[k];
+        struct hist h;
+        h_init(&h, &lc, n + more + cut, 900 + (uint64_t)_i);
+        if (c == NULL)
+            ck_assert_int_eq(tcreate(&c, ops, &lc), KV_OK);
+        ck_assert_int_eq(feed(&h, c, 0, 17), KV_OK);
+        for (int32_t p = 17; p < len; p++)
+            ck_assert_int_eq(feed(&h, c, p, 1), KV_OK);
+        const int32_t row0 = h.row[0];
+        /* refusals: a length past the lender's, another shape */
+        struct kv_cache_config bad = dcfg;
+        bad.head_dim *= 2;
+        ck_assert_int_eq(kv_cache_borrow_prefix(&d, c, &dcfg, len + 1, &bor), KV_ERR_INVALID);
+        ck_assert_int_eq(kv_cache_borrow_prefix(&d, c, &bad, n, &bor), KV_ERR_INVALID);
+        ck_assert_ptr_null(d);
+
+        ck_assert_int_eq(kv_cache_borrow_prefix(&d, c, &dcfg, n, &bor), KV_OK);
+        ck_assert_int_eq(bor, kv_strategy_borrowable(ops, c->params, n));
+        ck_assert_int_gt(bor, 0);
+        ck_assert_int_le(bor, n);
+        h.batch = cf->batch; /* every borrower's sequence: row 0's past, its own future */
+        for (int32_t b = 0; b < h.batch; b++)
+            h.row[b] = h_branch(&h, row0, n);
+        expect(&h, d, n, "the borrower");
+        struct kv_cache_stats sc, sd;
+        ck_assert_int_eq(kv_cache_stats(c, &sc), KV_OK);
+        ck_assert_int_eq(kv_cache_stats(d, &sd), KV_OK);
+        /* it holds what it did not borrow, nothing of what it did */
+        ck_assert_uint_eq(sd.tokens, sc.tokens / (size_t)len * (size_t)(n - bor) * (size_t)h.batch);
+        ck_assert_int_eq(kv_cache_fork(&f, d), KV_OK);
+
+        for (int32_t p = n; p < n + more; p++)
+            ck_assert_int_eq(feed(&h, d, p, 1), KV_OK);
+        expect(&h, d, n + more, "the borrower after growing");
+        ck_assert_int_eq(kv_cache_crop(d, cut), KV_OK); /* into a borrowed block */
+        ck_assert_int_eq(feed(&h, d, cut, 3), KV_OK);
+        for (int32_t p = cut + 3; p < n + more; p++)
+            ck_assert_int_eq(feed(&h, d, p, 1), KV_OK);
+        expect(&h, d, n + more, "the borrower cropped into its borrowed blocks");
+
+        int32_t drow[MAX_ROWS];
+        memcpy(drow, h.row, sizeof drow);
+        h.batch = 1; /* the lender never changed */
+        h.row[0] = row0;
+        expect(&h, c, len, "the lender");
+        kv_cache_destroy(d);
+        d = NULL;
+        kv_cache_destroy(c); /* the fork copied what it read */
+        c = NULL;
+        h.batch = cf->batch;
+        memcpy(h.row, drow, sizeof drow);
+        expect(&h, f, n, "a fork of the borrower");
+        kv_cache_destroy(f);
+        f = NULL;
+        h_free(&h);
+    }
+    ck_assert_int_eq(kv_alloc_live(), live0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* reorder                                                                  */
 
 /* A map of n sources for a cache of batch B, and what it is. */
@@ -750,6 +844,7 @@ static Suite *ops_suite(void)
     tcase_add_loop_test(tc, test_crop, 0, n * N_CONFS);
     tcase_add_loop_test(tc, test_fork, 0, n * N_CONFS);
     tcase_add_loop_test(tc, test_reorder, 0, n * N_CONFS);
+    tcase_add_loop_test(tc, test_borrow, 0, n * N_CONFS);
     tcase_add_loop_test(tc, test_free_and_copy_seq, 0, n);
     tcase_add_loop_test(tc, test_ops_alloc_failure, 0, n);
     suite_add_tcase(s, tc);

@@ -10,7 +10,9 @@
  * tokens so far after a preemption, attends to quantized (or evicted)
  * earlier rows where the whole prompt saw exact ones. Those strategies are
  * held to the alone tokens where the schedule is alone's (whole prompts, no
- * preemption: mode 4); the exact ones in every mode.
+ * preemption: mode 4); the exact ones in every mode. Prefix sharing
+ * (paged borrowing one prefilled prefix per group) is held to the same
+ * tokens, and must hold fewer token bytes than the same run without it.
  */
 #include <check.h>
 #include <stdio.h>
@@ -261,6 +263,91 @@ START_TEST(test_paged_grow_exact)
 }
 END_TEST
 
+/* Prefix sharing: requests in two groups with a shared prefix of 20 tokens
+ * (a block of 16 borrowed, 4 rows copied), each mode as above; every
+ * request's tokens equal alone's, and at every iteration of the same
+ * schedule (a roomy pool, a fixed step) the pool holds no more token
+ * states than without sharing, and less over the run. */
+struct tally {
+    struct seen s;
+    double token_bytes;
+    size_t most;
+};
+
+static void tally_iteration(void *user, const struct kv_serve_iteration *it)
+{
+    struct tally *T = user;
+    check_iteration(&T->s, it);
+    T->token_bytes += (double)it->token_bytes;
+    T->most = it->token_bytes > T->most ? it->token_bytes : T->most;
+}
+
+static void tally_request(void *user, const struct kv_serve_request *r)
+{
+    check_request(&((struct tally *)user)->s, r);
+}
+
+START_TEST(test_shared_prefix)
+{
+    struct kv_model_config mc = small_cfg();
+    struct kv_model *m = NULL;
+    ck_assert_int_eq(kv_model_create_synthetic(&m, &mc, 3), KV_OK);
+    const struct kv_strategy_ops *ops = kv_strategy_find("paged");
+    struct test_param_block blk;
+    test_params_fill(ops, &blk, &tp);
+    struct kv_workload w = {.rate = 200.0, .n_requests = 10,
+                            .prompt = {KV_LEN_UNIFORM, 30.0, 6.0},
+                            .output = {KV_LEN_UNIFORM, 24.0, 12.0}, .n_groups = 2,
+                            .prefix_len = 20, .seed = 5};
+    struct kv_request_set rs;
+    ck_assert_int_eq(kv_requests_generate(&rs, &w, mc.max_len, NULL, 0), KV_OK);
+    for (int mode = 0; mode < 4; mode++) {
+        /* 0: recompute, 1: swap, in a pool for 2.5 requests; 2: chunked
+         * prefill; 3: a roomy pool, with and without sharing */
+        double sum[2] = {0, 0};
+        for (int share = mode == 3 ? 0 : 1; share < 2; share++) {
+            struct kv_serve_params p = {.ops = ops, .params = blk.b,
+                                        .preempt = mode == 1 ? KV_PREEMPT_SWAP
+                                                             : KV_PREEMPT_RECOMPUTE,
+                                        .max_batch = 6, .chunk = mode == 2 ? 7 : 0,
+                                        .n_threads = 1, .seed = SEED, .fixed_step_s = 0.01,
+                                        .share_prefixes = share};
+            p.pool_bytes = pool_for(ops, blk.b, m, &rs, KV_RESERVE_CONTEXT,
+                                    mode < 2 ? 2.5 : 20.0);
+            char what[96];
+            snprintf(what, sizeof what, "paged, shared prefixes %d, mode %d", share, mode);
+            struct tally T = {.s = {.m = m, .rs = &rs, .ops = ops, .params = blk.b,
+                                    .pool = p.pool_bytes, .same_path = 1, .what = what}};
+            struct kv_serve_totals tot;
+            char why[256] = "";
+            const enum kv_status rc = kv_serve_run(m, &rs, &p, tally_request, tally_iteration,
+                                                   &T, &tot, why, sizeof why);
+            ck_assert_msg(rc == KV_OK, "%s: %s %s", what, kv_status_str(rc), why);
+            ck_assert_int_eq(T.s.finished, rs.n);
+            ck_assert_msg(!T.s.over_pool, "%s: an iteration's account passed the pool", what);
+            if (mode < 2)
+                ck_assert_msg(tot.preemptions > 0, "%s: no preemption", what);
+            sum[share] = T.token_bytes;
+        }
+        if (mode == 3)
+            ck_assert_msg(sum[1] < 0.95 * sum[0], "shared prefixes held %g token bytes over "
+                          "the run, %g without", sum[1], sum[0]);
+    }
+    /* a strategy that cannot borrow is refused, naming what it lacks */
+    const struct kv_strategy_ops *st = kv_strategy_find("static");
+    test_params_fill(st, &blk, &tp);
+    struct kv_serve_params p = {.ops = st, .params = blk.b, .max_batch = 2, .n_threads = 1,
+                                .fixed_step_s = 0.01, .pool_bytes = 1u << 30,
+                                .share_prefixes = 1};
+    char why[256] = "";
+    ck_assert_int_eq(kv_serve_run(m, &rs, &p, NULL, NULL, NULL, NULL, why, sizeof why),
+                     KV_ERR_INVALID);
+    ck_assert_msg(strstr(why, "KV_CAP_BORROW") != NULL, "%s", why);
+    kv_request_set_free(&rs);
+    kv_model_destroy(m);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     struct kv_model_config mc = small_cfg();
@@ -304,6 +391,7 @@ int main(void)
     tcase_add_test(tc, test_preemptions_happen);
     tcase_add_loop_test(tc, test_stats_add_up, 0, kv_strategy_count());
     tcase_add_test(tc, test_paged_grow_exact);
+    tcase_add_test(tc, test_shared_prefix);
     tcase_add_test(tc, test_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -3274,7 +3274,8 @@ START_TEST(test_cap_names)
 {
     static const char *const want[] = {
         "keeps-history", "lossy", "evicts", "preallocates", "chunked-append", "crop", "fork",
-        "reorder", "shares-storage", "bounded", "attention-mass", "score-evicts", "repositions"};
+        "reorder", "shares-storage", "bounded", "attention-mass", "score-evicts", "repositions",
+        "borrows-prefix"};
     int32_t n = 0;
     for (uint32_t bit = 1; bit & KV_CAP_ALL; bit <<= 1, n++) {
         const char *name = kv_cap_name(bit);

@@ -79,20 +79,45 @@ printf '# a trace\narrival_s,prompt_tokens,output_tokens,prefix_id\n0,12,5,0\n0.
 check "a trace run exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
 check "a trace run: its 3 requests" test "$(col "$TMP/tr.csv" output_tokens | tr '\n' ' ')" = "5 9 3 "
 
+# ---------------------------------------------------------------- a shared system prompt
+# a fixed step makes the schedules the same; sharing holds the prompt once
+for sh in "" --share-prefixes; do
+    "$KVLAB" serving $MODEL $FIX --strategy paged --requests 12 --rate 200 --prompt-mean 10 \
+        --output-mean 20 --pool-mb 1 --prefixes 1 --prefix-len 40 $sh \
+        --iterations-out "$TMP/p$sh.csv" >"$TMP/p$sh.txt" 2>"$TMP/err"
+    check "a shared prompt${sh:+, $sh}: exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
+done
+check "sharing is named in the policy" grep -q "^policy paged+shared-prefix:" "$TMP/p--share-prefixes.txt"
+tok() { col "$1" token_bytes | awk '{ s += $1 } END { print s + 0 }'; }
+check "sharing holds fewer token bytes over the run ($(tok "$TMP/p--share-prefixes.csv") < $(tok "$TMP/p.csv"))" \
+    test "$(tok "$TMP/p--share-prefixes.csv")" -lt "$(tok "$TMP/p.csv")"
+
 # ---------------------------------------------------------------- make serving's script
 SERVING_RATES=50,200 SERVING_REQUESTS=6 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct \
+    SERVING_PREFIX_LEN=24 SERVING_PREFIX_RATES=50,200,400 \
     SERVING_ARGS="$MODEL --fixed-step-ms 2" KVLAB=$KVLAB \
     bash "$(dirname "$0")/../bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err"
 check "serving.sh exits 0 ($(tail -n 1 "$TMP/err"))" test $? = 0
 np=$(grep -cv '^#' "$(dirname "$0")/../bench/data/serving.policies")
 check "serving.sh: a row per policy and rate ($np policies x 2)" test "$(rows "$TMP/sv/summary.csv")" = $((np * 2))
+first() { sed '/^With a system prompt/,$d' "$TMP/sv/summary.md"; } # the first stream's tables
 check "serving.sh: the table has the same rows" \
-    test "$(awk -F'|' '/^\| [a-z]/ && NF == 12' "$TMP/sv/summary.md" | wc -l)" = $((np * 2 + 1))
+    test "$(first | awk -F'|' '/^\| [a-z]/ && NF == 12' | wc -l)" = $((np * 2 + 1))
 check "serving.sh: a sustained rate per policy" \
-    test "$(awk -F'|' '/^\| [a-z]/ && NF == 4' "$TMP/sv/summary.md" | wc -l)" = $((np + 1))
+    test "$(first | awk -F'|' '/^\| [a-z]/ && NF == 4' | wc -l)" = $((np + 1))
 check "serving.sh: an iterations CSV per policy" test "$(ls "$TMP/sv"/iterations-*.csv | wc -l)" = "$np"
 check "serving.sh: the timeline holds every policy's iterations" \
     test "$(rows "$TMP/sv/timeline.csv")" = "$(cat "$TMP/sv"/iterations-*.csv | grep -v '^#' | grep -cv '^iteration,')"
+npp=$(grep -cv '^#' "$(dirname "$0")/../bench/data/serving-prefix.policies")
+check "serving.sh: the shared-prompt stream, a row per policy and rate ($npp policies x 3)" \
+    test "$(rows "$TMP/sv/prefix/summary.csv")" = $((npp * 3))
+check "serving.sh: its header names the stream" grep -q '^# workload=.* --prefixes 1 --prefix-len 24$' "$TMP/sv/prefix/summary.csv"
+check "serving.sh: its table follows the first one" \
+    test "$(grep -c '^| policy | rate' "$TMP/sv/summary.md")" = 2
+SERVING_RATES=50 SERVING_REQUESTS=2 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct SERVING_PREFIX_LEN=0 \
+    SERVING_ARGS="$MODEL --fixed-step-ms 2" KVLAB=$KVLAB \
+    bash "$(dirname "$0")/../bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err"
+check "serving.sh without the second stream leaves none behind" test ! -e "$TMP/sv/prefix"
 check "iterations count from 0" test "$(col "$TMP/i.csv" iteration | head -n 1)" = 0
 
 # ---------------------------------------------------------------- refusals
@@ -106,6 +131,9 @@ expect_bad "--chunk with a strategy that cannot append in chunks" "KV_CAP_CHUNKE
     --strategy sliding --window 8 --chunk 4 --prompt-mean 30
 expect_bad "a strategy that cannot serve" "none keeps no history.*KV_CAP_KEEPS_HISTORY" --strategy none
 expect_bad "no strategy" "needs --strategy"
+expect_bad "sharing without prefix groups" "needs prefix groups" --strategy paged --share-prefixes
+expect_bad "sharing with a strategy that cannot borrow" "static cannot read.*KV_CAP_BORROW" \
+    --strategy static --share-prefixes --prefixes 1 --prefix-len 8
 expect_bad "a generator option with --trace" "has no effect" --strategy paged --trace "$TMP/t.csv" --prefixes 2 --rate 3
 for case in "unsorted:0,5,5,\n1,5,5,\n0.5,5,5,:arrivals must be sorted" \
     "zero length:0,0,5,:prompt_tokens '0'" "negative length:0,5,-1,:output_tokens '-1'" \

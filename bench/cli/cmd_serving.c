@@ -39,6 +39,7 @@ struct serving_opts {
     int workload;
     double prompt_mean, prompt_spread, output_mean, output_spread;
     int32_t prefixes, prefix_len;
+    int share;
     double pool_mb;
     int reserve, preempt;
     int32_t max_batch, chunk;
@@ -70,6 +71,8 @@ static const struct kv_opt serving_table[] = {
      .hi = KV_REQ_MAX_GROUPS, .meta = "G", .help = "groups whose requests share a prompt prefix"},
     {.name = "--prefix-len", .kind = KV_OPT_INT, .off = O(prefix_len), .lo = 1, .hi = 1 << 24,
      .meta = "L", .help = "tokens of each group's shared prefix"},
+    {.name = "--share-prefixes", .kind = KV_OPT_FLAG, .off = O(share),
+     .help = "a group's requests read one prefilled copy of its prefix (paged)"},
     {.name = "--pool-mb", .kind = KV_OPT_FLOAT, .off = O(pool_mb), .flo = 1e-3, .fhi = 1e7,
      .meta = "MB", .help = "the KV memory every running request's cache must fit in (MiB)"},
     {.name = "--reserve", .kind = KV_OPT_ENUM, .off = O(reserve), .names = reserve_names,
@@ -185,13 +188,14 @@ static const char *const iteration_cols[] = {
 
 /* The policy's name: the strategy, and for one that preallocates its
  * reservation (Orca's names). */
-static void policy_name(char *buf, size_t n, const struct kv_cli_strategy *s, int reserve)
+static void policy_name(char *buf, size_t n, const struct kv_cli_strategy *s, int reserve,
+                        int share)
 {
     static const char *const orca[] = {"Orca-Max", "Orca-Pow2", "Orca-Oracle"};
     if (s->ops->caps & KV_CAP_PREALLOCATES)
         snprintf(buf, n, "%s-%s (%s)", s->ops->name, reserve_names[reserve], orca[reserve]);
     else
-        snprintf(buf, n, "%s", s->ops->name);
+        snprintf(buf, n, "%s%s", s->ops->name, share ? "+shared-prefix" : "");
 }
 
 static struct kv_csv_writer *writer(const char *path, const struct kv_sysinfo *si,
@@ -338,18 +342,23 @@ static int serving_run(struct kv_cmd_ctx *x)
         .ops = st.ops, .params = st.params, .reserve = (enum kv_reserve)o->reserve,
         .preempt = (enum kv_preempt)o->preempt, .pool_bytes = (size_t)(o->pool_mb * 1048576.0),
         .max_batch = o->max_batch, .chunk = kv_cmd_given(x, "--chunk") ? o->chunk : 0,
-        .n_threads = c->threads, .seed = c->seed, .fixed_step_s = o->fixed_step_ms / 1e3};
+        .n_threads = c->threads, .seed = c->seed, .fixed_step_s = o->fixed_step_ms / 1e3,
+        .share_prefixes = o->share};
     struct serving_state S = {0};
     struct kv_sysinfo si;
     char policy[96];
     char why[512] = "";
+    if (rc == 0 && o->share && rs.n_groups == 0) {
+        fprintf(stderr, "kvlab: serving: --share-prefixes needs prefix groups (--prefixes G)\n");
+        rc = 2;
+    }
     if (rc == 0 && kv_serve_check(m, &rs, &p, why, sizeof why) != KV_OK) {
         fprintf(stderr, "kvlab: serving: %s\n", why);
         rc = 2;
     }
     if (rc == 0) {
         kv_sysinfo_collect(&si);
-        policy_name(policy, sizeof policy, &st, o->reserve);
+        policy_name(policy, sizeof policy, &st, o->reserve, o->share);
         S.req = writer(o->requests_out, &si, policy, request_cols, 10);
         S.it = writer(o->iterations_out, &si, policy, iteration_cols, 13);
         S.norm = kv_alloc((size_t)rs.n * sizeof(double));

@@ -91,6 +91,8 @@ FIGURES = [
                 "per policy, and what each policy's used pool held at its highest rate."),
     ("serving_timeline", "make serving at its middle rate: the batch and the pool held over "
                          "time, a line per policy."),
+    ("serving_prefix", "make serving's second stream, every request behind one system "
+                       "prompt: latency against rate, with and without sharing the prompt."),
 ]
 
 

@@ -22,6 +22,8 @@ struct req {
     int32_t preemptions;
     int preempted;      /* waits at the queue's front */
     int64_t admitted;   /* admission order: the last admitted is preempted first */
+    int32_t borrowed;   /* tokens its cache reads from its group's prefix cache */
+    int sharing;        /* holds a use of its group's prefix cache */
     double first_s;
     int32_t *toks;      /* (prompt + output) */
 };
@@ -42,6 +44,14 @@ struct sched {
     double t;
     struct kv_serve_totals tot;
     int32_t prefill_rows; /* prefill tokens an iteration feeds at most */
+    /* sharing: each group's prefix, prefilled once into a cache of its own
+     * that the group's running and swapped requests borrow from */
+    struct group {
+        struct kv_cache *cache;
+        int32_t users;
+    } groups[KV_REQ_MAX_GROUPS];
+    double side_s;       /* prefix prefills since the last iteration: time, tokens */
+    int32_t side_tokens;
 };
 
 #define SWAP_STAGE (16u << 20)
@@ -67,7 +77,25 @@ static int32_t reserve_len(const struct kv_serve_params *p, const struct kv_requ
 static size_t bytes_at(const struct sched *S, const struct req *q, int32_t n)
 {
     size_t b;
-    return kv_cache_bytes_for(S->p->ops, &q->cfg, S->p->params, n, &b) == KV_OK ? b : SIZE_MAX;
+    return kv_cache_bytes_for(S->p->ops, &q->cfg, S->p->params, n - q->borrowed, &b) == KV_OK
+               ? b : SIZE_MAX;
+}
+
+/* Does request q share its group's prefix? (tokens it would borrow, or 0) */
+static int32_t share_of(const struct sched *S, const struct req *q)
+{
+    const struct kv_request *r = &S->rs->req[q - S->q];
+    if (!S->p->share_prefixes || r->group < 0 || S->rs->prefix_len < 1)
+        return 0;
+    return kv_strategy_borrowable(S->p->ops, S->p->params, S->rs->prefix_len);
+}
+
+/* The config of a group's prefix cache: the prefix and no more. */
+static struct kv_cache_config prefix_cfg(const struct sched *S)
+{
+    struct kv_cache_config c = kv_cache_config_for_model(S->m, 1);
+    c.max_len = S->rs->prefix_len;
+    return c;
 }
 
 void kv_serve_prompt(int32_t *out, const struct kv_request_set *rs, int32_t i, int32_t vocab,
@@ -93,6 +121,63 @@ static void drop_cache(struct sched *S, struct req *q)
     S->used -= kv_cache_resident_bytes(q->cache);
     kv_cache_destroy(q->cache);
     q->cache = NULL;
+    q->borrowed = 0;
+    if (q->sharing) { /* the group's last user frees its prefix */
+        struct group *g = &S->groups[S->rs->req[q - S->q].group];
+        q->sharing = 0;
+        if (--g->users == 0) {
+            S->used -= kv_cache_resident_bytes(g->cache);
+            kv_cache_destroy(g->cache);
+            g->cache = NULL;
+        }
+    }
+}
+
+/* q's cache (fresh, or readmitted after recompute), borrowing its group's
+ * prefix when it shares one: the prefix is prefilled once, whole, in a
+ * forward of its own (timed into the next iteration's step) when no
+ * request of the group holds it. */
+static enum kv_status make_cache(struct sched *S, struct req *q)
+{
+    const struct kv_serve_params *p = S->p;
+    if (share_of(S, q) == 0) {
+        enum kv_status st = kv_cache_create(&q->cache, p->ops, &q->cfg, p->params);
+        if (st == KV_OK)
+            S->used += kv_cache_resident_bytes(q->cache);
+        return st;
+    }
+    struct group *g = &S->groups[S->rs->req[q - S->q].group];
+    const int32_t P = S->rs->prefix_len;
+    if (g->cache == NULL) {
+        const struct kv_cache_config c = prefix_cfg(S);
+        enum kv_status st = kv_cache_create(&g->cache, p->ops, &c, p->params);
+        const struct kv_segment seg = {.cache = g->cache, .tokens = q->toks, .n = P, .pos0 = 0};
+        const int64_t t0 = kv_now_ns();
+        if (st == KV_OK)
+            st = kv_forward_segments(S->runner, S->m, &seg, 1, S->logits, NULL);
+        if (st != KV_OK) {
+            kv_cache_destroy(g->cache);
+            g->cache = NULL;
+            return st;
+        }
+        S->side_s += p->fixed_step_s > 0 ? 0.0 : (double)(kv_now_ns() - t0) * 1e-9;
+        S->side_tokens += P;
+        S->used += kv_cache_resident_bytes(g->cache);
+    }
+    enum kv_status st = kv_cache_borrow_prefix(&q->cache, g->cache, &q->cfg, P, &q->borrowed);
+    if (st != KV_OK) {
+        if (g->users == 0) {
+            S->used -= kv_cache_resident_bytes(g->cache);
+            kv_cache_destroy(g->cache);
+            g->cache = NULL;
+        }
+        return st;
+    }
+    g->users++;
+    q->sharing = 1;
+    q->fed = P;
+    S->used += kv_cache_resident_bytes(q->cache);
+    return KV_OK;
 }
 
 /* The bytes of a cache moving between the pool and the host, timed: the
@@ -120,7 +205,7 @@ static void preempt(struct sched *S, struct req *q)
         q->st = R_SWAPPED;
         S->swapped++;
     } else {
-        S->tot.recomputed_tokens += q->fed;
+        S->tot.recomputed_tokens += q->fed - (q->sharing ? S->rs->prefix_len : 0);
         drop_cache(S, q);
         q->fed = 0;
         q->st = R_WAITING;
@@ -198,24 +283,37 @@ static enum kv_status admit(struct sched *S, int32_t *budget)
         if (q == NULL)
             return KV_OK;
         const int32_t total = S->rs->req[q - S->q].prompt + q->n_gen;
-        const int32_t n0 = q->st == R_SWAPPED || total - q->fed <= *budget ? total - q->fed
+        /* a request that shares its group's prefix starts past it */
+        const int32_t share = q->st == R_SWAPPED ? 0 : share_of(S, q);
+        const int32_t from = share > 0 ? S->rs->prefix_len : q->fed;
+        const int32_t n0 = q->st == R_SWAPPED || total - from <= *budget ? total - from
                            : p->chunk > 0 ? *budget : -1;
         if (n0 < 0)
             return KV_OK; /* a whole prompt waits for an iteration with room */
         const size_t cur = q->st == R_SWAPPED ? kv_cache_resident_bytes(q->cache) : 0;
-        const size_t at = bytes_at(S, q, q->fed + n0);
-        const size_t need = at > cur ? at : cur;
-        if (S->used + growth(S) + need > p->pool_bytes)
+        if (q->st != R_SWAPPED)
+            q->borrowed = share;
+        const size_t at = bytes_at(S, q, from + n0);
+        size_t need = at > cur ? at : cur;
+        if (share > 0 && S->groups[S->rs->req[q - S->q].group].cache == NULL) {
+            const struct kv_cache_config c = prefix_cfg(S);
+            size_t b = 0;
+            kv_cache_bytes_for(p->ops, &c, p->params, S->rs->prefix_len, &b);
+            need += b;
+        }
+        if (S->used + growth(S) + need > p->pool_bytes) {
+            if (q->st != R_SWAPPED)
+                q->borrowed = 0;
             return KV_OK; /* first come, first served: nobody overtakes it */
+        }
         if (q->st == R_SWAPPED) {
             S->swapped--;
             S->used += cur;
             S->t += copy_cost(S, cur);
         } else {
-            enum kv_status st = kv_cache_create(&q->cache, p->ops, &q->cfg, p->params);
+            enum kv_status st = make_cache(S, q);
             if (st != KV_OK)
                 return st;
-            S->used += kv_cache_resident_bytes(q->cache);
             S->waiting--;
             q->n_feed = 0;
         }
@@ -246,10 +344,20 @@ static void record_iteration(struct sched *S, kv_serve_iteration_fn fn, void *us
         /* slack the request will still fill, by its bytes per token so far
          * (its last token is generated, never fed) */
         const int32_t left = len_of(&S->rs->req[i]) - 1 - q->fed;
-        const size_t per = q->fed > 0 ? cs.tokens / (size_t)q->fed : 0;
+        const int32_t own = q->fed - q->borrowed;
+        const size_t per = own > 0 ? cs.tokens / (size_t)own : 0;
         const size_t fill = per * (size_t)(left > 0 ? left : 0);
         it.reserved_bytes += fill < cs.slack ? fill : cs.slack;
         it.internal_bytes += fill < cs.slack ? cs.slack - fill : 0;
+    }
+    for (int32_t g = 0; g < KV_REQ_MAX_GROUPS; g++) { /* a prefix never grows */
+        struct kv_cache_stats cs;
+        if (S->groups[g].cache == NULL || kv_cache_stats(S->groups[g].cache, &cs) != KV_OK)
+            continue;
+        in_use += cs.resident;
+        it.token_bytes += cs.tokens;
+        it.spare_bytes += cs.spare;
+        it.internal_bytes += cs.slack;
     }
     it.free_bytes = S->p->pool_bytes > in_use ? S->p->pool_bytes - in_use : 0;
     const double share = S->p->pool_bytes > 0 ? (double)it.token_bytes / (double)S->p->pool_bytes : 0;
@@ -305,6 +413,11 @@ static enum kv_status iterate(struct sched *S, kv_serve_request_fn on_request,
         return st;
     S->t += step;
     S->tot.iterations++;
+    const double side = S->side_s;
+    prefill += S->side_tokens;
+    S->side_s = 0;
+    S->side_tokens = 0;
+    S->t += side;
 
     for (int32_t k = 0; k < n; k++)
         S->used += kv_cache_resident_bytes(S->seg[k].cache);
@@ -334,7 +447,7 @@ static enum kv_status iterate(struct sched *S, kv_serve_request_fn on_request,
             }
         }
     }
-    record_iteration(S, on_iteration, user, n, prefill, decode, step);
+    record_iteration(S, on_iteration, user, n, prefill, decode, step + side);
     return KV_OK;
 }
 
@@ -360,6 +473,8 @@ static void free_sched(struct sched *S)
             kv_cache_destroy(S->q[i].cache);
             kv_free(S->q[i].toks);
         }
+    for (int32_t g = 0; g < KV_REQ_MAX_GROUPS; g++) /* after their borrowers */
+        kv_cache_destroy(S->groups[g].cache);
     kv_free(S->q);
     kv_runner_destroy(S->runner);
     kv_free(S->seg);
@@ -380,6 +495,9 @@ enum kv_status kv_serve_check(const struct kv_model *m, const struct kv_request_
         return refuse(why, why_len, "%s keeps no history, so each step would re-run every request "
                                     "whole: it cannot serve (it lacks KV_CAP_KEEPS_HISTORY)",
                       p->ops->name);
+    if (p->share_prefixes && !(p->ops->caps & KV_CAP_BORROW))
+        return refuse(why, why_len, "%s cannot read another cache's blocks in place: it cannot "
+                                    "share prefixes (it lacks KV_CAP_BORROW)", p->ops->name);
     const struct kv_cache_config c1 = kv_cache_config_for_model(m, 1);
     if (p->chunk > 0 && !(kv_strategy_caps(p->ops, &c1, p->params) & KV_CAP_CHUNKED_APPEND))
         return refuse(why, why_len, "%s cannot take a prompt in chunks once it holds tokens: it "
@@ -393,6 +511,19 @@ enum kv_status kv_serve_check(const struct kv_model *m, const struct kv_request_
             kv_cache_bytes_for(p->ops, &cc, p->params, len_of(&rs->req[i]), &b) != KV_OK)
             return refuse(why, why_len, "%s cannot bound the bytes of request %d (%d tokens): it "
                                         "cannot serve it", p->ops->name, i, len_of(&rs->req[i]));
+        const int32_t bor = p->share_prefixes && rs->req[i].group >= 0
+                                ? kv_strategy_borrowable(p->ops, p->params, rs->prefix_len) : 0;
+        if (bor > 0) { /* its own blocks and its group's prefix */
+            struct kv_cache_config pc = kv_cache_config_for_model(m, 1);
+            pc.max_len = rs->prefix_len;
+            size_t own, pre;
+            if (kv_cache_bytes_for(p->ops, &cc, p->params, len_of(&rs->req[i]) - bor, &own) !=
+                    KV_OK ||
+                kv_cache_bytes_for(p->ops, &pc, p->params, rs->prefix_len, &pre) != KV_OK)
+                return refuse(why, why_len, "%s cannot bound the bytes of request %d's prefix",
+                              p->ops->name, i);
+            b = own + pre > b ? own + pre : b;
+        }
         if (b > p->pool_bytes)
             return refuse(why, why_len,
                           "the pool cannot hold request %d whole on its own (its prompt and "
@@ -415,7 +546,9 @@ enum kv_status kv_serve_run(const struct kv_model *m, const struct kv_request_se
     for (int32_t i = 0; i < rs->n; i++)
         longest = len_of(&rs->req[i]) > longest ? len_of(&rs->req[i]) : longest;
     S.prefill_rows = p->chunk > 0 && p->chunk < longest ? p->chunk : longest;
-    const int32_t rows = p->max_batch + S.prefill_rows;
+    /* a group's prefix is prefilled whole, in a forward of its own */
+    const int32_t side = p->share_prefixes && rs->prefix_len > S.prefill_rows ? rs->prefix_len : 0;
+    const int32_t rows = p->max_batch + (side > S.prefill_rows ? side : S.prefill_rows);
     S.q = kv_alloc((size_t)rs->n * sizeof *S.q);
     S.seg = kv_alloc((size_t)p->max_batch * sizeof *S.seg);
     S.who = kv_alloc((size_t)p->max_batch * sizeof *S.who);

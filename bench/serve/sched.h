@@ -52,6 +52,9 @@ struct kv_serve_params {
     int32_t n_threads;
     uint64_t seed;           /* prompt contents */
     double fixed_step_s;     /* > 0: each iteration advances the clock by this */
+    int share_prefixes;      /* the requests of a prefix group borrow one prefilled copy
+                                of its prefix (KV_CAP_BORROW), held while any of them runs
+                                or is swapped out, and counted in the pool once */
 };
 
 /* One request's record, when it finishes. */
