@@ -16,9 +16,11 @@
 #      SERVING_POLICIES (bench/data/serving.policies), SERVING_ARGS (more
 #      `kvlab serving` options, e.g. a smaller model or --threads),
 #      SERVING_PREFIX_LEN (512 tokens of system prompt; 0: no such stream),
-#      SERVING_PREFIX_RATES (2,4,8), SERVING_PREFIX_POLICIES
+#      SERVING_PREFIX_RATES (2,4,8), SERVING_PREFIX_REQUESTS (12),
+#      SERVING_PREFIX_POLICIES
 #      (bench/data/serving-prefix.policies)
-# The defaults fit `make bench` (about 3 minutes on 2 cores): a pool of 128
+# The defaults fit `make bench` (about 3 minutes on 2 cores; the second
+# stream's requests are fewer and longer): a pool of 128
 # MiB holds one request reserved at the default model's whole context (8192
 # tokens of 16 KiB), so reservation, not the pool's size, limits static-max.
 # Values from the environment and the policies file reach kvlab as
@@ -35,16 +37,17 @@ BATCH=${SERVING_MAX_BATCH:-32}
 POLICIES=${SERVING_POLICIES:-$(dirname "$0")/../data/serving.policies}
 PREFIX_LEN=${SERVING_PREFIX_LEN:-512}
 PREFIX_RATES=${SERVING_PREFIX_RATES:-2,4,8}
+PREFIX_REQUESTS=${SERVING_PREFIX_REQUESTS:-12}
 PREFIX_POLICIES=${SERVING_PREFIX_POLICIES:-$(dirname "$0")/../data/serving-prefix.policies}
 read -r -a extra <<<"${SERVING_ARGS:-}"
 [ -x "$KVLAB" ] || { echo "serving: $KVLAB: no such program (make first)" >&2; exit 2; }
 [[ $PREFIX_LEN =~ ^[0-9]+$ ]] || { echo "serving: SERVING_PREFIX_LEN '$PREFIX_LEN': a whole number of tokens" >&2; exit 2; }
 
-# run_policies OUT_DIR POLICIES RATES [kvlab options...]: one stream, every
-# policy at every rate (the header says what the stream was)
+# run_policies OUT_DIR POLICIES RATES REQUESTS [kvlab options...]: one
+# stream, every policy at every rate (the header says what the stream was)
 run_policies() {
-    local out=$1 policies=$2 rates_csv=$3 label args rate f l
-    shift 3
+    local out=$1 policies=$2 rates_csv=$3 requests=$4 label args rate f l
+    shift 4
     local -a stream=("$@") rates opts it
     [ -r "$policies" ] || { echo "serving: $policies: cannot read the policies" >&2; exit 2; }
     IFS=, read -r -a rates <<<"$rates_csv"
@@ -62,7 +65,7 @@ run_policies() {
             it=()
             [ "$rate" = "$mid" ] && it=(--iterations-out "$work/iterations-$label.csv")
             echo "serving: $label at $rate requests/s" >&2
-            "$KVLAB" serving "${opts[@]}" --rate "$rate" --requests "$REQUESTS" --workload "$WORKLOAD" \
+            "$KVLAB" serving "${opts[@]}" --rate "$rate" --requests "$requests" --workload "$WORKLOAD" \
                 --pool-mb "$POOL" --max-batch "$BATCH" --quiet --summary-out "$work/run-$n.csv" \
                 "${it[@]}" "${stream[@]}" "${extra[@]}" >"$work/run-$n.txt"
             # the CSV's policy column carries the label the table and plots use
@@ -80,7 +83,7 @@ run_policies() {
     {
         grep -m 1 '^# commit=' "$work/run-1.csv" || true
         grep -m 1 '^# cpu=' "$work/run-1.csv" || true
-        echo "# workload=$WORKLOAD requests=$REQUESTS pool_mb=$POOL max_batch=$BATCH${stream[*]:+ ${stream[*]}}"
+        echo "# workload=$WORKLOAD requests=$requests pool_mb=$POOL max_batch=$BATCH${stream[*]:+ ${stream[*]}}"
         echo "# latency_bound_s=$bound"
         cat "$work/summary.csv"
     } >"$work/summary.tmp" && mv "$work/summary.tmp" "$out/summary.csv"
@@ -102,9 +105,9 @@ run_policies() {
 
 work=
 trap '[ -z "$work" ] || rm -rf "$work"' EXIT
-run_policies "$out" "$POLICIES" "$RATES"
+run_policies "$out" "$POLICIES" "$RATES" "$REQUESTS"
 if [ "$PREFIX_LEN" -gt 0 ]; then
-    run_policies "$out/prefix" "$PREFIX_POLICIES" "$PREFIX_RATES" --prefixes 1 --prefix-len "$PREFIX_LEN"
+    run_policies "$out/prefix" "$PREFIX_POLICIES" "$PREFIX_RATES" "$PREFIX_REQUESTS" --prefixes 1 --prefix-len "$PREFIX_LEN"
     { echo; echo "With a system prompt of $PREFIX_LEN tokens shared by every request (one prefix group; \`make serving\`'s second stream):"
       echo; cat "$out/prefix/summary.md"; } >>"$out/summary.md"
 else
