@@ -119,7 +119,7 @@ check "tiny frontier sweep ($(head -c 200 "$TMP/err"))" test -s "$TMP/frontier.c
     --threads 1 --strategies paged-16,dynamic --batches 1,2 --prompt-lens 40 --new-tokens 4 --quiet \
     --out "$TMP/sharing.csv" 2>"$TMP/err"
 check "tiny sharing run ($(head -c 200 "$TMP/err"))" test -s "$TMP/sharing.csv"
-SERVING_RATES=50,200 SERVING_REQUESTS=4 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct SERVING_PREFIX_LEN=0 \
+SERVING_RATES=50,200 SERVING_REQUESTS=4 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct SERVING_PREFIX_LEN=0 SERVING_STEP_BATCHES= \
     SERVING_ARGS="--layers 2 --dim 32 --heads 4 --kv-heads 2 --hidden 48 --vocab 64 --max-len 128 --threads 1 --fixed-step-ms 2" \
     KVLAB=$KVLAB bash "$ROOT/bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err" && cp "$TMP/sv/summary.csv" "$TMP/serving.csv" &&
     cp "$TMP/sv/timeline.csv" "$TMP/timeline.csv"

@@ -94,7 +94,8 @@ check "sharing holds fewer token bytes over the run ($(tok "$TMP/p--share-prefix
 
 # ---------------------------------------------------------------- make serving's script
 SERVING_RATES=50,200 SERVING_REQUESTS=6 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct \
-    SERVING_PREFIX_LEN=24 SERVING_PREFIX_RATES=50,200,400 \
+    SERVING_PREFIX_LEN=24 SERVING_PREFIX_RATES=50,200,400 SERVING_STEP_BATCHES=1,3 \
+    SERVING_STEP_PROMPT=20 SERVING_STEP_TOKENS=6 SERVING_STEP_ARGS="$MODEL" \
     SERVING_ARGS="$MODEL --fixed-step-ms 2" KVLAB=$KVLAB \
     bash "$(dirname "$0")/../bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err"
 check "serving.sh exits 0 ($(tail -n 1 "$TMP/err"))" test $? = 0
@@ -114,10 +115,19 @@ check "serving.sh: the shared-prompt stream, a row per policy and rate ($npp pol
 check "serving.sh: its header names the stream" grep -q '^# workload=.* --prefixes 1 --prefix-len 24$' "$TMP/sv/prefix/summary.csv"
 check "serving.sh: its table follows the first one" \
     test "$(grep -c '^| policy | rate' "$TMP/sv/summary.md")" = 2
+nps=$(grep -cv '^#' "$(dirname "$0")/../bench/data/serving-step.policies")
+check "serving.sh: the step against sweep's, a row per policy and batch ($nps x 2)" \
+    test "$(rows "$TMP/sv/step.csv")" = $((nps * 2))
+check "serving.sh: every step ratio a positive number" \
+    test "$(col "$TMP/sv/step.csv" step_ratio | awk '$1 + 0 > 0' | wc -l)" = $((nps * 2))
+check "serving.sh: the step table closes summary.md" \
+    test "$(tail -n $((nps * 2 + 2)) "$TMP/sv/summary.md" | grep -c '^|')" = $((nps * 2 + 2))
 SERVING_RATES=50 SERVING_REQUESTS=2 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct SERVING_PREFIX_LEN=0 \
+    SERVING_STEP_BATCHES= \
     SERVING_ARGS="$MODEL --fixed-step-ms 2" KVLAB=$KVLAB \
     bash "$(dirname "$0")/../bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err"
 check "serving.sh without the second stream leaves none behind" test ! -e "$TMP/sv/prefix"
+check "serving.sh without the step check leaves no step table behind" test ! -e "$TMP/sv/step.csv"
 check "iterations count from 0" test "$(col "$TMP/i.csv" iteration | head -n 1)" = 0
 
 # ---------------------------------------------------------------- refusals

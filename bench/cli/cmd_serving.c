@@ -172,10 +172,10 @@ static void on_iteration(void *user, const struct kv_serve_iteration *it)
         return;
     char line[512];
     snprintf(line, sizeof line,
-             "%" PRId64 ",%.6f,%.6f,%d,%d,%d,%d,%d,%zu,%zu,%zu,%zu,%zu", it->index, it->t_s,
+             "%" PRId64 ",%.6f,%.6f,%d,%d,%d,%d,%d,%zu,%zu,%zu,%zu,%zu,%.6f", it->index, it->t_s,
              it->step_s, it->batch, it->prefill_tokens, it->decode_tokens, it->waiting,
              it->swapped, it->token_bytes, it->reserved_bytes, it->internal_bytes,
-             it->spare_bytes, it->free_bytes);
+             it->spare_bytes, it->free_bytes, it->attn_s);
     add_row(S, S->it, line);
 }
 
@@ -184,7 +184,8 @@ static const char *const request_cols[] = {
     "ttft_s", "tpot_s", "norm_latency_s", "preemptions"};
 static const char *const iteration_cols[] = {
     "iteration", "t_s", "step_s", "batch", "prefill_tokens", "decode_tokens", "waiting",
-    "swapped", "token_bytes", "reserved_bytes", "internal_bytes", "spare_bytes", "free_bytes"};
+    "swapped", "token_bytes", "reserved_bytes", "internal_bytes", "spare_bytes", "free_bytes",
+    "attn_s"};
 
 /* The policy's name: the strategy, and for one that preallocates its
  * reservation (Orca's names). */
@@ -360,7 +361,8 @@ static int serving_run(struct kv_cmd_ctx *x)
         kv_sysinfo_collect(&si);
         policy_name(policy, sizeof policy, &st, o->reserve, o->share);
         S.req = writer(o->requests_out, &si, policy, request_cols, 10);
-        S.it = writer(o->iterations_out, &si, policy, iteration_cols, 13);
+        S.it = writer(o->iterations_out, &si, policy, iteration_cols,
+                      (int32_t)(sizeof iteration_cols / sizeof iteration_cols[0]));
         S.norm = kv_alloc((size_t)rs.n * sizeof(double));
         S.ttft = kv_alloc((size_t)rs.n * sizeof(double));
         S.tpot = kv_alloc((size_t)rs.n * sizeof(double));

@@ -8,7 +8,10 @@
 # Then the same for a stream whose requests share a system prompt (one
 # prefix group), with the policies of bench/data/serving-prefix.policies
 # (one cache with and without sharing it), into OUT_DIR/prefix/, its table
-# appended to OUT_DIR/summary.md.
+# appended to OUT_DIR/summary.md. Last, the decode step inside the
+# scheduler against `kvlab sweep`'s at the same batch (serving_step.sh,
+# SERVING_STEP_* there; SERVING_STEP_BATCHES empty skips it), its table
+# appended too.
 #
 # usage: serving.sh OUT_DIR
 # env: KVLAB (build/kvlab), SERVING_RATES (1,2,4,8), SERVING_REQUESTS (20),
@@ -112,4 +115,10 @@ if [ "$PREFIX_LEN" -gt 0 ]; then
       echo; cat "$out/prefix/summary.md"; } >>"$out/summary.md"
 else
     rm -rf "$out/prefix" # no stale second stream beside this run's first
+fi
+rm -f "$out/step.csv" "$out/step.md"
+if [ -n "${SERVING_STEP_BATCHES-1,8}" ]; then
+    KVLAB=$KVLAB bash "$(dirname "$0")/serving_step.sh" "$out"
+    { echo; echo "The decode step inside the scheduler against \`kvlab sweep\` at the same batch (the median of the iterations that decode every request, no prefill beside them; bench/scripts/serving_step.sh):"
+      echo; cat "$out/step.md"; } >>"$out/summary.md"
 fi

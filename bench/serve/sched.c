@@ -51,6 +51,7 @@ struct sched {
         int32_t users;
     } groups[KV_REQ_MAX_GROUPS];
     double side_s;       /* prefix prefills since the last iteration: time, tokens */
+    double attn_s;       /* the last forward's time in the attention kernel */
     int32_t side_tokens;
 };
 
@@ -329,6 +330,7 @@ static void record_iteration(struct sched *S, kv_serve_iteration_fn fn, void *us
                              int32_t batch, int32_t prefill, int32_t decode, double step)
 {
     struct kv_serve_iteration it = {.index = S->tot.iterations - 1, .t_s = S->t, .step_s = step,
+                                    .attn_s = S->attn_s,
                                     .batch = batch, .prefill_tokens = prefill,
                                     .decode_tokens = decode, .waiting = S->waiting,
                                     .swapped = S->swapped};
@@ -406,8 +408,9 @@ static enum kv_status iterate(struct sched *S, kv_serve_request_fn on_request,
     size_t before = 0; /* the caches grow inside the forward */
     for (int32_t k = 0; k < n; k++)
         before += kv_cache_resident_bytes(S->seg[k].cache);
+    struct kv_step_stats ss = {0}; /* what sweep records, for the same batch */
     const int64_t t0 = kv_now_ns();
-    st = kv_forward_segments(S->runner, S->m, S->seg, n, S->logits, NULL);
+    st = kv_forward_segments(S->runner, S->m, S->seg, n, S->logits, &ss);
     const double step = p->fixed_step_s > 0 ? p->fixed_step_s : (double)(kv_now_ns() - t0) * 1e-9;
     if (st != KV_OK)
         return st;
@@ -447,6 +450,7 @@ static enum kv_status iterate(struct sched *S, kv_serve_request_fn on_request,
             }
         }
     }
+    S->attn_s = (double)ss.attn_ns * 1e-9;
     record_iteration(S, on_iteration, user, n, prefill, decode, step + side);
     return KV_OK;
 }

@@ -72,6 +72,7 @@ struct kv_serve_request {
 struct kv_serve_iteration {
     int64_t index;
     double t_s, step_s;
+    double attn_s;           /* of step_s, in the attention kernel (kv_step_stats) */
     int32_t batch;           /* requests in the iteration's forward */
     int32_t prefill_tokens, decode_tokens, waiting, swapped;
     size_t token_bytes, reserved_bytes, internal_bytes, spare_bytes, free_bytes;
