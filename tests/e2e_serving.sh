@@ -52,7 +52,9 @@ check "a summary row: 12 requests, the pool, the split of the used pool summing 
     test "$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
         { s = $c["token_share_used"] + $c["reserved_share_used"] + $c["internal_share_used"] + $c["spare_share_used"]
           print $c["requests"], $c["pool_bytes"], (s > 0.999 && s < 1.001) }' "$TMP/s.csv")" = "12 1048576 1"
-check "the summary names the policy and the throughput" grep -q "^policy paged: 12 requests in .* requests/s" "$TMP/sum"
+check "the summary names the policy" grep -q "^policy paged: 12 requests in " "$TMP/sum"
+check "the summary gives the throughput" grep -q "^  throughput: .* requests/s" "$TMP/sum"
+check "the summary fits 80 columns" test "$(awk 'length > 80' "$TMP/sum" | wc -l)" = 0
 check "first token after arrival, finish after first token" \
     test "$(awk -F, '!/^#/ && NR > 1 && h { if ($3 < $2 || $4 < $3) print } /^id,/ { h = 1 }' "$TMP/r.csv" | wc -l)" = 0
 check "the pool's split never passes the pool (1 MiB)" \
@@ -78,6 +80,16 @@ printf '# a trace\narrival_s,prompt_tokens,output_tokens,prefix_id\n0,12,5,0\n0.
     --pool-mb 1 --requests-out "$TMP/tr.csv" >/dev/null 2>"$TMP/err"
 check "a trace run exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
 check "a trace run: its 3 requests" test "$(col "$TMP/tr.csv" output_tokens | tr '\n' ' ')" = "5 9 3 "
+
+# ---------------------------------------------------------------- --watch
+"$KVLAB" serving $MODEL $FIX --strategy paged --requests 12 --rate 200 --prompt-mean 10 \
+    --output-mean 20 --pool-mb 1 --watch 5 --iterations-out "$TMP/w.csv" >"$TMP/w.txt" 2>"$TMP/err"
+check "--watch exits 0" test $? = 0
+check "--watch: a line every 5 iterations" \
+    test "$(grep -c '^it ' "$TMP/w.txt")" = $(( ($(rows "$TMP/w.csv") + 4) / 5 ))
+check "--watch: every bar 22 cells of the pool's marks" \
+    test "$(grep '^it ' "$TMP/w.txt" | grep -cv '|[#ox~.]\{22\}|')" = 0
+check "--watch: every line fits 80 columns" test "$(awk 'length > 80' "$TMP/w.txt" | wc -l)" = 0
 
 # ---------------------------------------------------------------- a shared system prompt
 # a fixed step makes the schedules the same; sharing holds the prompt once

@@ -44,6 +44,7 @@ struct serving_opts {
     int reserve, preempt;
     int32_t max_batch, chunk;
     double fixed_step_ms;
+    int32_t watch;
     const char *requests_out, *iterations_out, *summary_out;
     int quiet;
 };
@@ -85,6 +86,8 @@ static const struct kv_opt serving_table[] = {
      .help = "prefill tokens per iteration (default: whole prompts)"},
     {.name = "--fixed-step-ms", .kind = KV_OPT_FLOAT, .off = O(fixed_step_ms), .flo = 1e-6,
      .fhi = 1e6, .meta = "MS", .help = "advance the clock by this per iteration, not the measured time"},
+    {.name = "--watch", .kind = KV_OPT_INT, .off = O(watch), .lo = 1, .hi = 1 << 30, .meta = "N",
+     .help = "every N iterations, a line: the batch and a bar of what the pool holds"},
     {.name = "--requests-out", .kind = KV_OPT_OUTPUT, .off = O(requests_out), .mkdir = 1,
      .meta = "FILE", .help = "a CSV row per request"},
     {.name = "--iterations-out", .kind = KV_OPT_OUTPUT, .off = O(iterations_out), .mkdir = 1,
@@ -132,7 +135,34 @@ struct serving_state {
     int failed;
     /* the pool's split over the run, each iteration weighted by its time */
     double w_token, w_reserved, w_internal, w_spare, w_used;
+    int32_t watch;   /* --watch: a line every this many iterations, 0: none */
+    size_t pool;
 };
+
+/* --watch: one line of at most 72 columns for a classroom terminal; the
+ * bar's cells are the pool's split, each rounded to whole cells */
+#define WATCH_CELLS 22
+static void watch_line(const struct serving_state *S, const struct kv_serve_iteration *it)
+{
+    const size_t part[5] = {it->token_bytes, it->reserved_bytes, it->internal_bytes,
+                            it->spare_bytes, it->free_bytes};
+    static const char mark[5] = {'#', 'o', 'x', '~', '.'};
+    char bar[WATCH_CELLS + 1];
+    int32_t n = 0;
+    double edge = 0;
+    for (int k = 0; k < 5; k++) { /* cumulative rounding: the cells sum to the bar */
+        edge += S->pool > 0 ? (double)part[k] / (double)S->pool * WATCH_CELLS : 0;
+        const int32_t to = edge > WATCH_CELLS ? WATCH_CELLS : (int32_t)(edge + 0.5);
+        for (; n < to; n++)
+            bar[n] = mark[k];
+    }
+    for (; n < WATCH_CELLS; n++)
+        bar[n] = '.';
+    bar[WATCH_CELLS] = '\0';
+    printf("it %5" PRId64 " %6.2fs batch %3d wait %3d |%s| %3.0f%% tokens\n", it->index, it->t_s,
+           it->batch, it->waiting, bar,
+           S->pool > 0 ? 100.0 * (double)it->token_bytes / (double)S->pool : 0.0);
+}
 
 static void add_row(struct serving_state *S, struct kv_csv_writer *w, const char *line)
 {
@@ -168,6 +198,8 @@ static void on_iteration(void *user, const struct kv_serve_iteration *it)
     S->w_spare += w * (double)it->spare_bytes;
     S->w_used += w * (double)(it->token_bytes + it->reserved_bytes + it->internal_bytes +
                               it->spare_bytes);
+    if (S->watch > 0 && it->index % S->watch == 0)
+        watch_line(S, it);
     if (S->it == NULL)
         return;
     char line[512];
@@ -299,23 +331,26 @@ static void summary_row(char *line, size_t cap, const struct serving_state *S, c
              S->w_spare / u);
 }
 
+/* The printed summary: lines of at most 80 columns at ordinary figures
+ * (the demo tour shows it on a classroom terminal). */
 static void summary(const struct serving_state *S, const char *policy,
                     const struct kv_serve_totals *t, const struct kv_serve_params *p)
 {
     double *n = S->norm, *f = S->ttft, *q = S->tpot;
     const int64_t k = S->n_done;
-    printf("policy %s: %d requests in %.3f s: %.3f requests/s, %.1f tokens/s\n", policy,
-           S->n_done, t->end_s, t->end_s > 0 ? k / t->end_s : 0.0,
+    printf("policy %s: %d requests in %.3f s\n", policy, S->n_done, t->end_s);
+    printf("  throughput: %.3f requests/s, %.1f tokens/s\n", t->end_s > 0 ? k / t->end_s : 0.0,
            t->end_s > 0 ? (double)S->tokens / t->end_s : 0.0);
     printf("  normalized latency (s/token): median %.4f, p90 %.4f, p99 %.4f\n",
            kv_stats_median(n, k), kv_stats_percentile(n, k, 0.90), kv_stats_percentile(n, k, 0.99));
-    printf("  time to first token (s): median %.4f, p90 %.4f; time per output token (s): "
-           "median %.4f\n",
-           kv_stats_median(f, k), kv_stats_percentile(f, k, 0.90), S->n_tpot > 0 ? kv_stats_median(q, S->n_tpot) : NAN);
-    printf("  peak batch %d, %" PRId64 " iterations, %" PRId64 " preemptions (%s), "
-           "peak token states %.1f%% of the %.1f MiB pool\n",
-           t->peak_batch, t->iterations, t->preemptions, preempt_names[p->preempt],
-           100.0 * t->peak_token_share, (double)p->pool_bytes / (1 << 20));
+    printf("  time to first token (s): median %.4f, p90 %.4f\n", kv_stats_median(f, k),
+           kv_stats_percentile(f, k, 0.90));
+    printf("  time per output token (s): median %.4f\n",
+           S->n_tpot > 0 ? kv_stats_median(q, S->n_tpot) : NAN);
+    printf("  peak batch %d, %" PRId64 " iterations, %" PRId64 " preemptions (%s)\n",
+           t->peak_batch, t->iterations, t->preemptions, preempt_names[p->preempt]);
+    printf("  peak token states: %.1f%% of the %.1f MiB pool\n", 100.0 * t->peak_token_share,
+           (double)p->pool_bytes / (1 << 20));
 }
 
 static int serving_run(struct kv_cmd_ctx *x)
@@ -374,6 +409,12 @@ static int serving_run(struct kv_cmd_ctx *x)
         }
     }
     struct kv_serve_totals tot = {0};
+    S.watch = o->watch;
+    S.pool = p.pool_bytes;
+    if (rc == 0 && o->watch > 0)
+        printf("pool, every %d iterations: # token rows, o room a request will still fill,\n"
+               "x room it never will (fragmentation), ~ free blocks a cache keeps, . free\n",
+               o->watch);
     if (rc == 0) {
         if (!o->quiet)
             kv_progress("serving: %s, %d requests, pool %.1f MiB, batch <= %d\n", policy, rs.n,
