@@ -279,6 +279,8 @@ REF_DIR ?= notebooks_data/reference
 REF_CSV ?= notebooks_data/bench.csv
 REF_DOC ?= docs/reference-run.md
 REF_FILES = $(TORCH_CSV) $(KERNEL_CSV) $(PEERS_CSV) $(PEERS_ACC_CSV) $(FRONTIER_CSV)
+# make serving's summaries, beside the sweep CSV where the notebook looks
+REF_SERVING ?= $(dir $(REF_CSV))serving
 .PHONY: reference reference-doc
 reference: ## keep the last make bench (out/) as the reference run, regenerate docs/reference-run.md
 	@for f in $(BENCH_CSV) $(REF_FILES); do \
@@ -291,6 +293,10 @@ reference: ## keep the last make bench (out/) as the reference run, regenerate d
 	@rm -f $(REF_DIR)/perplexity.md
 	@if [ -f $(PPL_CSV:.csv=.md) ] && [ $(PPL_CSV:.csv=.md) -nt $(BENCH_CSV) ]; then \
 	  cp $(PPL_CSV:.csv=.md) $(REF_DIR)/perplexity.md; fi
+	@rm -rf $(REF_SERVING)
+	@if [ -f $(SERVING_DIR)/summary.csv ] && [ $(SERVING_DIR)/summary.csv -nt $(BENCH_CSV) ]; then \
+	  mkdir -p $(REF_SERVING)/prefix && cp $(SERVING_DIR)/summary.csv $(SERVING_DIR)/summary.md $(REF_SERVING)/ && \
+	  { [ ! -f $(SERVING_DIR)/prefix/summary.csv ] || cp $(SERVING_DIR)/prefix/summary.csv $(REF_SERVING)/prefix/; }; fi
 	@$(MAKE) --no-print-directory reference-doc
 
 reference-doc: ## regenerate docs/reference-run.md from the committed reference run

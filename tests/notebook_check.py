@@ -4,6 +4,7 @@
     notebook_check.py clean NOTEBOOK            the committed notebook holds no outputs
     notebook_check.py ran EXECUTED CSV          an executed notebook read CSV and answered
     notebook_check.py missing EXECUTED PATH     the first cell's output says PATH does not exist
+    notebook_check.py served EXECUTED SUMMARY   the serving cell drew SUMMARY (make serving's)
 
 `ran` checks what nbconvert's exit status cannot: that the first cell read
 the intended file (its row count, counted here independently) and listed
@@ -14,6 +15,7 @@ each exercise printed an answer, and that the answers' exact identities hold
 (the attention-FLOP formula on every row; the int4 memory formula on every
 int4 row). Standard library only; one line per failure, exit 1.
 """
+import csv
 import json
 import os
 import sys
@@ -159,6 +161,30 @@ def check_missing(nb_path, missing_path):
     return []
 
 
+def check_served(nb_path, summary):
+    """The serving section drew the summary next to DATA: a figure, and the
+    sustained rate of every policy in it (read here from the CSV itself),
+    and the shared-prompt stream's when its summary is there."""
+    code = [c for c in load(nb_path)["cells"] if c["cell_type"] == "code"]
+    cell = [c for c in code if 'path.parent / "serving"' in source(c)]
+    if len(cell) != 1:
+        return [f"{len(cell)} serving cells, expected 1"]
+    out, problems = text_of(cell[0]), []
+    if not any("data" in o and "image/png" in o["data"] for o in cell[0].get("outputs", [])):
+        problems.append("the serving cell drew no figure")
+    with open(summary, encoding="utf-8") as f:
+        policies = {r["policy"] for r in csv.DictReader(l for l in f if not l.startswith("#"))}
+    if not policies:
+        problems.append(f"{summary} holds no policy")
+    for pol in sorted(policies):
+        if f"  {pol} " not in out:
+            problems.append(f"the serving cell lists no sustained rate for {pol}")
+    prefix = os.path.join(os.path.dirname(summary), "prefix", "summary.csv")
+    if os.path.isfile(prefix) and "behind a shared system prompt" not in out:
+        problems.append("the serving cell says nothing of the shared-prompt stream")
+    return problems
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "clean":
         problems = check_clean(argv[2])
@@ -166,8 +192,10 @@ def main(argv):
         problems = check_ran(argv[2], argv[3])
     elif len(argv) == 4 and argv[1] == "missing":
         problems = check_missing(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "served":
+        problems = check_served(argv[2], argv[3])
     else:
-        print(__doc__.strip().splitlines()[2:5], file=sys.stderr)
+        print(__doc__.strip().splitlines()[2:6], file=sys.stderr)
         return 2
     for p in problems:
         print(f"notebook_check: {p}", file=sys.stderr)

@@ -13,7 +13,9 @@
 # tests/notebook_check.py checks the executed copy: the first cell read that
 # file and listed its noisy rows, every figure was drawn, every exercise's
 # answer cell printed, the exact identities held. A last run points DATA at a
-# path that does not exist and checks that the first cell's output says so.
+# path that does not exist and checks that the first cell's output says so;
+# one more has a tiny `make serving` output next to it, which the serving
+# section must draw.
 # The committed notebook must carry no outputs. Executed copies go to
 # build/notebook/.
 set -u
@@ -61,6 +63,25 @@ for csv in "$@" "$OUT/schema2.csv" "$OUT/noisy.csv" "$OUT/all-noisy.csv"; do
         fail=1
     fi
 done
+
+# a run with make serving's output next to it (a tiny model on a fixed
+# clock, seconds): the serving section draws it
+served="$PWD/$OUT/served"
+mkdir -p "$served" && cp "$1" "$served/bench.csv"
+TINY="--layers 2 --dim 32 --heads 4 --kv-heads 2 --hidden 48 --vocab 64 --max-len 128 --threads 1"
+if SERVING_RATES=50,200 SERVING_REQUESTS=6 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct \
+    SERVING_PREFIX_LEN=24 SERVING_PREFIX_RATES=50,200 SERVING_STEP_BATCHES= \
+    SERVING_ARGS="$TINY --fixed-step-ms 2" KVLAB=${KVLAB:-build/kvlab} \
+    bash bench/scripts/serving.sh "$served/serving" 2>"$OUT/served-serving.log"; then
+    if run served "$served/bench.csv"; then
+        "$PY" tests/notebook_check.py served "$OUT/kv_cache.served.ipynb" "$served/serving/summary.csv" || fail=1
+    else
+        fail=1
+    fi
+else
+    echo "notebook-check: the tiny serving run failed (log: $OUT/served-serving.log)" >&2
+    fail=1
+fi
 
 missing="$PWD/$OUT/no-such-run/bench.csv"
 if run missing "$missing"; then
