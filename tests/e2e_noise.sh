@@ -189,8 +189,9 @@ fi
 # The default thresholds on 2 threads (the decode team), 8 rows. Loops are
 # switched on for the middle of a run: one pinned with taskset to CPU 0,
 # three unpinned. Every row of that run must be flagged, or re-measured to
-# at most 25% above the quiet runs' median (competitors only slow a row; a
-# faster one says the quiet runs were disturbed, which is not this test's). Three quiet runs flag at most 5% of
+# at most 25% above the slowest of four quiet runs, three before and one
+# after (competitors only slow a row; a faster one says the quiet runs were
+# disturbed, which is not this test's). Three quiet runs flag at most 5% of
 # their rows, asserted only when /proc/stat shows the machine was quiet
 # (other programs under 0.1 cores): on a busy CI runner a flag is no false
 # flag.
@@ -241,21 +242,27 @@ wait "$sweep_pid"
 rc=$?
 wait 2>/dev/null
 check "part-time competitors: the sweep exits 0 (rc=$rc: $(head -c 300 "$TMP/pl.err"))" test "$rc" = 0
-if [ -s "$TMP/pl.csv" ]; then
+# one more quiet run after the loaded one: the host's own drift between runs
+# a minute apart (other guests, which the VM's /proc/stat does not show as
+# steal) moved a row by up to 1.4x, before the competitors had started
+"$KVLAB" "${PART[@]}" --out "$TMP/p4.csv" >/dev/null 2>"$TMP/p4.err" ||
+    bad "quiet run 4: $(head -c 300 "$TMP/p4.err")"
+if [ -s "$TMP/pl.csv" ] && [ -s "$TMP/p4.csv" ]; then
     touched=$(awk -F, -v y="$(col "$TMP/pl.csv" noisy)" -v a="$(col "$TMP/pl.csv" attempts)" '
         /^#/ || !h++ { next } $y == 1 || $a > 1 { n++ } END { print n + 0 }' "$TMP/pl.csv")
     check "part-time competitors: some row saw them ($touched re-measured or flagged)" test "$touched" -ge 1
-    # key: strategy and T; the quiet value: the median of the three quiet runs
+    # key: strategy and T; the quiet value: the slowest of the four quiet
+    # runs, so a row is held to what the quiet machine itself did (the
+    # competitors cost an unflagged row 2.5-5x, far past 1.25 of it)
     off=$(awk -F, -v OFS=, '
         FNR == 1 { f++ } /^#/ { next }
         $0 ~ /^strategy,/ { for (i = 1; i <= NF; i++) c[$i] = i; next }
         { k = $c["strategy"] " T=" $c["seq_len"] }
-        f <= 3 { q[k, f] = $c["step_ns_median"]; next }
-        { a = q[k, 1]; b = q[k, 2]; d = q[k, 3]
-          m = a < b ? (b < d ? b : (a < d ? d : a)) : (a < d ? a : (b < d ? d : b))
+        f <= 4 { if ($c["step_ns_median"] > q[k]) q[k] = $c["step_ns_median"]; next }
+        { m = q[k]
           if ($c["noisy"] != 1 && (m <= 0 || $c["step_ns_median"] / m > 1.25))
               printf "%s %.2fx of quiet; ", k, $c["step_ns_median"] / m }' \
-        "$TMP/p1.csv" "$TMP/p2.csv" "$TMP/p3.csv" "$TMP/pl.csv")
+        "$TMP/p1.csv" "$TMP/p2.csv" "$TMP/p3.csv" "$TMP/p4.csv" "$TMP/pl.csv")
     check "part-time competitors: every row flagged or at most 25% above quiet (${off:-all})" test -z "$off"
 fi
 
