@@ -116,8 +116,8 @@ check "serving.sh: a row per policy and rate ($np policies x 2)" test "$(rows "$
 first() { sed '/^With a system prompt/,$d' "$TMP/sv/summary.md"; } # the first stream's tables
 check "serving.sh: the table has the same rows" \
     test "$(first | awk -F'|' '/^\| [a-z]/ && NF == 12' | wc -l)" = $((np * 2 + 1))
-check "serving.sh: a sustained rate per policy" \
-    test "$(first | awk -F'|' '/^\| [a-z]/ && NF == 4' | wc -l)" = $((np + 1))
+check "serving.sh: a sustained rate per policy, at four bounds" \
+    test "$(first | awk -F'|' '/^\| [a-z]/ && NF == 7' | wc -l)" = $((np + 1))
 check "serving.sh: an iterations CSV per policy" test "$(ls "$TMP/sv"/iterations-*.csv | wc -l)" = "$np"
 check "serving.sh: the timeline holds every policy's iterations" \
     test "$(rows "$TMP/sv/timeline.csv")" = "$(cat "$TMP/sv"/iterations-*.csv | grep -v '^#' | grep -cv '^iteration,')"
