@@ -19,7 +19,7 @@
 #      SERVING_POLICIES (bench/data/serving.policies), SERVING_ARGS (more
 #      `kvlab serving` options, e.g. a smaller model or --threads),
 #      SERVING_PREFIX_LEN (512 tokens of system prompt; 0: no such stream),
-#      SERVING_PREFIX_RATES (2,4,8), SERVING_PREFIX_REQUESTS (12),
+#      SERVING_PREFIX_RATES (2,4,8), SERVING_PREFIX_REQUESTS (10),
 #      SERVING_PREFIX_POLICIES
 #      (bench/data/serving-prefix.policies)
 # The defaults fit `make bench` (about 3 minutes on 2 cores; the second
@@ -40,7 +40,7 @@ BATCH=${SERVING_MAX_BATCH:-32}
 POLICIES=${SERVING_POLICIES:-$(dirname "$0")/../data/serving.policies}
 PREFIX_LEN=${SERVING_PREFIX_LEN:-512}
 PREFIX_RATES=${SERVING_PREFIX_RATES:-2,4,8}
-PREFIX_REQUESTS=${SERVING_PREFIX_REQUESTS:-12}
+PREFIX_REQUESTS=${SERVING_PREFIX_REQUESTS:-10}
 PREFIX_POLICIES=${SERVING_PREFIX_POLICIES:-$(dirname "$0")/../data/serving-prefix.policies}
 read -r -a extra <<<"${SERVING_ARGS:-}"
 [ -x "$KVLAB" ] || { echo "serving: $KVLAB: no such program (make first)" >&2; exit 2; }
