@@ -585,6 +585,17 @@ static size_t quant_resident_bytes(const void *state)
     return total;
 }
 
+/* The quantized and residual rows held, and the rest: quantized capacity
+ * past them (the store grows by doubling) and the residual's free slots. */
+static void quant_stats(const void *state, struct kv_cache_stats *st)
+{
+    const struct quant_state *s = state;
+    st->resident = quant_resident_bytes(state);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        st->tokens += quant_held_bytes(s, &s->layers[l]);
+    st->slack = st->resident - st->tokens;
+}
+
 static size_t quant_copied_bytes(const void *state)
 {
     const struct quant_state *s = state;
@@ -805,6 +816,7 @@ const struct kv_strategy_ops kv_strategy_quantized = {
     .view = quant_view,
     .seq_len = quant_seq_len,
     .resident_bytes = quant_resident_bytes,
+    .stats = quant_stats,
     .copied_bytes = quant_copied_bytes,
     .reset = quant_reset,
     .crop = quant_crop,

@@ -261,6 +261,18 @@ static size_t sliding_held_bytes(const struct sliding_state *s, int32_t l)
     return (size_t)held * kv_store_token_bytes_as(&s->cfg, s->dtype);
 }
 
+/* The rows the rings hold now, and the rest of the rings: slots a sequence
+ * shorter than the window has not filled yet (and the rings of sequences a
+ * reorder dropped). */
+static void sliding_stats(const void *state, struct kv_cache_stats *st)
+{
+    const struct sliding_state *s = state;
+    st->resident = sliding_resident_bytes(state);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        st->tokens += sliding_held_bytes(s, l);
+    st->slack = st->resident - st->tokens;
+}
+
 /* dst (fresh, same batch) <- src's rings. A pass-through view (a prefill
  * longer than the window) is not carried over: the fork's ring holds what
  * its next query sees. */
@@ -333,6 +345,7 @@ const struct kv_strategy_ops kv_strategy_sliding = {
     .view = sliding_view,
     .seq_len = sliding_seq_len,
     .resident_bytes = sliding_resident_bytes,
+    .stats = sliding_stats,
     .copied_bytes = sliding_copied_bytes,
     .reset = sliding_reset,
     .crop = sliding_crop,

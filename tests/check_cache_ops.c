@@ -777,6 +777,64 @@ END_TEST
  * succeeds: KV_ERR_NOMEM, the cache reads back as before, and after the
  * scenario nothing has leaked.
  */
+/*
+ * kv_cache_stats, token by token: the breakdown adds up to the resident
+ * bytes, and a strategy with its own `stats` counts as token rows only what
+ * it holds. The sliding ring holds min(len, window) tokens (the rest of the
+ * ring is slack until it wraps); the quantized store holds fewer bytes than
+ * f32 rows of its tokens once codes hold some, and its residual's free
+ * slots are slack. Without their
+ * `stats`, everything resident would count as tokens (kv_cache_stats).
+ */
+START_TEST(test_stats)
+{
+    const struct kv_strategy_ops *ops = kv_strategy_at(_i / N_CONFS);
+    const struct conf *cf = &confs[_i % N_CONFS];
+    const int sliding = strcmp(ops->name, "sliding") == 0;
+    const int quantized = strcmp(ops->name, "quantized") == 0;
+    const int32_t n = 40;
+    struct hist h;
+    h_init(&h, cf, n, 91 + (uint64_t)_i);
+    struct kv_cache *c = NULL;
+    ck_assert_int_eq(tcreate(&c, ops, cf), KV_OK);
+    size_t one = 0, last = 0;
+    int slack_seen = 0;
+    for (int32_t p = 0; p < n; p++) {
+        ck_assert_int_eq(feed(&h, c, p, 1), KV_OK);
+        struct kv_cache_stats st;
+        ck_assert_int_eq(kv_cache_stats(c, &st), KV_OK);
+        REQUIRE(st.resident == kv_cache_resident_bytes(c), "%s: stats' resident %zu, the cache's %zu",
+                ops->name, st.resident, kv_cache_resident_bytes(c));
+        REQUIRE(st.tokens + st.slack + st.spare == st.resident,
+                "%s at %d tokens: %zu + %zu + %zu != %zu", ops->name, p + 1, st.tokens, st.slack,
+                st.spare, st.resident);
+        REQUIRE((st.tokens > 0 || st.resident == 0) && st.tokens <= st.resident,
+                "%s at %d tokens: %zu token bytes of %zu", ops->name, p + 1, st.tokens, st.resident);
+        slack_seen |= st.slack > 0;
+        if (p == 0)
+            one = st.tokens;
+        if (sliding) {
+            const int32_t held = p + 1 < cf->window ? p + 1 : cf->window;
+            REQUIRE(st.tokens == (size_t)held * one, "sliding at %d tokens: %zu bytes, not %d x %zu",
+                    p + 1, st.tokens, held, one);
+            if (p + 1 >= cf->window)
+                ck_assert_uint_eq(st.slack, 0);
+        }
+        if (quantized) /* never more than every token as one f32 residual row */
+            REQUIRE(st.tokens <= (size_t)(p + 1) * one, "quantized at %d tokens: %zu bytes, over %d x %zu",
+                    p + 1, st.tokens, p + 1, one);
+        last = st.tokens;
+    }
+    if (quantized) /* past the residual, codes hold the oldest tokens */
+        REQUIRE(last < (size_t)n * one, "quantized at %d tokens: %zu bytes, no fewer than f32 rows", n,
+                last);
+    if (sliding || quantized)
+        REQUIRE(slack_seen, "%s: never any slack", ops->name);
+    kv_cache_destroy(c);
+    h_free(&h);
+}
+END_TEST
+
 START_TEST(test_ops_alloc_failure)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i);
@@ -845,6 +903,7 @@ static Suite *ops_suite(void)
     tcase_add_loop_test(tc, test_fork, 0, n * N_CONFS);
     tcase_add_loop_test(tc, test_reorder, 0, n * N_CONFS);
     tcase_add_loop_test(tc, test_borrow, 0, n * N_CONFS);
+    tcase_add_loop_test(tc, test_stats, 0, n * N_CONFS);
     tcase_add_loop_test(tc, test_free_and_copy_seq, 0, n);
     tcase_add_loop_test(tc, test_ops_alloc_failure, 0, n);
     suite_add_tcase(s, tc);
