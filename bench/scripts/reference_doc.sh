@@ -9,10 +9,12 @@
 # notebook and the report read too); REF_DIR holds the rest of the same
 # `make bench` run as `make reference` copied it: torch_compare.csv,
 # kernel.csv, peers.csv, peers_accuracy.csv, frontier.csv and, when the
-# trained model was there, perplexity.md. The page names the run from the
-# sweep's metadata (commit, date, CPU, limits) and then prints what the
-# run's own table scripts print from those files: the whole-step tables,
-# the kernel tables, the frontier, the bits-per-byte table.
+# trained model was there, perplexity.md; the folder serving/ beside
+# SWEEP_CSV holds make serving's summary.csv (and prefix/summary.csv). The
+# page names the run from the sweep's metadata (commit, date, CPU, limits)
+# and then prints what the run's own table scripts print from those files:
+# the whole-step tables, the kernel tables, the frontier, the bits-per-byte
+# table, the serving tables.
 #
 # The one design decision: this page is a pure function of committed
 # files, so tests/e2e_docs.sh regenerates it and fails when the committed
@@ -89,6 +91,26 @@ trap 'rm -f "$tmp"' EXIT
         cat "$ref/perplexity.md"
     else
         echo "(absent: the run had no trained model or no fortunes corpus)"
+    fi
+    echo
+    echo "## Serving"
+    echo
+    srv=$(dirname "$sweep")/serving
+    if [ -f "$srv/summary.csv" ]; then
+        # the stream as make serving generated it (its metadata line)
+        w=$(awk 'index($0, "# workload=") == 1 { print substr($0, 12); exit }' "$srv/summary.csv")
+        echo "\`make serving\` (bench/scripts/serving.sh; [serving](serving.md)), the stream: $w."
+        echo
+        awk -F, -f "$here/serving_table.awk" "$srv/summary.csv"
+        if [ -f "$srv/prefix/summary.csv" ]; then
+            w=$(awk 'index($0, "# workload=") == 1 { print substr($0, 12); exit }' "$srv/prefix/summary.csv")
+            echo
+            echo "The second stream, behind a shared system prompt: $w."
+            echo
+            awk -F, -f "$here/serving_table.awk" "$srv/prefix/summary.csv"
+        fi
+    else
+        echo "(absent: the run left no serving summary)"
     fi
 } >"$tmp"
 mv "$tmp" "$out"
