@@ -472,6 +472,20 @@ static size_t h2o_resident_bytes(const void *state)
     return s->part.total * (size_t)s->cfg.n_layers;
 }
 
+/* The heavy and recent rows held; the rest (slots not filled yet, and
+ * the positions and scores beside them) is slack. */
+static void h2o_stats(const void *state, struct kv_cache_stats *st)
+{
+    const struct h2o_state *s = state;
+    const size_t heavy_row = (s->part.rk - s->part.hk) / (size_t)s->p.heavy; /* K and V */
+    const size_t ring_row = (s->part.pos - s->part.rk) / (size_t)s->p.window;
+    st->resident = h2o_resident_bytes(state);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++)
+        st->tokens += (size_t)s->layers[l].n_heavy * heavy_row +
+                      (size_t)h2o_ring_held(s, &s->layers[l]) * ring_row;
+    st->slack = st->resident - st->tokens;
+}
+
 static size_t h2o_copied_bytes(const void *state)
 {
     const struct h2o_state *s = state;
@@ -506,6 +520,7 @@ const struct kv_strategy_ops kv_strategy_h2o = {
     .view = h2o_view,
     .seq_len = h2o_seq_len,
     .resident_bytes = h2o_resident_bytes,
+    .stats = h2o_stats,
     .copied_bytes = h2o_copied_bytes,
     .reset = h2o_reset,
     .observe = h2o_observe,

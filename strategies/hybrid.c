@@ -376,6 +376,23 @@ static size_t hybrid_resident_bytes(const void *state)
     return t;
 }
 
+/* Each layer's cache's own breakdown, summed. */
+static void hybrid_stats(const void *state, struct kv_cache_stats *st)
+{
+    const struct hybrid_state *s = state;
+    for (int32_t l = 0; l < s->n_layers; l++) {
+        struct kv_cache_stats c;
+        if (kv_cache_stats(s->layer[l], &c) != KV_OK)
+            continue; /* cannot happen: a live cache and a place to write */
+        st->resident += c.resident;
+        st->tokens += c.tokens;
+        st->slack += c.slack;
+        st->spare += c.spare;
+        st->shared += c.shared;
+        st->cow += c.cow;
+    }
+}
+
 static size_t hybrid_copied_bytes(const void *state)
 {
     const struct hybrid_state *s = state;
@@ -419,6 +436,7 @@ const struct kv_strategy_ops kv_strategy_hybrid = {
     .view = hybrid_view,
     .seq_len = hybrid_seq_len,
     .resident_bytes = hybrid_resident_bytes,
+    .stats = hybrid_stats,
     .layer_bytes = hybrid_layer_bytes,
     .copied_bytes = hybrid_copied_bytes,
     .observe = hybrid_observe,

@@ -323,6 +323,24 @@ static size_t sinks_resident_bytes(const void *state)
     return s->layer_bytes * (size_t)s->cfg.n_layers;
 }
 
+/* The sink and ring rows held; the rest (rows not filled yet, and the
+ * rotated copy of the sink keys that --reindex rewrites) is slack. */
+static void sinks_stats(const void *state, struct kv_cache_stats *st)
+{
+    const struct sinks_state *s = state;
+    const int32_t S = s->p.sinks, W = s->p.window;
+    st->resident = sinks_resident_bytes(state);
+    for (int32_t l = 0; l < s->cfg.n_layers; l++) {
+        const int32_t len = s->layers[l].len;
+        const int32_t held_s = len < S ? len : S;
+        const int32_t held_r = len <= S ? 0 : len - S < W ? len - S : W;
+        if (S > 0)
+            st->tokens += 2 * (s->sink_half / (size_t)S) * (size_t)held_s;
+        st->tokens += 2 * (s->ring_half / (size_t)W) * (size_t)held_r;
+    }
+    st->slack = st->resident - st->tokens;
+}
+
 static size_t sinks_copied_bytes(const void *state)
 {
     const struct sinks_state *s = state;
@@ -362,6 +380,7 @@ const struct kv_strategy_ops kv_strategy_sinks = {
     .view = sinks_view,
     .seq_len = sinks_seq_len,
     .resident_bytes = sinks_resident_bytes,
+    .stats = sinks_stats,
     .copied_bytes = sinks_copied_bytes,
     .reset = sinks_reset,
 };

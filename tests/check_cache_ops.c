@@ -781,7 +781,8 @@ END_TEST
  * kv_cache_stats, token by token: the breakdown adds up to the resident
  * bytes, and a strategy with its own `stats` counts as token rows only what
  * it holds. The sliding ring holds min(len, window) tokens (the rest of the
- * ring is slack until it wraps); the quantized store holds fewer bytes than
+ * ring is slack until it wraps), sinks and h2o min(len, what they keep);
+ * the quantized store holds fewer bytes than
  * f32 rows of its tokens once codes hold some, and its residual's free
  * slots are slack. Without their
  * `stats`, everything resident would count as tokens (kv_cache_stats).
@@ -790,13 +791,27 @@ START_TEST(test_stats)
 {
     const struct kv_strategy_ops *ops = kv_strategy_at(_i / N_CONFS);
     const struct conf *cf = &confs[_i % N_CONFS];
+    /* the rows a bounded cache holds at most: sliding its window, sinks
+     * its sinks and window, h2o its heavy slots and window (0: unbounded) */
     const int sliding = strcmp(ops->name, "sliding") == 0;
+    const int bounded = sliding || strcmp(ops->name, "sinks") == 0 || strcmp(ops->name, "h2o") == 0;
     const int quantized = strcmp(ops->name, "quantized") == 0;
     const int32_t n = 40;
     struct hist h;
     h_init(&h, cf, n, 91 + (uint64_t)_i);
     struct kv_cache *c = NULL;
     ck_assert_int_eq(tcreate(&c, ops, cf), KV_OK);
+    int32_t cap = 0;
+    if (bounded) {
+        static const char *const parts[] = {"window", "sinks", "heavy"};
+        for (int i = 0; i < 3; i++) {
+            const int32_t k = kv_param_find(ops, parts[i]);
+            int32_t v = 0;
+            if (k >= 0)
+                memcpy(&v, (const char *)c->params + ops->params[k].offset, sizeof v);
+            cap += v;
+        }
+    }
     size_t one = 0, last = 0;
     int slack_seen = 0;
     for (int32_t p = 0; p < n; p++) {
@@ -813,11 +828,11 @@ START_TEST(test_stats)
         slack_seen |= st.slack > 0;
         if (p == 0)
             one = st.tokens;
-        if (sliding) {
-            const int32_t held = p + 1 < cf->window ? p + 1 : cf->window;
-            REQUIRE(st.tokens == (size_t)held * one, "sliding at %d tokens: %zu bytes, not %d x %zu",
-                    p + 1, st.tokens, held, one);
-            if (p + 1 >= cf->window)
+        if (bounded) {
+            const int32_t held = p + 1 < cap ? p + 1 : cap;
+            REQUIRE(st.tokens == (size_t)held * one, "%s at %d tokens: %zu bytes, not %d x %zu",
+                    ops->name, p + 1, st.tokens, held, one);
+            if (sliding && p + 1 >= cf->window)
                 ck_assert_uint_eq(st.slack, 0);
         }
         if (quantized) /* never more than every token as one f32 residual row */
@@ -828,7 +843,9 @@ START_TEST(test_stats)
     if (quantized) /* past the residual, codes hold the oldest tokens */
         REQUIRE(last < (size_t)n * one, "quantized at %d tokens: %zu bytes, no fewer than f32 rows", n,
                 last);
-    if (sliding || quantized)
+    /* (hybrid: its layers' own breakdowns, its default layers grow by
+     * doubling or hold a ring) */
+    if (bounded || quantized || strcmp(ops->name, "hybrid") == 0)
         REQUIRE(slack_seen, "%s: never any slack", ops->name);
     kv_cache_destroy(c);
     h_free(&h);
