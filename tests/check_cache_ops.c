@@ -782,9 +782,8 @@ END_TEST
  * bytes, and a strategy with its own `stats` counts as token rows only what
  * it holds. The sliding ring holds min(len, window) tokens (the rest of the
  * ring is slack until it wraps), sinks and h2o min(len, what they keep);
- * the quantized store holds fewer bytes than
- * f32 rows of its tokens once codes hold some, and its residual's free
- * slots are slack. Without their
+ * the quantized store holds fewer bytes than f32 rows of its tokens once
+ * codes hold some, and its residual's free slots are slack. Without their
  * `stats`, everything resident would count as tokens (kv_cache_stats).
  */
 START_TEST(test_stats)

@@ -32,6 +32,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # meta KEY: the sweep's `# KEY=value` metadata line's value ("?" when absent)
 meta() { awk -v k="$1" 'index($0, "# " k "=") == 1 { print substr($0, length(k) + 4); f = 1; exit }
                          END { if (!f) print "?" }' "$sweep"; }
+# stream CSV: the `# workload=` line of a make serving summary (what stream it was)
+stream() { awk 'index($0, "# workload=") == 1 { print substr($0, 12); exit }' "$1"; }
 # have FILE...: whether the reference folder holds every one of them
 have() { local f; for f in "$@"; do [ -f "$ref/$f" ] || return 1; done; }
 
@@ -97,15 +99,12 @@ trap 'rm -f "$tmp"' EXIT
     echo
     srv=$(dirname "$sweep")/serving
     if [ -f "$srv/summary.csv" ]; then
-        # the stream as make serving generated it (its metadata line)
-        w=$(awk 'index($0, "# workload=") == 1 { print substr($0, 12); exit }' "$srv/summary.csv")
-        echo "\`make serving\` (bench/scripts/serving.sh; [serving](serving.md)), the stream: $w."
+        echo "\`make serving\` (bench/scripts/serving.sh; [serving](serving.md)), the stream: $(stream "$srv/summary.csv")."
         echo
         awk -F, -f "$here/serving_table.awk" "$srv/summary.csv"
         if [ -f "$srv/prefix/summary.csv" ]; then
-            w=$(awk 'index($0, "# workload=") == 1 { print substr($0, 12); exit }' "$srv/prefix/summary.csv")
             echo
-            echo "The second stream, behind a shared system prompt: $w."
+            echo "The second stream, behind a shared system prompt: $(stream "$srv/prefix/summary.csv")."
             echo
             awk -F, -f "$here/serving_table.awk" "$srv/prefix/summary.csv"
         fi

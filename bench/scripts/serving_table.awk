@@ -14,7 +14,7 @@
          $c["peak_batch"], $c["preemptions"], 100 * $c["token_share_used"], 100 * $c["peak_token_share"] }
 # sustained(p, b): the highest rate at which p's median and those of all its
 # lower rates stay within b (rates taken in ascending order); 0: none
-function sustained(p, b,    i, j, r, best, ok, lo) {
+function sustained(p, b,    i, j, r, best, ok) {
     best = 0
     for (i = 1; i <= nr[p]; i++) {
         r = rate[p, i]; ok = lat[p, i] <= b
