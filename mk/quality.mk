@@ -91,24 +91,33 @@ BENCH_CHECK_METRICS ?= attn_vs_rest:15
 BENCH_CHECK_INFO ?= step_ns_median:15 attn_ns_median:15
 # extra options for bench-check's compare, e.g. COMPARE_FLAGS='--format csv'
 COMPARE_FLAGS ?=
-# (the shell of both: bench/scripts/bench_check.sh, given these variables)
-bench_check = KVLAB=$(CLI) BASELINE='$(BASELINE)' BASELINE_RUNS='$(BASELINE_RUNS)' \
-  BENCH_CHECK_ARGS='$(BENCH_CHECK_ARGS)' BENCH_CHECK_METRICS='$(BENCH_CHECK_METRICS)' \
-  BENCH_CHECK_INFO='$(BENCH_CHECK_INFO)' COMPARE_FLAGS='$(COMPARE_FLAGS)' \
-  bash bench/scripts/bench_check.sh $(1)
+# bench-check BASE=REV: against the commit REV (built once into
+# build/base/SHA), measured in the same minutes, AB_ROUNDS rounds of a base
+# and a new sweep alternating (AB BA AB), instead of against BASELINE;
+# BASE_KVLAB=FILE names a built base binary instead of a commit
+BASE ?=
+BASE_KVLAB ?=
+AB_ROUNDS ?= 3
+# The shell of both, bench/scripts/bench_check.sh, reads these from its
+# environment: exported, never spliced into a recipe line, so a value with
+# quotes or `;` in it stays a value
+BENCH_CHECK_VARS := BASELINE BASELINE_RUNS BENCH_CHECK_ARGS BENCH_CHECK_METRICS BENCH_CHECK_INFO \
+                    COMPARE_FLAGS BASE BASE_KVLAB AB_ROUNDS
+$(foreach v,$(BENCH_CHECK_VARS),$(eval baseline bench-check: export $(v) := $$($(v))))
+baseline bench-check: export KVLAB := $(CLI)
 
 # Run the check sweep $(BASELINE_RUNS) times and keep the per-row median as
 # $(BASELINE) (keep one per machine; bench/scripts/median_rows.awk merges the runs).
 baseline: $(CLI) ## save this machine's baseline of the check sweep (BASELINE=FILE)
-	@$(call bench_check,baseline)
+	@bash bench/scripts/bench_check.sh baseline
 
 # Rerun the check sweep and compare it with $(BASELINE) (normalised, per group);
 # a regression or a noisy result (rows measured under interference, `kvlab
 # compare` exit 3) is measured once more. Exit 0 no regression, 1 a
 # regression both runs showed, 2 no comparison, 3 noisy, re-run (the rerun
 # noisy too, or regressing after a noisy first run).
-bench-check: $(CLI) ## compare a new check sweep with BASELINE: 1 confirmed regression, 3 noisy (re-run)
-	@$(call bench_check,check)
+bench-check: $(CLI) ## compare a new check sweep with BASELINE, or with commit BASE run interleaved: 1 confirmed regression, 3 noisy (re-run)
+	@bash bench/scripts/bench_check.sh $(if $(BASE)$(BASE_KVLAB),ab,check)
 
 # ---- fuzzing ----------------------------------------------------------------
 .PHONY: fuzz

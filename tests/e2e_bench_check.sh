@@ -7,6 +7,9 @@
 # (1) or a noisy result (3) is measured once more; 1 only when both runs
 # regress; 3 when the rerun is noisy, or regresses after a noisy first run;
 # several gating metrics combine as compare does (2 over 1 over 3 over 0).
+# The ab mode (`make bench-check BASE=REV`) under the same rules: its
+# rounds alternate base and new (AB BA AB), each side merged per row, and
+# a bad BASE or AB_ROUNDS is refused before anything runs.
 # Usage: bash tests/e2e_bench_check.sh (KVLAB is not used: nothing runs)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,13 +23,19 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # the stand-in: `sweep ... --out F` creates F; `compare` exits with the
 # next status of $FAKE_CODES (0 once they run out); both logged
+# the file is a one-row sweep, so median_rows.awk can merge the ab mode's
+# runs; the log names the binary (fake_kvlab, fake_base)
 cat >"$TMP/fake_kvlab" <<'EOF'
 #!/usr/bin/env bash
 case $1 in
 sweep)
     prev=
-    for a in "$@"; do [ "$prev" = --out ] && : >"$a"; prev=$a; done
-    echo sweep >>"$FAKE_LOG" ;;
+    for a in "$@"; do
+        [ "$prev" = --out ] && printf '%s\n' "strategy,seq_len,step_ns_median,step_ns_p95,attn_ns_median" \
+            "dynamic,512,1000,1100,400" >"$a"
+        prev=$a
+    done
+    echo "sweep ${0##*/}" >>"$FAKE_LOG" ;;
 compare)
     n=$(grep -c '^compare' "$FAKE_LOG")
     echo compare >>"$FAKE_LOG"
@@ -37,16 +46,17 @@ compare)
 esac
 EOF
 chmod +x "$TMP/fake_kvlab"
+cp "$TMP/fake_kvlab" "$TMP/fake_base"
 : >"$TMP/baseline.csv"
 
-# check NAME "CODES" WANT_RC WANT_SWEEPS [METRICS]
+# check NAME "CODES" WANT_RC WANT_SWEEPS [METRICS [MODE]]
 check() {
-    local name=$1 codes=$2 want=$3 sweeps=$4 metrics=${5:-attn_vs_rest:15}
+    local name=$1 codes=$2 want=$3 sweeps=$4 metrics=${5:-attn_vs_rest:15} mode=${6:-check}
     : >"$TMP/log"
     FAKE_LOG="$TMP/log" FAKE_CODES="$codes" KVLAB="$TMP/fake_kvlab" \
         BASELINE="$TMP/baseline.csv" BENCH_CHECK_ARGS="--quiet" BENCH_CHECK_INFO="" \
         BENCH_CHECK_METRICS="$metrics" CHECK_CSV="$TMP/check.csv" \
-        bash "$SCRIPT" check >"$TMP/out" 2>"$TMP/err"
+        bash "$SCRIPT" "$mode" >"$TMP/out" 2>"$TMP/err"
     local rc=$? n
     n=$(grep -c '^sweep' "$TMP/log")
     if [ "$rc" = "$want" ] && [ "$n" = "$sweeps" ]; then ok; else
@@ -71,6 +81,48 @@ check "two metrics, 2 wins" "1 2" 2 1 "attn_vs_rest:15 step_ns_median:10"
 check "two metrics, noisy" "0 3 3 0" 3 2 "attn_vs_rest:15 step_ns_median:10"
 rm -f "$TMP/baseline.csv"
 check "no baseline" "0" 2 0
+
+# ---- ab: against a base binary, interleaved --------------------------------
+export BASE_KVLAB="$TMP/fake_base" AB_ROUNDS=3
+check "ab: clean" "0" 0 6 attn_vs_rest:15 ab
+order=$(awk '/^sweep/ { printf "%s", ($2 == "fake_base" ? "A" : "B") }' "$TMP/log")
+if [ "$order" = ABBAAB ]; then ok; else bad "ab: sweeps in the order $order, want ABBAAB"; fi
+if [ -s "$TMP/check.csv" ] && [ -s "$TMP/check.csv.base" ] &&
+    grep -q '^# merged=median of 3 runs' "$TMP/check.csv" &&
+    grep -q '^# merged=median of 3 runs' "$TMP/check.csv.base"; then ok; else
+    bad "ab: each side not merged from its 3 runs"
+fi
+if ls "$TMP"/check.csv.base[0-9] "$TMP"/check.csv.new[0-9] >/dev/null 2>&1; then
+    bad "ab: the single runs were left behind"
+else ok; fi
+if grep -q "^bench-check: no regression against BASE=" "$TMP/out"; then ok; else
+    bad "ab: the verdict does not name the base: $(tail -n 1 "$TMP/out")"
+fi
+check "ab: regression confirmed" "1 1" 1 12 attn_vs_rest:15 ab
+check "ab: regression not confirmed" "1 0" 0 12 attn_vs_rest:15 ab
+check "ab: noisy, then a regression" "3 1" 3 12 attn_vs_rest:15 ab
+AB_ROUNDS=1 check "ab: one round" "0" 0 2 attn_vs_rest:15 ab
+# refused before anything runs, with one line
+for r in 0 -1 x 1.5 ""; do
+    AB_ROUNDS=$r check "ab: AB_ROUNDS='$r'" "0" 2 0 attn_vs_rest:15 ab
+    if [ "$(wc -l <"$TMP/err")" = 1 ]; then ok; else bad "ab: AB_ROUNDS='$r': not one line: $(cat "$TMP/err")"; fi
+done
+BASE_KVLAB="$TMP/missing" check "ab: BASE_KVLAB missing" "0" 2 0 attn_vs_rest:15 ab
+unset BASE_KVLAB
+for b in "" "-x" "no-such-commit-$$" "x'; touch $TMP/pwned; '"; do
+    BASE=$b check "ab: BASE='$b'" "0" 2 0 attn_vs_rest:15 ab
+    if [ "$(wc -l <"$TMP/err")" = 1 ]; then ok; else bad "ab: BASE='$b': not one line: $(cat "$TMP/err")"; fi
+done
+[ -e "$TMP/pwned" ] && bad "ab: a BASE value reached a shell"
+# make hands BASE to the script through the environment, never in the
+# recipe's command line (make -n prints the recipe without running it)
+if out=$(make -n --no-print-directory -C "$HERE/.." bench-check BASE="x'; touch $TMP/pwned2; '" 2>&1); then
+    case $out in
+    *pwned2*) bad "make bench-check: BASE is spliced into the recipe: $(echo "$out" | grep pwned2)" ;;
+    *"bench_check.sh ab"*) ok ;;
+    *) bad "make bench-check BASE=..: not the ab mode: $(echo "$out" | tail -n 1)" ;;
+    esac
+else bad "make -n bench-check failed: $(echo "$out" | tail -n 1)"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
