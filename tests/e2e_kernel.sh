@@ -33,7 +33,7 @@ check() { # check DESCRIPTION COMMAND...
 # are skipped by the rate checks.
 RATE_REL_TOL=0.02
 RATE_ABS_TOL=0.0006
-HEADER="head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,ref_us_min,mode,sets"
+HEADER="head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,ref_us_min,mode,sets,bound_gbps"
 
 # The tiny configuration: GQA 4/2, head_dim 16, group 8, two T, all dtypes
 # (int codes carry a (scale, min) pair per group; f16 and bf16 rows none).
@@ -57,7 +57,8 @@ check "metadata names the group" grep -qx "# group=$G" "$TMP/k.csv"
 check "header is the documented one" test "$(sed -n "${first_data}p" "$TMP/k.csv")" = "$HEADER"
 grep -v '^#' "$TMP/k.csv" | tail -n +2 >"$TMP/rows"
 check "one row per (T, dtype): 12 rows" test "$(wc -l <"$TMP/rows")" = 12
-check "every row has 14 fields" test "$(awk -F, 'NF != 14' "$TMP/rows" | wc -l)" = 0
+check "every row has 15 fields" test "$(awk -F, 'NF != 15' "$TMP/rows" | wc -l)" = 0
+check "without --roofline bound_gbps is empty" test "$(awk -F, '$15 != ""' "$TMP/rows" | wc -l)" = 0
 check "cold by default: metadata says mode=cold, the cold total and the DRAM limit" \
     sh -c "grep -qx '# mode=cold' '$TMP/k.csv' && grep -qx '# cold_bytes=$COLD' '$TMP/k.csv' && grep -qx '# limit=read_gbps' '$TMP/k.csv'"
 # copies of one cache: K+V codes and qparams, each part rounded up to 64 B;
@@ -121,6 +122,12 @@ for key in read_gbps read_l3_gbps copy_gbps sgemm_gflops; do
     check "--roofline writes a positive $key" \
         awk -F= -v k="# $key" '$1 == k { found = ($2 + 0 > 0) } END { exit !found }' "$TMP/r.csv"
 done
+check "--roofline: the row carries the read limit measured beside it (bound_gbps > 0)" \
+    test "$(grep -v '^#' "$TMP/r.csv" | tail -n +2 | awk -F, '$15 + 0 > 0' | wc -l)" = 1
+"$KVLAB" kernel --head-dim 8 --heads 2 --kv-heads 2 --seq-len 24 --reps 2 --threads 1 \
+    --no-ref --roofline --cold-bytes "$COLD" >"$TMP/r.txt" 2>/dev/null
+check "--roofline, text: the row's share of the limit beside it" \
+    grep -q '^T 24, f32: [0-9.]*% of the DRAM read limit beside it, [0-9.]* GB/s$' "$TMP/r.txt"
 
 # ---------------------------------------------------------------- bad options
 K=(kernel --seq-len 16 --heads 2 --kv-heads 2 --head-dim 8 --reps 1 --threads 1 --csv)

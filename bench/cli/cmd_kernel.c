@@ -76,6 +76,12 @@ struct kernel_opts {
     int kivi; /* --layout kivi: quantized keys per channel over blocks of --group tokens */
 };
 
+/* timed passes of the read probe before and after each row (about 50 ms
+ * each side at 80 GB/s over 256 MiB, next to a row's second or more): with
+ * 3 passes the limit beside a row moved by up to 25% between runs on the
+ * shared VM, with 15 by 6% */
+#define KERNEL_PROBE_PASSES 15
+
 struct kernel_result {
     double us_min, us_median, gbps, gflops;
     int32_t sets;      /* copies of the cache the calls rotated over */
@@ -608,6 +614,22 @@ static int kernel_run(struct kv_cmd_ctx *x)
                         "sgemm %.1f GFLOP/s\n",
                         rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops);
     }
+    /* the limit beside each row: the same read test, right before and after
+     * it (the best of both), because the host's bandwidth drifts within a
+     * run; cold rows read DRAM, hot rows the L3 */
+    struct kv_read_probe probe = {0};
+    if (o.roofline) {
+        struct kv_roofline_params rp;
+        kv_roofline_defaults(&rp, o.threads);
+        size_t bytes = o.mode == KV_KTIME_COLD ? rp.read_bytes : rp.read_l3_bytes;
+        size_t sw = (rp.read_bytes + bytes - 1) / bytes;
+        enum kv_status s = kv_read_probe_open(&probe, bytes, sw > 4096 ? 4096 : (int32_t)sw,
+                                              o.threads);
+        if (s != KV_OK) {
+            fprintf(stderr, "kvlab: kernel: roofline: %s\n", kv_status_str(s));
+            return 1;
+        }
+    }
     /* one pool for every configuration's copies, faulted in before any timing */
     size_t pool = 0;
     for (int si = 0; si < o.n_seq_len; si++) {
@@ -621,6 +643,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
     }
     if (kernel_pool_get(pool) == NULL) {
         fprintf(stderr, "kvlab: kernel: out of memory for %zu bytes of caches\n", pool);
+        kv_read_probe_close(&probe);
         return 1;
     }
     /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the
@@ -655,28 +678,42 @@ static int kernel_run(struct kv_cmd_ctx *x)
                    rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops, rl.read_spread,
                    rl.read_l3_spread, KV_ROOFLINE_METHOD);
         printf("head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,"
-               "ref_us_min,mode,sets\n");
+               "ref_us_min,mode,sets,bound_gbps\n");
     }
     for (int si = 0; si < o.n_seq_len; si++) {
         for (int di = 0; di < o.n_dtype; di++) {
             struct kernel_result r;
             int32_t T = o.seq_len[si];
             enum kv_dtype dt = o.dtype[di];
+            double before = NAN, after = NAN, bound;
+            if (o.roofline)
+                before = kv_read_probe_best(&probe, KERNEL_PROBE_PASSES);
             if (kernel_run_one(&r, &o, T, dt) != 0) {
                 kernel_pool_release();
+                kv_read_probe_close(&probe);
                 return 1;
             }
+            if (o.roofline)
+                after = kv_read_probe_best(&probe, KERNEL_PROBE_PASSES);
+            bound = isnan(before) || after > before ? after : before;
             const char *name = kv_type_traits[dt].name;
             if (o.csv) {
                 printf("%d,%d,%d,%d,%d,%s,%d,%.2f,%.2f,%.3f,%.3f,", o.head_dim, o.heads, o.kv_heads,
                        T, o.queries, name, o.threads, r.us_min, r.us_median, r.gbps, r.gflops);
                 if (!isnan(r.ref_us_min))
                     printf("%.2f", r.ref_us_min);
-                printf(",%s,%d\n", mode, r.sets);
+                printf(",%s,%d,", mode, r.sets);
+                if (!isnan(bound))
+                    printf("%.3f", bound);
+                printf("\n");
             } else {
                 printf("T %d, %s, %s (%d cop%s): kv_attn min %.1f us, median %.1f us, %.2f GB/s, %.2f GFLOP/s\n",
                        T, name, mode, r.sets, r.sets == 1 ? "y" : "ies", r.us_min, r.us_median,
                        r.gbps, r.gflops);
+                if (!isnan(bound))
+                    printf("T %d, %s: %.1f%% of the %s read limit beside it, %.2f GB/s\n", T,
+                           name, 100.0 * r.gbps / bound,
+                           o.mode == KV_KTIME_COLD ? "DRAM" : "L3", bound);
                 if (!isnan(r.ref_us_min))
                     printf("T %d, %s: kv_attn_ref min %.1f us (%.1fx slower); max |kv_attn - ref| = %.2g\n",
                            T, name, r.ref_us_min, r.ref_us_min / r.us_min, r.max_err);
@@ -685,6 +722,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
         }
     }
     kernel_pool_release();
+    kv_read_probe_close(&probe);
     return 0;
 }
 

@@ -318,3 +318,43 @@ enum kv_status kv_roofline_measure(struct kv_roofline *out,
         s = measure_sgemm(&out->sgemm_gflops, &out->sgemm_spread, p);
     return s;
 }
+
+enum kv_status kv_read_probe_open(struct kv_read_probe *p, size_t bytes, int32_t sweeps,
+                                  int32_t n_threads)
+{
+    memset(p, 0, sizeof(*p));
+    if (bytes < sizeof(float) || sweeps < 1 || n_threads < 1)
+        return KV_ERR_INVALID;
+    p->n = bytes / sizeof(float);
+    p->x = kv_alloc(p->n * sizeof(float));
+    if (p->x == NULL)
+        return KV_ERR_NOMEM;
+    p->sweeps = sweeps;
+    p->n_threads = n_threads;
+    fill(p->x, p->n, 1.0f, n_threads);
+    return KV_OK;
+}
+
+double kv_read_probe_best(struct kv_read_probe *p, int32_t passes)
+{
+    if (p->x == NULL || passes < 1)
+        return NAN;
+    struct kv_roofline_params rp = {.n_threads = p->n_threads, .reps = passes};
+    struct read_ctx ctx = {p->x, p->n, p->n_threads, p->sweeps};
+    double *t = kv_alloc((size_t)passes * sizeof(double));
+    if (t == NULL)
+        return NAN;
+    read_pass(&ctx); /* the caches and TLB hold the kernel's data, not ours */
+    int32_t done = timed_passes(t, &rp, read_pass, &ctx);
+    double gbps, spread;
+    best_and_spread(&gbps, &spread, (double)p->sweeps * (double)(p->n * sizeof(float)), t, done,
+                    passes);
+    kv_free(t);
+    return gbps;
+}
+
+void kv_read_probe_close(struct kv_read_probe *p)
+{
+    kv_free(p->x);
+    memset(p, 0, sizeof(*p));
+}

@@ -43,6 +43,10 @@ $col["head_dim"] == "head_dim" { next }    # a repeated header (concatenated run
     if (LAYOUT == "kivi" && DT[n] ~ /^int/) DT[n] = "kivi-" DT[n]   # per-channel keys
     US[n] = $col["us_min"] + 0; MED[n] = $col["us_median"] + 0
     GB[n] = $col["gbps"] + 0; GF[n] = $col["gflops"] + 0
+    # the read limit measured right before and after this row (--roofline
+    # runs since bound_gbps); 0: judge it by the run's limits instead
+    BND[n] = ("bound_gbps" in col) ? $col["bound_gbps"] + 0 : 0
+    if (BND[n] > 0) nbnd++
     # files from before cold/hot timed one cache over and over: hot
     MO[n] = ("mode" in col) ? $col["mode"] : "hot"
     key = D[n] "," H[n] "," HKV[n] "," T[n] "," Q[n] "," DT[n] "," MO[n]
@@ -66,6 +70,8 @@ function kv_bytes(d, hkv, t, dt,   rb) {
 }
 function us_of(sk, dt, mode,   k) { k = sk ",1," dt "," mode; return (k in row) ? US[row[k]] : -1 }
 function limit_gbps(mode) { return mode == "cold" ? rb : rl3 }
+# the limit row j is held to: its own, measured beside it, else the run's
+function row_limit(j) { return BND[j] > 0 ? BND[j] : limit_gbps(MO[j]) }
 function shape(d, h, hkv) { return d ", " h "/" hkv }
 # the best of ggml's types tys[1..nt] in llama.cpp's layout: its us, and
 # BEST_T its type
@@ -94,6 +100,8 @@ END {
         (nrl > 1 ? sprintf("the best of %d measurements", nrl) : "measured in the same run"), \
         (rb > 0 ? sprintf("%.1f", rb) : "not measured"), (rl3 > 0 ? sprintf("%.1f", rl3) : "not measured"), \
         (sg > 0 ? sprintf("%.0f", sg) : "not measured"), gver
+    if (nbnd > 0)
+        print "A row's limit and % of limit use the read bandwidth measured right before and after that row (`bound_gbps`), where the row has one: the host's bandwidth drifts within a run.\n"
 
     for (m = 1; m <= 2; m++) {
         mode = MODES[m]; lg = limit_gbps(mode)
@@ -107,6 +115,7 @@ END {
             split(dec[i], s, ","); sh = s[1] "," s[2] "," s[3]
             f = us_of(dec[i], "f32", mode); i8 = us_of(dec[i], "int8", mode); i4 = us_of(dec[i], "int4", mode)
             if (f < 0 && i8 < 0 && i4 < 0) continue
+            k = dec[i] ",1,f32," mode; if (k in row) lg = row_limit(row[k]); else lg = limit_gbps(mode)
             lim = lg > 0 ? kv_bytes(s[1], s[3], s[4], "f32") / (lg * 1e3) : -1
             gb = ggml_best(sh, s[4], mode, BEST_OF, nbest); bt = BEST_T
             g8 = peer("kernel", "ggml", sh, s[4], "q8_0", "llama", mode)
@@ -204,7 +213,7 @@ END {
     print "| head_dim, heads/kv_heads | T | queries | dtype | mode | us min | us median | limit us | GB/s | % of limit | GFLOP/s |"
     print "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"
     for (o = 1; o <= nkeys; o++) {
-        j = row[order[o]]; lg = limit_gbps(MO[j])
+        j = row[order[o]]; lg = row_limit(j)
         lim = lg > 0 ? kv_bytes(D[j], HKV[j], T[j], DT[j]) / (lg * 1e3) : -1
         printf "| %s | %d | %d | %s | %s | %.1f | %.1f | %s | %.1f | %s | %.1f |\n", shape(D[j], H[j], HKV[j]), \
             T[j], Q[j], DT[j], MO[j], US[j], MED[j], (lim > 0 ? sprintf("%.1f", lim) : "-"), GB[j], \
