@@ -291,7 +291,7 @@ void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads)
         p->read_l3_bytes = (size_t)32 << 20;
     p->copy_bytes = (size_t)128 << 20;
     p->gemm_n = 2048;
-    p->reps = 9;
+    p->reps = 30;
 }
 
 enum kv_status kv_roofline_measure(struct kv_roofline *out,

@@ -52,7 +52,12 @@ struct kv_roofline {
 /* The defaults: a DRAM read array of max(256 MiB, 2 x L3), an L3 read
  * array of L3 / 8 clamped to [1, 32] MiB (summed repeatedly, so a pass
  * reads as many bytes as the DRAM one), 2 x 128 MiB copy arrays, sgemm
- * 2048, 9 timed passes. */
+ * 2048, 30 timed passes. With 9, five runs back to back on the shared VM
+ * agreed within 5% on DRAM read but 11% on copy and 27% on the L3 read;
+ * with 30 (0.9 s more), within 1-3% while the host held still. The host's
+ * own phases, seconds long, still move every limit by up to 30%, which no
+ * pass count removes: kvlab kernel --roofline measures a row's limit beside
+ * it (kv_read_probe). */
 void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads);
 
 /*
