@@ -14,7 +14,7 @@
 # appended too.
 #
 # usage: serving.sh OUT_DIR
-# env: KVLAB (build/kvlab), SERVING_RATES (1,2,4,8), SERVING_REQUESTS (20),
+# env: KVLAB (build/kvlab), SERVING_RATES (1,2,4,8), SERVING_REQUESTS (16),
 #      SERVING_WORKLOAD (chat), SERVING_POOL_MB (128), SERVING_MAX_BATCH (32),
 #      SERVING_POLICIES (bench/data/serving.policies), SERVING_ARGS (more
 #      `kvlab serving` options, e.g. a smaller model or --threads),
@@ -33,7 +33,7 @@ set -euo pipefail
 out=$1
 KVLAB=${KVLAB:-build/kvlab}
 RATES=${SERVING_RATES:-1,2,4,8}
-REQUESTS=${SERVING_REQUESTS:-20}
+REQUESTS=${SERVING_REQUESTS:-16}
 WORKLOAD=${SERVING_WORKLOAD:-chat}
 POOL=${SERVING_POOL_MB:-128}
 BATCH=${SERVING_MAX_BATCH:-32}
