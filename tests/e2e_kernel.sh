@@ -125,6 +125,10 @@ done
 check "--roofline: the row carries the read limit measured beside it (bound_gbps > 0)" \
     test "$(grep -v '^#' "$TMP/r.csv" | tail -n +2 | awk -F, '$15 + 0 > 0' | wc -l)" = 1
 "$KVLAB" kernel --head-dim 8 --heads 2 --kv-heads 2 --seq-len 24 --reps 2 --threads 1 \
+    --no-ref --bound --hot --csv >"$TMP/b.csv" 2>/dev/null
+check "--bound alone: the row's limit, no roofline metadata" \
+    test "$(grep -v '^#' "$TMP/b.csv" | tail -n +2 | awk -F, '$15 + 0 > 0' | wc -l):$(grep -c '^# read_gbps=' "$TMP/b.csv")" = "1:0"
+"$KVLAB" kernel --head-dim 8 --heads 2 --kv-heads 2 --seq-len 24 --reps 2 --threads 1 \
     --no-ref --roofline --cold-bytes "$COLD" >"$TMP/r.txt" 2>/dev/null
 check "--roofline, text: the row's share of the limit beside it" \
     grep -q '^T 24, f32: [0-9.]*% of the DRAM read limit beside it, [0-9.]* GB/s$' "$TMP/r.txt"
@@ -147,6 +151,7 @@ bad_opt seq-len-zero "${K[@]}" --seq-len 0
 bad_opt kv-heads-not-dividing "${K[@]}" --heads 3
 bad_opt queries-past-seq-len "${K[@]}" --queries 17
 bad_opt roofline-is-a-flag "${K[@]}" --roofline=1
+bad_opt bound-is-a-flag "${K[@]}" --bound=1
 bad_opt hot-is-a-flag "${K[@]}" --hot=1
 bad_opt cold-bytes-zero "${K[@]}" --cold-bytes 0
 bad_opt cold-bytes-text "${K[@]}" --cold-bytes lots

@@ -27,12 +27,14 @@
  * CPU, threads, mode, the L3 size and the cold total; with --roofline also
  * the machine's limits measured on the same threads: read_gbps from DRAM,
  * read_l3_gbps from an L3-resident buffer, copy_gbps, sgemm_gflops, and
- * `limit=` naming the one that matches the mode).
+ * `limit=` naming the one that matches the mode). --bound (implied by
+ * --roofline) measures that limit again right before and after each row,
+ * into the row's bound_gbps: the host's bandwidth drifts within a run.
  *
  *   kvlab kernel [--seq-len T[,T...]] [--heads H] [--kv-heads HKV] [--head-dim D]
  *                [--dtype f32|f16|bf16|int8|int4|int2[,...]] [--queries N] [--reps R]
  *                [--threads N] [--group G] [--layout token|kivi] [--hot | --cold-bytes B]
- *                [--no-ref] [--roofline] [--csv]
+ *                [--no-ref] [--roofline] [--bound] [--csv]
  *
  * --layout kivi lays the quantized keys out as the quantized strategy's
  * KIVI layout does: per channel, one (scale, min) per element of head_dim
@@ -70,7 +72,7 @@ struct kernel_opts {
     enum kv_dtype dtype[KERNEL_MAX_LIST];
     int n_dtype;
     int32_t heads, kv_heads, head_dim, queries, reps, threads, group;
-    int no_ref, csv, roofline;
+    int no_ref, csv, roofline, bound; /* bound: the read limit beside each row */
     enum kv_ktime_mode mode;
     size_t cold_bytes; /* cold: the copies together exceed this (default 2 x L3) */
     int kivi; /* --layout kivi: quantized keys per channel over blocks of --group tokens */
@@ -103,7 +105,7 @@ struct kernel_args {
     struct kernel_dtypes dtype;
     int32_t heads, kv_heads, head_dim, queries, reps, group;
     int layout; /* 0 token, 1 kivi */
-    int hot, no_ref, roofline, csv;
+    int hot, no_ref, roofline, bound, csv;
     int64_t cold_bytes;
 };
 
@@ -185,7 +187,10 @@ static const struct kv_opt kernel_table[] = {
      .help = "skip the scalar reference (its time and the error check)"},
     {.name = "--roofline", .kind = KV_OPT_FLAG, .off = A(roofline),
      .help = "first measure read bandwidth (DRAM and L3), copy bandwidth and sgemm on the "
-             "same threads"},
+             "same threads (and --bound)"},
+    {.name = "--bound", .kind = KV_OPT_FLAG, .off = A(bound),
+     .help = "measure the read limit of the mode (DRAM cold, L3 hot) right before and after "
+             "each row: bound_gbps"},
     {.name = "--csv", .kind = KV_OPT_FLAG, .off = A(csv),
      .help = "'# key=value' metadata lines, a header, one row per (T, dtype)"},
 };
@@ -231,6 +236,7 @@ static void kernel_resolve(const struct kv_cmd_ctx *x, struct kernel_opts *o)
     o->no_ref = a->no_ref;
     o->csv = a->csv;
     o->roofline = a->roofline;
+    o->bound = a->roofline || a->bound;
     o->mode = a->hot ? KV_KTIME_HOT : KV_KTIME_COLD;
     o->cold_bytes = (size_t)a->cold_bytes;
     o->kivi = a->layout == 1;
@@ -583,6 +589,11 @@ static int kernel_check(struct kv_cmd_ctx *x)
                 T, kv_type_traits[dt].name);
         return 2;
     }
+    if (o.bound) { /* the read probe's array, beside the pool */
+        struct kv_roofline_params rp;
+        kv_roofline_defaults(&rp, o.threads);
+        peak += o.mode == KV_KTIME_COLD ? rp.read_bytes : rp.read_l3_bytes;
+    }
     char what[192];
     snprintf(what, sizeof what, "kernel: %s mode (%d cop%s of %zu bytes at --seq-len %d --dtype "
              "%s, and its buffers)", kv_ktime_mode_name(o.mode), sets, sets == 1 ? "y" : "ies",
@@ -618,7 +629,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
      * it (the best of both), because the host's bandwidth drifts within a
      * run; cold rows read DRAM, hot rows the L3 */
     struct kv_read_probe probe = {0};
-    if (o.roofline) {
+    if (o.bound) {
         struct kv_roofline_params rp;
         kv_roofline_defaults(&rp, o.threads);
         size_t bytes = o.mode == KV_KTIME_COLD ? rp.read_bytes : rp.read_l3_bytes;
@@ -686,14 +697,14 @@ static int kernel_run(struct kv_cmd_ctx *x)
             int32_t T = o.seq_len[si];
             enum kv_dtype dt = o.dtype[di];
             double before = NAN, after = NAN, bound;
-            if (o.roofline)
+            if (o.bound)
                 before = kv_read_probe_best(&probe, KERNEL_PROBE_PASSES);
             if (kernel_run_one(&r, &o, T, dt) != 0) {
                 kernel_pool_release();
                 kv_read_probe_close(&probe);
                 return 1;
             }
-            if (o.roofline)
+            if (o.bound)
                 after = kv_read_probe_best(&probe, KERNEL_PROBE_PASSES);
             bound = isnan(before) || after > before ? after : before;
             const char *name = kv_type_traits[dt].name;

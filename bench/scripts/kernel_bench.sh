@@ -62,7 +62,7 @@ for pass in $(seq 1 "$passes"); do
             grep '^#' "$tmp.part" >>"$tmp"
             if [ "$first_of_run" = 1 ]; then grep -v '^#' "$tmp.part" >>"$tmp"; first_of_run=0
             else grep -v '^#' "$tmp.part" | tail -n +2 >>"$tmp"; fi
-            first=
+            first=--bound # every row's own limit beside it (--roofline implies it)
         done
         [ -n "$ggml" ] || continue
         for hot in "" --hot; do
