@@ -78,10 +78,11 @@ struct kernel_opts {
     int kivi; /* --layout kivi: quantized keys per channel over blocks of --group tokens */
 };
 
-/* timed passes of the read probe before and after each row (about 50 ms
- * each side at 80 GB/s over 256 MiB, next to a row's second or more): with
- * 3 passes the limit beside a row moved by up to 25% between runs on the
- * shared VM, with 15 by 6% */
+/* timed passes of the read probe before and after each row: about 50 ms a
+ * side at 80 GB/s over 256 MiB, next to a row's second or more; the best of
+ * 3 a side read 64-90 GB/s over six runs in a phase where the run's own
+ * limit moved 66-86 (best of 9); 15 a side hold the estimate near the
+ * host's best of those minutes */
 #define KERNEL_PROBE_PASSES 15
 
 struct kernel_result {
