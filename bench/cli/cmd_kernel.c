@@ -633,10 +633,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
     if (o.bound) {
         struct kv_roofline_params rp;
         kv_roofline_defaults(&rp, o.threads);
-        size_t bytes = o.mode == KV_KTIME_COLD ? rp.read_bytes : rp.read_l3_bytes;
-        size_t sw = (rp.read_bytes + bytes - 1) / bytes;
-        enum kv_status s = kv_read_probe_open(&probe, bytes, sw > 4096 ? 4096 : (int32_t)sw,
-                                              o.threads);
+        enum kv_status s = kv_read_probe_open(&probe, &rp, o.mode == KV_KTIME_HOT);
         if (s != KV_OK) {
             fprintf(stderr, "kvlab: kernel: roofline: %s\n", kv_status_str(s));
             return 1;

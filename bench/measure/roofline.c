@@ -276,6 +276,14 @@ static enum kv_status measure_sgemm(double *gflops, double *spread,
 /* ------------------------------------------------------------------------ */
 /* Public                                                                   */
 
+/* passes over the L3 array per timed pass: as many bytes as the DRAM test
+ * reads, at most 4096 */
+static int32_t l3_sweeps(const struct kv_roofline_params *p)
+{
+    size_t sw = (p->read_bytes + p->read_l3_bytes - 1) / p->read_l3_bytes;
+    return sw > 4096 ? 4096 : (int32_t)sw;
+}
+
 void kv_roofline_defaults(struct kv_roofline_params *p, int32_t n_threads)
 {
     memset(p, 0, sizeof(*p));
@@ -307,10 +315,8 @@ enum kv_status kv_roofline_measure(struct kv_roofline *out,
     out->reps = p->reps;
     enum kv_status s = measure_read(&out->read_gbps, &out->read_spread, p, p->read_bytes, 1);
     if (s == KV_OK && !stopped(p)) {
-        /* as many bytes per pass as the DRAM test, at most 4096 sweeps */
-        size_t sw = (p->read_bytes + p->read_l3_bytes - 1) / p->read_l3_bytes;
         s = measure_read(&out->read_l3_gbps, &out->read_l3_spread, p, p->read_l3_bytes,
-                         sw > 4096 ? 4096 : (int32_t)sw);
+                         l3_sweeps(p));
     }
     if (s == KV_OK && !stopped(p))
         s = measure_copy(&out->copy_gbps, &out->copy_spread, p);
@@ -319,12 +325,14 @@ enum kv_status kv_roofline_measure(struct kv_roofline *out,
     return s;
 }
 
-enum kv_status kv_read_probe_open(struct kv_read_probe *p, size_t bytes, int32_t sweeps,
-                                  int32_t n_threads)
+enum kv_status kv_read_probe_open(struct kv_read_probe *p, const struct kv_roofline_params *rp,
+                                  int l3)
 {
     memset(p, 0, sizeof(*p));
-    if (bytes < sizeof(float) || sweeps < 1 || n_threads < 1)
+    const size_t bytes = l3 ? rp->read_l3_bytes : rp->read_bytes;
+    if (bytes < sizeof(float) || rp->read_bytes < sizeof(float) || rp->n_threads < 1)
         return KV_ERR_INVALID;
+    const int32_t sweeps = l3 ? l3_sweeps(rp) : 1, n_threads = rp->n_threads;
     p->n = bytes / sizeof(float);
     p->x = kv_alloc(p->n * sizeof(float));
     if (p->x == NULL)

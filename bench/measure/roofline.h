@@ -73,17 +73,18 @@ enum kv_status kv_roofline_measure(struct kv_roofline *out,
  * be run beside each measurement. The host's bandwidth drifts by 10-25%
  * within seconds on a shared VM, so a limit taken once at the start of a
  * run is not the limit a row minutes later met; a probe taken right before
- * and after that row is. open allocates and touches `bytes` (summed
- * `sweeps` times a pass) for n_threads; best returns the best of `passes`
- * timed passes in 1e9 bytes/s (NaN when none was undisturbed enough).
+ * and after that row is. open allocates and touches the array of rp's DRAM
+ * read test, or with l3 set of its L3 read test (summed as many times a
+ * pass), on rp's threads; best returns the best of `passes` timed passes in
+ * 1e9 bytes/s (NaN when none was undisturbed enough).
  */
 struct kv_read_probe {
     float *x;
     size_t n;
     int32_t sweeps, n_threads;
 };
-enum kv_status kv_read_probe_open(struct kv_read_probe *p, size_t bytes, int32_t sweeps,
-                                  int32_t n_threads);
+enum kv_status kv_read_probe_open(struct kv_read_probe *p, const struct kv_roofline_params *rp,
+                                  int l3);
 double kv_read_probe_best(struct kv_read_probe *p, int32_t passes);
 void kv_read_probe_close(struct kv_read_probe *p);
 

@@ -43,8 +43,8 @@ $col["head_dim"] == "head_dim" { next }    # a repeated header (concatenated run
     if (LAYOUT == "kivi" && DT[n] ~ /^int/) DT[n] = "kivi-" DT[n]   # per-channel keys
     US[n] = $col["us_min"] + 0; MED[n] = $col["us_median"] + 0
     GB[n] = $col["gbps"] + 0; GF[n] = $col["gflops"] + 0
-    # the read limit measured right before and after this row (--roofline
-    # runs since bound_gbps); 0: judge it by the run's limits instead
+    # the read limit measured right before and after this row (kvlab kernel
+    # --bound or --roofline); 0: judge it by the run's limits instead
     BND[n] = ("bound_gbps" in col) ? $col["bound_gbps"] + 0 : 0
     if (BND[n] > 0) nbnd++
     # files from before cold/hot timed one cache over and over: hot
@@ -104,7 +104,7 @@ END {
         print "A row's limit and % of limit use the read bandwidth measured right before and after that row (`bound_gbps`), where the row has one: the host's bandwidth drifts within a run.\n"
 
     for (m = 1; m <= 2; m++) {
-        mode = MODES[m]; lg = limit_gbps(mode)
+        mode = MODES[m]
         if (mode == "cold")
             print "**Decode, cold** (every call reads its K/V from DRAM: the calls rotate over copies of the cache totalling more than 2 x the L3, as a decode step over many layers does; min us per call; limit = f32 K+V bytes / DRAM read bandwidth; ggml in llama.cpp's cache layout, its f32 column the best of its f32, f16 and bf16; speedup = ggml / kvlab):\n"
         else
@@ -115,7 +115,7 @@ END {
             split(dec[i], s, ","); sh = s[1] "," s[2] "," s[3]
             f = us_of(dec[i], "f32", mode); i8 = us_of(dec[i], "int8", mode); i4 = us_of(dec[i], "int4", mode)
             if (f < 0 && i8 < 0 && i4 < 0) continue
-            k = dec[i] ",1,f32," mode; if (k in row) lg = row_limit(row[k]); else lg = limit_gbps(mode)
+            k = dec[i] ",1,f32," mode; lg = (k in row) ? row_limit(row[k]) : limit_gbps(mode)
             lim = lg > 0 ? kv_bytes(s[1], s[3], s[4], "f32") / (lg * 1e3) : -1
             gb = ggml_best(sh, s[4], mode, BEST_OF, nbest); bt = BEST_T
             g8 = peer("kernel", "ggml", sh, s[4], "q8_0", "llama", mode)
