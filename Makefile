@@ -16,6 +16,7 @@
 #   mk/model.mk    the trained model: training, bits per byte, streaming
 #   mk/quality.mk  tests, regression checks, fuzzing, lint, valgrind, notebook and report checks
 #   mk/slurm.mk    one sweep in shards, on this machine or on Slurm
+#   mk/guard.mk    the check of every value you hand make, before it is used
 # A target's `## text` (after its prerequisites, or `## target: text` on a
 # line above it) is its line in `make help`; `##@ Title` starts an area.
 #
@@ -23,6 +24,11 @@
 # optimisation flags only, the required ones in KV_REQ_* stay), PORTABLE=1
 # (no -march=native), SANITIZE=1, BUILD (the output folder), CC,
 # PREFIX/DESTDIR for install.
+
+# every value given on make's command line or in the environment is checked
+# before anything expands it: no character the shell parses (mk/guard.mk)
+KV_MK_FILES := mk/build.mk mk/bench.mk mk/peers.mk mk/model.mk mk/quality.mk mk/slurm.mk
+include mk/guard.mk
 
 CC       ?= cc
 PREFIX   ?= /usr/local
@@ -57,7 +63,6 @@ CFLAGS   ?= $(OPT) $(ARCH)
 
 # `make` alone builds the library and the CLI (all, in mk/build.mk).
 .DEFAULT_GOAL := all
-KV_MK_FILES := mk/build.mk mk/bench.mk mk/peers.mk mk/model.mk mk/quality.mk mk/slurm.mk
 include $(KV_MK_FILES)
 
 # ---- make help ------------------------------------------------------------

@@ -19,7 +19,8 @@
 #    figure script runs as the tests call it (gnuplot -e "csv='..'" with
 #    plain paths) and as make / merge.sbatch call it (gnuplot -c SCRIPT CSV
 #    OUTDIR) with paths full of quotes, backquotes, `$(...)` and `;`; `make
-#    plots` with such BENCH_CSV, KERNEL_CSV, FRONTIER_CSV and PLOTS_DIR;
+#    plots` on the hostile CSVs, and refusing (exit 2, one line) a hostile
+#    BENCH_CSV or PLOTS_DIR before anything runs (mk/guard.mk);
 #    bench/slurm/merge.sbatch on clean shards of a sweep without lossy
 #    strategies (plots drawn, the frontier skipped in one note line, exit 0)
 #    and on doctored shards (merge refuses them, or the plots are drawn).
@@ -244,19 +245,30 @@ for n in $figures; do
 done
 
 if [ "$OWN" = 1 ]; then
-    # make plots, the way make bench calls it, with hostile paths (make
-    # expands $, so these carry quotes, backquotes and ; but no $)
+    # make plots, the way make bench calls it, with hostile paths: make
+    # refuses them before any recipe runs (mk/guard.mk), in one line
     DM="$TMP/mk'q\"\`touch PWNED_p6\`;x"
+    mkdir -p "$DM"
+    cp "$TMP/h_sweep.csv" "$DM/bench.csv"
+    make --no-print-directory -s -C "$ROOT" plots BENCH_CSV="$DM/bench.csv" PLOTS_DIR="$DM/plots \`touch PWNED_p7\`" \
+        >"$TMP/mk.out" 2>"$TMP/mk.err"
+    rc=$?
+    check "make plots with hostile paths is refused with exit 2 (rc=$rc)" test "$rc" = 2
+    check "make plots with hostile paths: one line naming the value ($(head -c 300 "$TMP/mk.err"))" \
+        test "$(wc -l <"$TMP/mk.err")" = 1 -a "$(grep -c 'BENCH_CSV holds\|PLOTS_DIR holds' "$TMP/mk.err")" = 1
+    check "make plots with hostile paths: nothing drawn" test ! -e "$DM/plots \`touch PWNED_p7\`"
+    # the hostile CSVs themselves, under plain paths: every figure drawn
+    DM="$TMP/mkplain"
     mkdir -p "$DM"
     cp "$TMP/h_sweep.csv" "$DM/bench.csv"
     cp "$TMP/h_kernel.csv" "$DM/kernel.csv"
     cp "$TMP/h_frontier.csv" "$DM/frontier.csv"
-    make --no-print-directory -s -C "$ROOT" plots BENCH_CSV="$DM/bench.csv" PLOTS_DIR="$DM/plots \`touch PWNED_p7\`" \
+    make --no-print-directory -s -C "$ROOT" plots BENCH_CSV="$DM/bench.csv" PLOTS_DIR="$DM/plots" \
         KERNEL_CSV="$DM/kernel.csv" FRONTIER_CSV="$DM/frontier.csv" >"$TMP/mk.out" 2>"$TMP/mk.err"
     rc=$?
-    check "make plots with hostile paths and CSVs exits 0 (rc=$rc: $(head -c 300 "$TMP/mk.err"))" test "$rc" = 0
+    check "make plots with hostile CSVs exits 0 (rc=$rc: $(head -c 300 "$TMP/mk.err"))" test "$rc" = 0
     for n in latency cache_memory quantization kernel frontier; do
-        check "make plots drew $n.png" test -s "$DM/plots \`touch PWNED_p7\`/$n.png"
+        check "make plots drew $n.png" test -s "$DM/plots/$n.png"
     done
     make --no-print-directory -s -C "$ROOT" plots BENCH_CSV="$TMP/exact.csv" PLOTS_DIR="$DM/exact" \
         KERNEL_CSV="$DM/none.csv" FRONTIER_CSV="$TMP/exact.csv" >"$TMP/mk.out" 2>"$TMP/mk.err"
