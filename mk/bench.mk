@@ -63,14 +63,15 @@ demo: deps ## the narrated demo tour, under 30 s (DEMO_PAUSE=1 pauses between pa
 	@$(MAKE) --no-print-directory $(CLI)
 	@KVLAB=$(CLI) bash bench/scripts/demo_tour.sh
 
-# Build, run the default sweep into $(BENCH_CSV), the PyTorch-comparison sweep into
+# Build, run the default sweep into $(BENCH_CSV) (each row beside its own DRAM
+# read limit: --bound), the PyTorch-comparison sweep into
 # $(TORCH_CSV), the kernel sweep into $(KERNEL_CSV) and, when built (make peers)
 # or importable, the peers beside them into $(PEERS_CSV) and $(PEERS_ACC_CSV)
 # (tables: $(STEPS_MD), $(KERNEL_CSV:.csv=.md)), draw every plot into $(PLOTS_DIR).
 bench: deps ## the full benchmark: sweeps, kernel, peers when built, tables, plots (out/)
 	@$(MAKE) --no-print-directory $(CLI) $(if $(PEERS_BUILT),peers-bin)
 	@mkdir -p $(dir $(BENCH_CSV)) $(dir $(PEERS_CSV))
-	$(CLI) sweep --out $(BENCH_CSV) $(BENCH_ARGS)
+	$(CLI) sweep --bound --out $(BENCH_CSV) $(BENCH_ARGS)
 	$(CLI) sweep $(TORCH_ARGS) --quiet --out $(TORCH_CSV)
 	@$(MAKE) --no-print-directory kernel-bench-run
 	@rm -f $(PEERS_PART).models $(PEERS_PART).acc

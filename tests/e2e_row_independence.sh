@@ -126,7 +126,7 @@ expect_bad 2 "a pattern of 4 layers on 2 is named with its reason" "hybrid.*does
 # ---------------------------------------------------------------- merge checks the plan
 S1="$TMP/shard-1.csv" S2="$TMP/shard-2.csv"
 # cut inside the last field of the last row: what is left still parses
-# (the newline and one byte: the last field, sync_ns_median, may be one digit)
+# (the newline and one byte of the last field, bound_gbps: nan without --bound)
 head -c -2 "$S2" >"$TMP/cut-2.csv"
 expect_bad 2 "merge of a shard cut mid-field" "cut-2.csv:[0-9]*: .*no newline" \
     "$KVLAB" merge "$TMP/m.csv" "$S1" "$TMP/cut-2.csv"

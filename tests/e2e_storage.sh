@@ -125,6 +125,16 @@ check "dynamic-bf16 1.92x: NOT met" row "$TMP/s.md" '`dynamic-bf16` step | >= 2x
 check "quantized-int2 0.129x of the f32 bytes: met" row "$TMP/s.md" '`quantized-int2` | resident bytes' '17.30 MB (0.129x) | met |'
 check "kivi-2 0.156x: NOT met" row "$TMP/s.md" '`kivi-2` | resident bytes' '21.00 MB (0.156x) | **NOT met** |'
 check "the storage targets' own count" grep -qx '3 of 6 storage targets met.' "$TMP/s.md"
+# a row's own limit (kvlab sweep --bound: bound_gbps) replaces the run's
+# read_gbps: the host read 16 GB/s beside dynamic-bf16, so its bound is
+# 5.00 ms and 5.2 ms is 1.04x (met); dynamic-f16 has none (nan): 20 GB/s
+awk -F, -v OFS=, '/^#/ { print; next } !h++ { print $0, "bound_gbps"; next }
+    { print $0, ($NF == "dynamic-bf16" ? "16.000" : "nan") }' "$TMP/s.csv" >"$TMP/sb.csv"
+bash "$TABLE" --peers "$TMP/p.csv" --steps "$TMP/sb.csv" >"$TMP/sb.md" 2>"$TMP/err"
+check "bound_gbps: dynamic-bf16 held to its own 16 GB/s: 1.04x, met" row "$TMP/sb.md" '`dynamic-bf16` step (80.0 MB' '| <= 6.00 ms | 5.20 ms (1.04x; min 5.10 ms) | met |'
+check "bound_gbps nan: dynamic-f16 held to the run's 20 GB/s" row "$TMP/sb.md" '`dynamic-f16` step (80.0 MB' '| <= 4.80 ms | 4.60 ms (1.15x; min 4.50 ms) | met |'
+check "bound_gbps: the table says where the limits come from" grep -q 'measured right before and after each row.*bound_gbps' "$TMP/sb.md"
+check "no bound_gbps: the table does not say so" test "$(grep -c 'bound_gbps' "$TMP/s.md")" = 0
 # without peers and without the 2-bit rows: those targets are not measured, never a constant
 grep -v 'int2\|kivi' "$TMP/s.csv" >"$TMP/s2.csv"
 bash "$TABLE" --steps "$TMP/s2.csv" >"$TMP/s2.md" 2>/dev/null

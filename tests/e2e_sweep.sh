@@ -323,5 +323,24 @@ check "roofline --csv says how it measured" sh -c "echo '$out' | grep -q '^# roo
 "$KVLAB" roofline --threads 0 >/dev/null 2>&1
 check "roofline --threads 0 exits 2" test $? = 2
 
+
+# ---------------------------------------------------------------- the limit beside each row
+# without --bound (the sweep above): no limit per row, and the file says so
+check "no --bound: bound_gbps is nan on every row" \
+    awk -F, -v c="$(col bound_gbps)" '!/^#/ && h++ { if ($c != "nan") exit 1 } END { exit !(c > 0 && h > 1) }' "$CSV"
+check "no --bound: # bound_method=none" grep -qx '# bound_method=none' "$CSV"
+# shellcheck disable=SC2086
+"$KVLAB" sweep $MODEL --strategies sliding,quantized-int8 --seq-lens 64,128 --reps $REPS \
+    --warmup $WARM --no-roofline --bound --quiet --out "$TMP/bound.csv" 2>"$TMP/err"
+rc=$?
+check "--bound exits 0 (rc=$rc: $(head -c 300 "$TMP/err"))" test "$rc" = 0
+bh=$(grep -v '^#' "$TMP/bound.csv" | head -n 1)
+bc=$(echo "$bh" | tr ',' '\n' | grep -n -x bound_gbps | cut -d: -f1)
+check "--bound: a positive, finite bound_gbps on each of the 4 rows" \
+    awk -F, -v c="${bc:-0}" '!/^#/ && h++ { n++; if (!(c > 0 && $c ~ /^[0-9.]+$/ && $c + 0 > 0)) exit 1 }
+        END { exit n != 4 }' "$TMP/bound.csv"
+check "--bound: the metadata says how it was measured" \
+    grep -qx '# bound_method=DRAM read test; best of [0-9]* timed passes right before and [0-9]* right after each row.s attempt' "$TMP/bound.csv"
+bad_opt "--bound with --list" --bound --list
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -5,7 +5,7 @@
  *   kvlab sweep [--strategies LIST] [--seq-lens LIST | --max-seq N]
  *               [--none-max N] [--reps R] [--warmup W] [--out FILE]
  *               [--retries N] [--strict] [--noise-max-other-cores X]
- *               [--noise-min-util X] [--quiet] [--no-roofline] [--shard I/N]
+ *               [--noise-min-util X] [--quiet] [--no-roofline] [--bound] [--shard I/N]
  *               [--list] [--plan-rates G,B[,C]] [model and strategy options]
  *
  * The measurement is sweep.c; this file declares the options (a table of
@@ -48,6 +48,8 @@
 #define DEFAULT_WARMUP 2
 #define DEFAULT_RETRIES 2
 #define MIN_POW2_SEQ 64
+/* --bound: timed passes of the read probe before and after each row */
+#define SWEEP_PROBE_PASSES 7
 
 /* ------------------------------------------------------------------------ */
 /* Signals                                                                  */
@@ -315,6 +317,9 @@ static const struct kv_opt sweep_table[] = {
      .help = "no progress on stderr (the warning about noisy rows is still printed)"},
     {.name = "--no-roofline", .kind = KV_OPT_FLAG, .off = O(no_roofline),
      .help = "skip measuring the machine's limits (metadata reads nan)"},
+    {.name = "--bound", .kind = KV_OPT_FLAG, .off = O(bound), .modes = M_MEASURE,
+     .help = "measure the DRAM read limit right before and after each row: bound_gbps "
+             "(the host's bandwidth drifts within a run)"},
     {.name = "--shard", .kind = KV_OPT_CUSTOM, .off = O(shard), .modes = M_PLAIN,
      .parse = parse_shard, .meta = "I/N",
      .help = "measure only part I of N of the sweep's rows, balanced by predicted cost"},
@@ -480,7 +485,8 @@ static int build_config(struct kv_sweep_config *cfg, const struct kv_cmd_ctx *x)
  * and the reference logits. Returns 0 or the exit status.
  */
 static int check_sweep_memory(const struct kv_model_config *mc,
-                              const struct kv_sweep_config *cfg, size_t weights, int memory)
+                              const struct kv_sweep_config *cfg, size_t weights, int memory,
+                              int bound)
 {
     struct kv_cache_config cc;
     size_t caches = 0, b = 0;
@@ -504,15 +510,22 @@ static int check_sweep_memory(const struct kv_model_config *mc,
     size_t T = (size_t)cfg->seq_lens[cfg->n_lens - 1];
     const size_t fa[] = {(size_t)cfg->batch, T, per_tok, sizeof(float)};
     const size_t fl[] = {(size_t)cfg->batch, (size_t)mc->vocab_size, 2 * 1024, sizeof(float)};
-    size_t act, logits;
+    size_t act, logits, probe = 0;
+    if (bound) { /* --bound's read probe, beside the caches */
+        struct kv_roofline_params rp;
+        kv_roofline_defaults(&rp, cfg->threads);
+        probe = rp.read_bytes;
+    }
     if (kv_mul_sizes(&act, 4, fa) != KV_OK || kv_mul_sizes(&logits, 4, fl) != KV_OK ||
         caches > SIZE_MAX - weights || act > SIZE_MAX - weights - caches ||
-        logits > SIZE_MAX - weights - caches - act) {
+        logits > SIZE_MAX - weights - caches - act ||
+        probe > SIZE_MAX - weights - caches - act - logits) {
         fprintf(stderr, "kvlab: sweep: the caches of this sweep would need more than "
                         "%zu bytes\n", (size_t)SIZE_MAX);
         return 2;
     }
-    return kv_cli_check_memory("this sweep", weights + caches + act + logits) != 0 ? 2 : 0;
+    return kv_cli_check_memory("this sweep", weights + caches + act + logits + probe) != 0 ? 2
+                                                                                        : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -585,7 +598,7 @@ static int sweep_model(const struct kv_cmd_ctx *x, struct kv_sweep_config *cfg,
         /* 0: the configuration is invalid; creating it says why */
         size_t weights = kv_model_weight_bytes(&mc);
         /* --list measures nothing: its strategies are validated, not sized */
-        int rc = weights > 0 ? check_sweep_memory(&mc, cfg, weights, !o->list) : 0;
+        int rc = weights > 0 ? check_sweep_memory(&mc, cfg, weights, !o->list, o->bound) : 0;
         if (rc != 0)
             return rc;
         const enum kv_status s = o->list ? (weights > 0 ? KV_OK : KV_ERR_INVALID)
@@ -612,7 +625,7 @@ static int sweep_model(const struct kv_cmd_ctx *x, struct kv_sweep_config *cfg,
     /* a checkpoint's weights are loaded already; its caches are not, and
      * its shape (head_dim for --group ...) is known only now */
     if (x->c.model_path != NULL) {
-        int rc = check_sweep_memory(&mshape->cfg, cfg, 0, !o->list);
+        int rc = check_sweep_memory(&mshape->cfg, cfg, 0, !o->list, o->bound);
         if (rc != 0) {
             kv_model_destroy(m);
             return rc;
@@ -811,6 +824,21 @@ static int sweep_run(struct kv_cmd_ctx *x)
         kv_model_destroy(m);
         return 1;
     }
+    /* --bound: the DRAM read test beside every row, its array allocated and
+     * touched once, here (sweep.h: cfg.probe) */
+    struct kv_read_probe probe = {0};
+    if (o->bound) {
+        struct kv_roofline_params rp;
+        kv_roofline_defaults(&rp, cfg.threads);
+        enum kv_status ps = kv_read_probe_open(&probe, &rp, 0);
+        if (ps != KV_OK) {
+            fprintf(stderr, "kvlab: sweep: the read probe of --bound: %s\n", kv_status_str(ps));
+            kv_model_destroy(m);
+            return 1;
+        }
+        cfg.probe = &probe;
+        cfg.probe_passes = SWEEP_PROBE_PASSES;
+    }
     if (!o->quiet)
         kv_progress("kvlab: sweep: %d strategies x %d lengths (%d..%d), %d threads, "
                         "OpenBLAS %s -> '%s'\n", cfg.n_strategies, cfg.n_lens, cfg.seq_lens[0],
@@ -829,6 +857,8 @@ static int sweep_run(struct kv_cmd_ctx *x)
     else
         interrupted = 1;
     t_sweep = kv_now_ns() - t_sweep;
+    kv_read_probe_close(&probe);
+    cfg.probe = NULL; /* cfg outlives this call */
     if (run.bar_shown && !o->quiet)
         kv_progress("\n");
     int partial = interrupted || s != KV_OK || sweep_signal;

@@ -47,6 +47,7 @@ struct sweep_opts {
     const char *out;
     int quiet;
     int no_roofline;
+    int bound;               /* --bound: the DRAM read limit beside each row */
     struct shard_opt shard;  /* --shard I/N */
     int list;                /* --list */
     struct rates_opt rates;  /* --plan-rates */

@@ -54,7 +54,8 @@
     X(NOISE_REASON, KV_SWEEP_COL_NOISE_REASON, "%s", reason)                                \
     X(GEMV_MED, "gemv_ns_median", "%" PRId64, row->gemv_ns_median)                          \
     X(OPS_MED, "ops_ns_median", "%" PRId64, row->ops_ns_median)                             \
-    X(SYNC_MED, "sync_ns_median", "%" PRId64, row->sync_ns_median)
+    X(SYNC_MED, "sync_ns_median", "%" PRId64, row->sync_ns_median)                          \
+    X(BOUND, "bound_gbps", "%.3f", row->bound_gbps)
 
 /* Values of the schema's columns, by id (names in csv_schema.h). */
 #define SWEEP_V_STRATEGY "%s", st->ops->name
@@ -243,6 +244,13 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_metaf(w, "copy_spread", "%.4f", rl->copy_spread);
     kv_csv_writer_set_metaf(w, "sgemm_spread", "%.4f", rl->sgemm_spread);
     kv_csv_writer_set_meta(w, "roofline_method", KV_ROOFLINE_METHOD);
+    /* how bound_gbps was measured, or that it was not (--bound) */
+    if (cfg->probe != NULL)
+        kv_csv_writer_set_metaf(w, "bound_method", "DRAM read test; best of %d timed passes "
+                                "right before and %d right after each row's attempt",
+                                cfg->probe_passes, cfg->probe_passes);
+    else
+        kv_csv_writer_set_meta(w, "bound_method", "none");
     kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, cfg->seed);
     kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
     kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");

@@ -33,6 +33,7 @@
 
 #include "../../kernels/kv_ops.h"
 #include "../model/checkpoint.h"
+#include "roofline.h"
 #include "stats.h"
 #include "sysinfo.h"
 
@@ -767,6 +768,11 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
     const int is_ref = sl == &s->slots[0];
     const size_t BV = (size_t)cfg->batch * (size_t)s->vocab;
     *complete = 0;
+    /* the limit beside the row: before its prefill and warm-up, which bring
+     * back what the probe evicted */
+    double bound_before = NAN;
+    if (cfg->probe != NULL)
+        bound_before = kv_read_probe_best(cfg->probe, cfg->probe_passes);
     if (!none) {
         /* from an empty cache, always: what a cache holds at a step (a
          * quantized cache's residual, which tokens a block flush took)
@@ -821,6 +827,12 @@ static enum kv_status timed_attempt(struct sweep *s, struct slot *sl, int32_t T,
     }
     struct kv_noise_obs obs;
     kv_noise_end(&win, cfg->threads, &obs);
+    row->bound_gbps = bound_before;
+    if (cfg->probe != NULL) {
+        double after = kv_read_probe_best(cfg->probe, cfg->probe_passes);
+        if (isnan(row->bound_gbps) || after > row->bound_gbps)
+            row->bound_gbps = after;
+    }
     obs.step_ns = s->times; /* in step order: row_times has not sorted them yet */
     obs.n = R;
     struct kv_noise_limits lim;

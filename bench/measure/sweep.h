@@ -144,6 +144,9 @@ struct kv_sweep_row {
     int64_t step_ns_ci_lo, step_ns_ci_hi;
     int32_t noisy;           /* 1: the reported attempt was disturbed (noise.h) */
     char noise_reason[KV_SWEEP_NOISE_LEN]; /* the classifier's reasons; "" when clean */
+    double bound_gbps;       /* the DRAM read limit measured right before and after
+                                the reported attempt (the best of both), NaN
+                                without cfg->probe */
 };
 
 struct kv_sweep_progress {
@@ -162,6 +165,7 @@ struct kv_sweep_progress {
  * plan's. */
 #define KV_SWEEP_ETA_PRIOR 0.1
 
+struct kv_read_probe;
 struct kv_sweep_config {
     struct kv_cache_config cache; /* unused fields are taken from the model */
     struct kv_sweep_strategy strategies[KV_SWEEP_MAX_STRATEGIES];
@@ -177,6 +181,12 @@ struct kv_sweep_config {
     int32_t threads;
     uint64_t seed;
     double est_gflops, est_gbps; /* machine rates for ETA and auto reps (> 0) */
+    /* The limit beside each row (bound_gbps): this open DRAM read probe
+     * (roofline.h) is run for probe_passes timed passes right before each
+     * attempt and right after it; NULL: none. The probe evicts the caches,
+     * so a row's prefill and warm-up steps come after it. */
+    struct kv_read_probe *probe;
+    int32_t probe_passes;
     /* Part of the sweep (a shard, shard.h): bit ti of only[i] set = measure and
      * report row (strategy i, seq_lens[ti]); NULL = every row. Capacity, model
      * and reference stay those of the whole list, so a row is measured exactly

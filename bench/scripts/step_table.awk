@@ -56,6 +56,9 @@ function takes(i, st, md, t) { return md != "" && tg_has(TG_MODEL[i], md) && tg_
         r = ++NR_[i]
         R_st[i, r] = st; R_ns[i, r] = ns; R_min[i, r] = num(v("step_ns_min")); R_bytes[i, r] = num(v("bytes_step"))
         R_lim[i, r] = num(meta[TG_AGAINST[i]]); R_file[i, r] = FILENAME; R_t[i, r] = t
+        # the DRAM limit measured beside this row (kvlab sweep --bound), where
+        # it has one: the host's bandwidth drifts within a run
+        if (TG_AGAINST[i] == "read_gbps" && num(v("bound_gbps")) > 0) { R_lim[i, r] = num(v("bound_gbps")); OWN_BOUND = 1 }
         R_flops[i, r] = num(v("flops_step")); R_cb[i, r] = num(v("cache_bytes"))
         R_f32[i, r] = v("layers") * v("batch") * v("kv_heads") * 2 * v("head_dim") * 4 * t
     }
@@ -266,7 +269,8 @@ END {
     if (TG_BAD) exit 2
     if (bad) exit 1
     # ---- the step against its limits
-    print "**Whole decode step** (`kvlab sweep`, median step time; limits from the same run; the byte bound uses the DRAM read bandwidth):\n"
+    print "**Whole decode step** (`kvlab sweep`, median step time; limits from the same run; the byte bound uses the DRAM read bandwidth" \
+        (OWN_BOUND ? ", measured right before and after each row where the row has it (`bound_gbps`)" : "") "):\n"
     print "| step | target | required | measured | |"
     print "|---|---|---:|---:|---|"
     if (!limit_rows()) {
