@@ -72,7 +72,8 @@ struct kv_dec_job {
     const float *qs;             /* (g, d) scaled queries of the group */
     const float *qsum;           /* (g, k.ng) per-group sums of qs (quantized keys) */
     float *qx;                   /* (2 g d) floats of scratch where a key side's bind
-                                    may keep its own form of qs (bf16: split queries) */
+                                    may keep its own form of qs (bf16: evens and odds
+                                    apart per 32 elements) */
     struct kv_rows_side k, v;    /* as stored */
     struct kv_rows_side tile;    /* f32 rows of a tile (stride d*4) */
     kv_rows_scores_fn scores;    /* over k, or over the f32 tile when k is tiled */

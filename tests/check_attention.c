@@ -1081,7 +1081,7 @@ static const struct acase table[] = {
     {2, 140, 8, 2, 64, 700, 0, {0, 333}, F32, 0, LAYOUT_SCATTER, 2, 0},
     {1, 1, 3, 1, 13, 37, 9, {0}, F32, 0, LAYOUT_SCATTER, 1, 2},
     /* 16-bit float rows (run at every ISA level, run_case_isas): MHA (bf16:
-     * the split-query dot products at head_dim 64, 96 and 128, not 80), the
+     * the even/odd kernels at head_dim 64, 96 and 128, not 80), the
      * GQA kernels of 2, 4 and 8 heads and a group of 3, an f32 residual,
      * windows, sinks and padding, pages, odd head_dim, split-K, prefill
      * tiles, 16-bit keys with f32 values */
