@@ -8,8 +8,8 @@
  * head) are cut into split-K chunks, so both cores are busy even with one kv
  * head, and the chunks' partial softmaxes are merged with a log-sum-exp
  * rescale. The per-block row kernels (scores, weighted values; AVX-512,
- * AVX2, scalar) are in one file per dtype (rows_f32.c; rows_q8.c, rows_q4.c,
- * rows_q2.c through rows_int.h; rows_f16.c, rows_bf16.c through rows_half.h),
+ * AVX2, scalar) are in one file per dtype (rows_q8.c, rows_q4.c, rows_q2.c
+ * through rows_int.h; rows_f32.c, rows_f16.c, rows_bf16.c through rows_float.h),
  * bound once per (span, sequence, kv head) through rows_bind[] (kv_rows.h):
  * quantized and 16-bit rows are dequantized in registers, never into a
  * cache-sized buffer. A 64-row block of a paged span is cut into page runs

@@ -8,7 +8,7 @@
  * adds (x + 0x7FFF + lsb) >> 16 and NaNs quieted by a blend, because
  * VCVTNEPS2BF16 flushes subnormals. Stores happen once per token on append,
  * loads in prefill tiles and the reference; the decode kernel converts in
- * registers instead (rows_half.h).
+ * registers instead (rows_float.h).
  */
 #include "kv_half.h"
 

@@ -12,15 +12,15 @@
  * scores and one for its weighted values, with no if-ladder in between. A
  * new dtype is a new rows_<dtype>.c exporting kv_rows_bind_<dtype> and a line
  * in the driver's table (an integer one: its code readers and an include of
- * rows_int.h; a 16-bit float one: of rows_half.h); a dtype without one (or a
+ * rows_int.h; a float one: of rows_float.h); a dtype without one (or a
  * per-channel side) is served by the driver's generic path, each block
  * dequantized into an f32 tile through the dtype's to_float_row.
  *
  * Three levels in every row file: AVX-512 (16 lanes), AVX2 (8 lanes),
  * scalar; each level takes the shapes it can and leaves the rest to the
- * next, so every shape works on every machine. The f32 and integer files
- * pick their level when compiled (-march); the 16-bit float files
- * (rows_f16.c, rows_bf16.c through rows_half.h) when bound, from kv_isa(),
+ * next, so every shape works on every machine. The integer files pick
+ * their level when compiled (-march); the float files (rows_f32.c,
+ * rows_f16.c, rows_bf16.c through rows_float.h) when bound, from kv_isa(),
  * so one binary uses what the CPU it runs on has.
  */
 #ifndef KV_ROWS_H

@@ -1,6 +1,6 @@
 /*
  * rows_bf16.c - decode row kernels for bf16 keys and values (kv_rows.h):
- * the kernels of rows_half.h with a bf16 row widened in registers (a bf16
+ * the kernels of rows_float.h with a bf16 row widened in registers (a bf16
  * is the top half of an f32: zero-extend, shift left 16), and, on AVX-512
  * with head_dim a multiple of 32, kernels that widen 32 elements a load
  * into their even and odd halves (below), chosen at run time (kv_isa()).
@@ -16,6 +16,7 @@
 
 #include "kv_half.h"
 
+#define HALF_T uint16_t
 #define HALF_PFX bf16
 
 static inline float half_scalar(uint16_t h) { return kv_bf16_to_f32(h); }
@@ -34,7 +35,7 @@ KV_INLINE512 __m512 half_ld16(const uint16_t *p)
 }
 #endif
 
-#include "rows_half.h"
+#include "rows_float.h"
 
 #ifdef KV_X86
 /* ------------------------------------------------------------------------ */

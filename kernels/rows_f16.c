@@ -1,6 +1,6 @@
 /*
  * rows_f16.c - decode row kernels for f16 keys and values (kv_rows.h): the
- * kernels of rows_half.h with an f16 row read through F16C / AVX-512
+ * kernels of rows_float.h with an f16 row read through F16C / AVX-512
  * VCVTPH2PS (exact: every f16 is an f32), chosen at run time (kv_isa()).
  *
  * The design decision: f16 decode is bound by the rows' bytes like f32, at
@@ -12,6 +12,7 @@
 
 #include "kv_half.h"
 
+#define HALF_T uint16_t
 #define HALF_PFX f16
 
 static inline float half_scalar(uint16_t h) { return kv_f16_to_f32(h); }
@@ -28,6 +29,6 @@ KV_INLINE512 __m512 half_ld16(const uint16_t *p)
 }
 #endif
 
-#include "rows_half.h"
+#include "rows_float.h"
 
 void kv_rows_bind_f16(struct kv_dec_job *J, int is_v) { f16_bind_convert(J, is_v); }

@@ -2,7 +2,7 @@
  * rows_int.h - decode row kernels for the integer dtypes (kv_rows.h),
  * written once for int8, int4 and int2: rows_q8.c, rows_q4.c and rows_q2.c
  * each define how a row's codes are read, then include this file (as
- * rows_half.h serves f16 and bf16).
+ * rows_float.h serves f32, f16 and bf16).
  *
  * The includer defines, before including:
  *   INT_PFX             the name prefix (q8 / q4 / q2): functions are INT_PFX_xxx

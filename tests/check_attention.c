@@ -814,12 +814,13 @@ static void run_case(const struct acase *c, int idx)
 /*
  * The case at every instruction-set level of the run-time dispatched
  * kernels that this CPU has (kv_isa_limit), for the dtypes that have such
- * kernels (f16, bf16): each level's kernels against the same naive truth.
- * Other dtypes are compiled for one level and run once.
+ * kernels (f32, f16, bf16): each level's kernels against the same naive
+ * truth. Other dtypes are compiled for one level and run once.
  */
 static void run_case_isas(const struct acase *c, int idx)
 {
-    const int dispatched = c->dt == KV_DTYPE_F16 || c->dt == KV_DTYPE_BF16;
+    const int dispatched =
+        c->dt == KV_DTYPE_F32 || c->dt == KV_DTYPE_F16 || c->dt == KV_DTYPE_BF16;
     const enum kv_isa top = dispatched ? kv_isa() : KV_ISA_SCALAR;
     for (int isa = (int)top; isa >= (int)KV_ISA_SCALAR; isa--) {
         kv_isa_limit((enum kv_isa)isa);
@@ -846,17 +847,18 @@ static struct acase shape_case(int i, int prefill)
     return c;
 }
 
+/* f32 rows, at every ISA level (rows_float.h picks its kernels at run time) */
 START_TEST(test_shapes_decode)
 {
     struct acase c = shape_case(_i, 0);
-    run_case(&c, _i);
+    run_case_isas(&c, _i);
 }
 END_TEST
 
 START_TEST(test_shapes_prefill)
 {
     struct acase c = shape_case(_i, 1);
-    run_case(&c, 100 + _i);
+    run_case_isas(&c, 100 + _i);
 }
 END_TEST
 

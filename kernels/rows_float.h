@@ -1,23 +1,29 @@
 /*
- * rows_half.h - decode row kernels for the 16-bit float dtypes (kv_rows.h),
- * written once for f16 and bf16: rows_f16.c and rows_bf16.c each define
- * how a row's elements become floats, then include this file.
+ * rows_float.h - decode row kernels for the float dtypes (kv_rows.h),
+ * written once for f32, f16 and bf16: rows_f32.c, rows_f16.c and
+ * rows_bf16.c each define how a row's elements become floats, then include
+ * this file.
  *
  * The includer defines, before including:
- *   HALF_PFX       the name prefix (f16 / bf16): functions are HALF_PFX_xxx
- *   half_scalar(h) one uint16_t -> float            (any build)
+ *   HALF_PFX       the name prefix (f32 / f16 / bf16): functions are HALF_PFX_xxx
+ *   HALF_T         the stored element type (float, uint16_t)
+ *   half_scalar(h) one HALF_T -> float             (any build)
  *   half_ld8(p)    8 elements -> __m256             (KV_TARGET_AVX2)
  *   half_ld16(p)   16 elements -> __m512            (KV_TARGET_AVX512)
  *
  * The design decision: the rows are converted in registers as they are
  * read, never into a buffer, so a 16-bit cache reads half the bytes of f32
- * and does the f32 kernels' arithmetic plus one conversion per chunk (a
- * chunk read once for all the heads of a GQA group, as in rows_f32.c).
- * The level is chosen when the job is bound, from kv_isa(): AVX-512 (16
- * lanes; d a multiple of 16), AVX2 + F16C (8 lanes, any d), scalar.
+ * and does the f32 kernels' arithmetic plus one conversion per chunk. Every
+ * kernel streams each row once per group of heads where it can: on AVX-512
+ * with GQA of 2, 4 or 8 heads a 16-element chunk of a K or V row is loaded
+ * once and fed to all the group's heads (rows_heads, pv_heads); otherwise
+ * each head runs 8 rows per pass (one reduction tree for the 8 sums). The
+ * level is chosen when the job is bound, from kv_isa(): AVX-512 (16 lanes;
+ * d a multiple of 16), AVX2 (+ F16C for f16; 8 lanes, any d), scalar, so
+ * one binary uses what the CPU it runs on has.
  */
 #ifndef HALF_PFX
-#error "define HALF_PFX, half_scalar, half_ld8 and half_ld16 before including rows_half.h"
+#error "define HALF_PFX, HALF_T, half_scalar, half_ld8 and half_ld16 before including rows_float.h"
 #endif
 
 #define HALF_CAT2(a, b) a##_##b
@@ -33,7 +39,7 @@ static void HN(sc_scalar)(float *sc, const struct kv_dec_job *J, const struct kv
     (void)kqp;
     const int32_t d = J->d;
     for (int32_t j = 0; j < nb; j++) {
-        const uint16_t *k = (const uint16_t *)(k0 + (size_t)j * s->stride);
+        const HALF_T *k = (const HALF_T *)(k0 + (size_t)j * s->stride);
         for (int32_t i = 0; i < J->g; i++) {
             const float *q = J->qs + (size_t)i * d;
             float r = 0.0f;
@@ -56,7 +62,7 @@ static void HN(pv_scalar)(float *acc, size_t acc_stride, float *msum, float *w, 
         float *a = acc + (size_t)i * acc_stride;
         const float *pi = pr + (size_t)i * DEC_KB;
         for (int32_t j = 0; j < nb; j++) {
-            const uint16_t *v = (const uint16_t *)(v0 + (size_t)j * s->stride);
+            const HALF_T *v = (const HALF_T *)(v0 + (size_t)j * s->stride);
             for (int32_t e = 0; e < d; e++)
                 a[e] += pi[j] * half_scalar(v[e]);
         }
@@ -67,7 +73,7 @@ static void HN(pv_scalar)(float *acc, size_t acc_stride, float *msum, float *w, 
 /* ------------------------------------------------------------------------ */
 /* AVX2 + F16C (8 lanes, any d: the last d % 8 elements in scalar)          */
 
-#define HROW(r, u, st) ((const uint16_t *)((r) + (size_t)(u) * (st)))
+#define HROW(r, u, st) ((const HALF_T *)((r) + (size_t)(u) * (st)))
 
 /* o[0..nr) <- q . rows r, r + st, ... */
 KV_INLINE2 void HN(rows8)(float *o, const int nr, const float *q, const char *r, size_t st,
@@ -131,7 +137,7 @@ KV_TARGET_AVX2 static void HN(pv_avx2)(float *acc, size_t acc_stride, float *msu
             __m256 a0 = _mm256_loadu_ps(a + e), a1 = _mm256_loadu_ps(a + e + 8);
             __m256 a2 = _mm256_loadu_ps(a + e + 16), a3 = _mm256_loadu_ps(a + e + 24);
             for (int32_t j = 0; j < nb; j++) {
-                const uint16_t *v = HROW(v0, j, st) + e;
+                const HALF_T *v = HROW(v0, j, st) + e;
                 __m256 pj = _mm256_broadcast_ss(pi + j);
                 a0 = _mm256_fmadd_ps(pj, half_ld8(v), a0);
                 a1 = _mm256_fmadd_ps(pj, half_ld8(v + 8), a1);
@@ -252,7 +258,7 @@ KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const char *v0, size_
         __m512 b2 = _mm512_setzero_ps(), b3 = _mm512_setzero_ps();
         int32_t j = 0;
         for (; j + 2 <= nb; j += 2) {
-            const uint16_t *v = HROW(v0, j, st) + e, *x = HROW(v0, j + 1, st) + e;
+            const HALF_T *v = HROW(v0, j, st) + e, *x = HROW(v0, j + 1, st) + e;
             __m512 pj = _mm512_set1_ps(pi[j]), pk = _mm512_set1_ps(pi[j + 1]);
             a0 = _mm512_fmadd_ps(pj, half_ld16(v), a0);
             a1 = _mm512_fmadd_ps(pj, half_ld16(v + 16), a1);
@@ -264,7 +270,7 @@ KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const char *v0, size_
             b3 = _mm512_fmadd_ps(pk, half_ld16(x + 48), b3);
         }
         if (j < nb) {
-            const uint16_t *v = HROW(v0, j, st) + e;
+            const HALF_T *v = HROW(v0, j, st) + e;
             __m512 pj = _mm512_set1_ps(pi[j]);
             a0 = _mm512_fmadd_ps(pj, half_ld16(v), a0);
             a1 = _mm512_fmadd_ps(pj, half_ld16(v + 16), a1);
@@ -309,7 +315,7 @@ KV_INLINE512 void HN(pv_heads)(float *acc, size_t acc_stride, const float *pr, c
             for (int c = 0; c < ch; c++)
                 a[h * ch + c] = _mm512_loadu_ps(acc + (size_t)h * acc_stride + e0 + 16 * c);
         for (int32_t j = 0; j < nb; j++) {
-            const uint16_t *v = HROW(v0, j, st) + e0;
+            const HALF_T *v = HROW(v0, j, st) + e0;
             __m512 vv[8];
             for (int c = 0; c < ch; c++)
                 vv[c] = half_ld16(v + 16 * c);
@@ -378,3 +384,4 @@ static void HN(bind_convert)(struct kv_dec_job *J, int is_v)
 #undef HN
 #undef HALF_CAT
 #undef HALF_CAT2
+#undef HALF_T
