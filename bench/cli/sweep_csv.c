@@ -244,13 +244,14 @@ static void set_meta_common(struct kv_csv_writer *w, const struct kv_sysinfo *si
     kv_csv_writer_set_metaf(w, "copy_spread", "%.4f", rl->copy_spread);
     kv_csv_writer_set_metaf(w, "sgemm_spread", "%.4f", rl->sgemm_spread);
     kv_csv_writer_set_meta(w, "roofline_method", KV_ROOFLINE_METHOD);
-    /* how bound_gbps was measured, or that it was not (--bound) */
-    if (cfg->probe != NULL)
+    /* how bound_gbps was measured, or that it was not (--bound; the probe
+     * itself is closed by now) */
+    if (cfg->probe_passes > 0)
         kv_csv_writer_set_metaf(w, "bound_method", "DRAM read test; best of %d timed passes "
                                 "right before and %d right after each row's attempt",
                                 cfg->probe_passes, cfg->probe_passes);
     else
-        kv_csv_writer_set_meta(w, "bound_method", "none");
+        kv_csv_writer_set_meta(w, "bound_method", "not measured");
     kv_csv_writer_set_metaf(w, "seed", "%" PRIu64, cfg->seed);
     kv_csv_writer_set_metaf(w, "warmup", "%d", cfg->warmup);
     kv_csv_writer_set_meta(w, "reps_mode", cfg->reps > 0 ? "fixed" : "auto");

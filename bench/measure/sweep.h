@@ -186,7 +186,7 @@ struct kv_sweep_config {
      * attempt and right after it; NULL: none. The probe evicts the caches,
      * so a row's prefill and warm-up steps come after it. */
     struct kv_read_probe *probe;
-    int32_t probe_passes;
+    int32_t probe_passes; /* > 0 when the run measures bound_gbps */
     /* Part of the sweep (a shard, shard.h): bit ti of only[i] set = measure and
      * report row (strategy i, seq_lens[ti]); NULL = every row. Capacity, model
      * and reference stay those of the whole list, so a row is measured exactly
