@@ -36,6 +36,29 @@ static const kv_rows_bind_fn rows_bind[KV_DTYPE_COUNT] = {
 };
 static_assert(KV_DTYPE_COUNT == 6, "a new dtype needs a rows_<type>.c line in rows_bind[]");
 
+int kv_rows_int_query(enum kv_dtype dt, int32_t d, int32_t group)
+{
+    switch (dt) {
+    case KV_DTYPE_Q8:
+        return kv_rows_intq_q8(d, group);
+    case KV_DTYPE_Q4:
+        return kv_rows_intq_q4(d, group);
+    case KV_DTYPE_Q2:
+        return kv_rows_intq_q2(d, group);
+    default:
+        return 0;
+    }
+}
+
+void kv_rows_query_int8(float *out, const float *q, int32_t d, int32_t group)
+{
+    for (int32_t g0 = 0; g0 < d; g0 += group) {
+        const float amax = kv_rows_amax(q + g0, group), step = kv_rows_qstep(amax);
+        for (int32_t e = g0; e < g0 + group; e++)
+            out[e] = (float)kv_rows_qcode(q[e], amax) * step;
+    }
+}
+
 /* One span of one (sequence, kv head), as the decode blocks read it. */
 struct dec_span {
     const struct kv_span *s;
@@ -100,6 +123,7 @@ static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int
         J->k.ng = 1;
         J->k.qp_stride = 0;
     }
+    J->k_channel = D->k_channel;
     if (!D->k_generic)
         rows_bind[s->k.dtype](J, 0);
     if (D->k_channel && J->k_tile != NULL) { /* a tile would read the block's pairs

@@ -29,6 +29,7 @@
 #include "kv_attention_impl.h"
 #include "kv_simd.h"
 
+#include <math.h>
 #include <string.h>
 
 #define KV_ATTN_DEC_KB 64 /* decode: key rows per online-softmax block */
@@ -73,7 +74,11 @@ struct kv_dec_job {
     const float *qsum;           /* (g, k.ng) per-group sums of qs (quantized keys) */
     float *qx;                   /* (2 g d) floats of scratch where a key side's bind
                                     may keep its own form of qs (bf16: evens and odds
-                                    apart per 32 elements) */
+                                    apart per 32 elements; int4/int2 on AVX2: an int8
+                                    form, rows_int.h) */
+    int k_channel;               /* keys quantized per channel: the driver scales the
+                                    queries per block (dec_scores_channel) and
+                                    uses qx itself */
     struct kv_rows_side k, v;    /* as stored */
     struct kv_rows_side tile;    /* f32 rows of a tile (stride d*4) */
     kv_rows_scores_fn scores;    /* over k, or over the f32 tile when k is tiled */
@@ -96,6 +101,22 @@ void kv_rows_bind_q4(struct kv_dec_job *J, int is_v);
 void kv_rows_bind_q2(struct kv_dec_job *J, int is_v);
 void kv_rows_bind_f16(struct kv_dec_job *J, int is_v);
 void kv_rows_bind_bf16(struct kv_dec_job *J, int is_v);
+
+/*
+ * Whether the per-token key kernels of an integer dtype, as this build binds
+ * them for (d, group), score an int8 form of the query (rows_int.h's integer
+ * scores) rather than the f32 one; kv_rows_int_query dispatches on dt (0
+ * for the float dtypes). The tests build their truth from that form
+ * (kv_rows_query_int8) where it is 1.
+ */
+int kv_rows_int_query(enum kv_dtype dt, int32_t d, int32_t group);
+int kv_rows_intq_q8(int32_t d, int32_t group);
+int kv_rows_intq_q4(int32_t d, int32_t group);
+int kv_rows_intq_q2(int32_t d, int32_t group);
+
+/* out (d) <- q (d) as the integer scores read it: per group of `group`
+ * elements, code * step with step = max|q| / 127 and code = round(q / step) */
+void kv_rows_query_int8(float *out, const float *q, int32_t d, int32_t group);
 
 /* ------------------------------------------------------------------------ */
 /* Shared helpers                                                           */
@@ -131,6 +152,21 @@ static inline void kv_rows_pv_weights(float *w, float *msum_i, const float *pi,
         }
         msum_i[gi] += m0 + m1;
     }
+}
+
+/* The int8 form of a query group whose largest |value| is amax: the code
+ * of x (in [-127, 127]) and the step one code is worth. */
+static inline int8_t kv_rows_qcode(float x, float amax)
+{
+    return amax > 0.0f ? (int8_t)lrintf(x * (127.0f / amax)) : 0;
+}
+static inline float kv_rows_qstep(float amax) { return amax / 127.0f; }
+static inline float kv_rows_amax(const float *x, int32_t n)
+{
+    float m = 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    return m;
 }
 
 /* The helpers below exist in every x86 build (kv_simd.h): the files built

@@ -20,6 +20,12 @@
  *                       (g0: the group's first element, e from it)
  *     INT_NC, INT_PV8_UNITS   chunks per 8-byte read; reads per value pass
  *     int_pv8(x, p)      x[INT_NC] <- the codes of the 8 bytes at p
+ *   AVX2 integer scores (optional; a dtype without them scores the f32 query):
+ *     INT_ISC_OK(d, group)   the shapes they take
+ *     INT_ISC_MERGE(group)   chunks of a read that lie in one group (their
+ *                       products are summed in 16 bits before widening)
+ *     int_isc_codes(x, p, full)  x[INT_NC] <- the codes (one per byte) of
+ *                       the 32 bytes at p, or of 16 and zeros when !full
  *   AVX-512:
  *     INT_512_OK(d, group), INT_FUSED_OK(g, d)  the shapes taken, the GQA
  *                       ones fused in registers (others: an L1 tile)
@@ -190,6 +196,287 @@ static void IN(pv_avx2)(float *acc, size_t acc_stride, float *msum, float *w, co
             IN(pv8_pass)(a, w, v0, s->stride, nb, ng, group, o, 1);
     }
 }
+
+
+/*
+ * GQA values (G = 2, 4 or 8 heads a kv head): each read of codes becomes
+ * floats once and feeds every head, where pv_avx2 converts it once per
+ * head. A pass keeps 8 accumulators: 8 / G chunks per head, nu reads of
+ * `per` chunks each; when a read yields more chunks than a pass keeps, the
+ * read is split over INT_NC / per passes (the unused chunks are never
+ * formed: the split is unrolled with constants).
+ */
+KV_INLINE void IN(pv8_heads_pass)(float *acc, size_t acc_stride, const float *w, const int g,
+                                  const char *v0, size_t stride, int32_t nb, int32_t ng,
+                                  int32_t group, int32_t o0, const int nu)
+{
+    const int ch = 8 / g, per = ch < INT_NC ? ch : INT_NC;
+#pragma GCC unroll 4
+    for (int k0 = 0; k0 < INT_NC; k0 += per) {
+        int32_t el[8], gw[8];
+        __m256 a[8];
+        for (int u = 0; u < nu; u++)
+            for (int c = 0; c < per; c++) {
+                const int k = u * per + c;
+                el[k] = int_el(o0 + 8 * u, k0 + c, group);
+                gw[k] = el[k] / group;
+                for (int h = 0; h < g; h++)
+                    a[h * ch + k] = _mm256_loadu_ps(acc + (size_t)h * acc_stride + el[k]);
+            }
+        for (int32_t j = 0; j < nb; j++) {
+            const uint8_t *row = (const uint8_t *)(v0 + (size_t)j * stride) + o0;
+            for (int u = 0; u < nu; u++) {
+                __m256 x[INT_NC];
+                int_pv8(x, row + 8 * u);
+                for (int c = 0; c < per; c++) {
+                    const int k = u * per + c;
+                    for (int h = 0; h < g; h++)
+                        a[h * ch + k] = _mm256_fmadd_ps(
+                            _mm256_broadcast_ss(w + ((size_t)h * DEC_KB + j) * ng + gw[k]),
+                            x[k0 + c], a[h * ch + k]);
+                }
+            }
+        }
+        for (int u = 0; u < nu; u++)
+            for (int c = 0; c < per; c++) {
+                const int k = u * per + c;
+                for (int h = 0; h < g; h++)
+                    _mm256_storeu_ps(acc + (size_t)h * acc_stride + el[k], a[h * ch + k]);
+            }
+    }
+}
+
+KV_INLINE void IN(pv8_heads)(float *acc, size_t acc_stride, const float *w, const int g,
+                             const char *v0, size_t stride, int32_t nb, int32_t ng,
+                             int32_t group, int32_t nbytes)
+{
+    const int ch = 8 / g, nu = ch / (ch < INT_NC ? ch : INT_NC);
+    int32_t o = 0;
+    for (; o + 8 * nu <= nbytes; o += 8 * nu)
+        IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, nu);
+    for (; o < nbytes; o += 8)
+        IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, 1);
+}
+
+/* w holds each head's weights (nb, ng), DEC_KB * ng floats apart */
+#define INT_PV8_HEADS(G)                                                                     \
+    static void IN(pv_avx2_h##G)(float *acc, size_t acc_stride, float *msum, float *w,       \
+                                 const float *pr, const struct kv_dec_job *J,                \
+                                 const struct kv_rows_side *s, const char *v0,              \
+                                 const char *vqp, int32_t nb)                                \
+    {                                                                                        \
+        const int32_t ng = s->ng;                                                            \
+        for (int h = 0; h < (G); h++)                                                        \
+            kv_rows_pv_weights(w + (size_t)h * DEC_KB * ng, msum + (size_t)h * ng,           \
+                               pr + (size_t)h * DEC_KB, s, vqp, nb);                         \
+        IN(pv8_heads)(acc, acc_stride, w, G, v0, s->stride, nb, ng, s->group,                \
+                      J->d * INT_BITS / 8);                                                  \
+    }
+INT_PV8_HEADS(2)
+INT_PV8_HEADS(4)
+INT_PV8_HEADS(8)
+#undef INT_PV8_HEADS
+
+#ifdef INT_ISC_OK
+/* ------------------------------------------------------------------------ */
+/* AVX2 integer scores                                                      */
+
+/*
+ * The query, quantized once per bind to int8 per key group (kv_rows_qcode),
+ * is scored against the codes with VPMADDUBSW (unsigned codes times signed
+ * query bytes, pairs summed in 16 bits) and VPMADDWD (pairs of those into
+ * 32 bits): two instructions per 32 codes where widening each code to a
+ * float takes three per 8. The 32-bit lanes are then scaled per group:
+ * score = sum_lanes ks * (step_q * idot) + km * qlane, where ks and km are
+ * the key group's scale and min and qlane the lane's sum of the query's
+ * int8 form (so the min term costs no second pass, and the score is
+ * exactly that of the form kv_rows_query_int8 gives, which the tests
+ * check). The query's own rounding (half a
+ * step of 1/127 of its group's largest value) is far below a 4- or 2-bit
+ * key's (half of 1/15 or 1/3 of the key's range), so these formats keep
+ * their error budget (docs/performance.md has the frontier's figures);
+ * int8 keys, whose step is 1/255, keep the f32 query.
+ *
+ * The query's form in J->qx, per head: its codes in read order (read rd,
+ * chunk c: 32 bytes, lane-aligned with int_isc_codes' output), then per
+ * (read, map) two vectors of 8 floats: the query step of each 32-bit lane's
+ * group, and qlane. A map is INT_ISC_MERGE(group) chunks summed together.
+ * Every 16-byte half of a read lies in one group (INT_ISC_OK), so each
+ * vector of key parameters is two broadcasts.
+ */
+#define ISC_MAXG 64 /* key groups a row may have */
+
+static inline int32_t IN(isc_reads)(int32_t d) { return (d * INT_BITS / 8 + 31) / 32; }
+
+static inline size_t IN(isc_head_floats)(int32_t d, int32_t group)
+{
+    (void)group; /* where the merge does not depend on it */
+    const int32_t nr = IN(isc_reads)(d);
+    return (size_t)nr * INT_NC * 8 + (size_t)nr * (INT_NC / INT_ISC_MERGE(group)) * 16;
+}
+
+/* 1 where the integer scores take keys of (d, group) per token */
+static inline int IN(isc_fits)(int32_t d, int32_t group)
+{
+    return group > 0 && d % group == 0 && INT_ISC_OK(d, group) && d / group <= ISC_MAXG &&
+           IN(isc_head_floats)(d, group) <= 2 * (size_t)d;
+}
+
+/* J->qx <- the int8 form of J->qs for keys of `group` (see above) */
+static void IN(isc_queries)(const struct kv_dec_job *J, int32_t group)
+{
+    const int32_t d = J->d, nbytes = d * INT_BITS / 8, nreads = IN(isc_reads)(d);
+    const int mg = INT_ISC_MERGE(group), nmap = INT_NC / mg;
+    const size_t hf = IN(isc_head_floats)(d, group);
+    for (int32_t h = 0; h < J->g; h++) {
+        const float *q = J->qs + (size_t)h * d;
+        float *base = J->qx + (size_t)h * hf, *vec = base + (size_t)nreads * INT_NC * 8;
+        int8_t *qi = (int8_t *)base;
+        float amax[ISC_MAXG];
+        for (int32_t gi = 0; gi < d / group; gi++)
+            amax[gi] = kv_rows_amax(q + (size_t)gi * group, group);
+        for (int32_t rd = 0; rd < nreads; rd++)
+            for (int c = 0; c < INT_NC; c++)
+                for (int32_t b = 0; b < 32; b++) {
+                    const int32_t byte = 32 * rd + b, e = int_el(byte, c, group);
+                    qi[(rd * INT_NC + c) * 32 + b] =
+                        byte < nbytes ? kv_rows_qcode(q[e], amax[e / group]) : 0;
+                }
+        for (int32_t rd = 0; rd < nreads; rd++)
+            for (int m = 0; m < nmap; m++) {
+                float *v = vec + ((size_t)rd * nmap + m) * 16;
+                for (int lane = 0; lane < 8; lane++) {
+                    const int32_t byte0 = 32 * rd + 4 * lane;
+                    float step = 0.0f, qs = 0.0f;
+                    for (int c = m * mg; c < (m + 1) * mg && byte0 < nbytes; c++)
+                        for (int k = 0; k < 4; k++) {
+                            const int32_t e = int_el(byte0 + k, c, group);
+                            step = kv_rows_qstep(amax[e / group]);
+                            qs += (float)qi[(rd * INT_NC + c) * 32 + 4 * lane + k] * step;
+                        }
+                    v[lane] = step;
+                    v[8 + lane] = qs;
+                }
+            }
+    }
+}
+
+/* sc (g, DEC_KB) for rows r, r + st, ... (nr of them, nr * g <= 8):
+ * accumulator u = rr * g + h, one pass over each row's codes for all heads */
+KV_INLINE void IN(isc_rows)(float *sc, const int g, const int nr, const float *qx, size_t hf,
+                            const char *r, size_t st, const char *qpr, size_t qst, int32_t d,
+                            int32_t group)
+{
+    const int32_t nbytes = d * INT_BITS / 8, nreads = (nbytes + 31) / 32;
+    const int mg = INT_ISC_MERGE(group), nmap = INT_NC / mg;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 tot[8];
+    for (int u = 0; u < nr * g; u++)
+        tot[u] = _mm256_setzero_ps();
+    for (int rr = 0; rr < nr; rr++) {
+        const uint8_t *row = (const uint8_t *)(r + rr * st);
+        const struct kv_qparams *qp = (const struct kv_qparams *)(qpr + rr * qst);
+        for (int32_t rd = 0; rd < nreads; rd++) {
+            const int full = nbytes - 32 * rd >= 32;
+            __m256i x[INT_NC];
+            int_isc_codes(x, row + 32 * rd, full);
+            for (int m = 0; m < nmap; m++) {
+                const int32_t ga = int_el(32 * rd, m * mg, group) / group;
+                const int32_t gb = full ? int_el(32 * rd + 16, m * mg, group) / group : ga;
+                const __m256 ks = _mm256_set_m128(_mm_broadcast_ss(&qp[gb].scale),
+                                                  _mm_broadcast_ss(&qp[ga].scale));
+                const __m256 km = _mm256_set_m128(_mm_broadcast_ss(&qp[gb].min),
+                                                  _mm_broadcast_ss(&qp[ga].min));
+                for (int h = 0; h < g; h++) {
+                    const float *hb = qx + (size_t)h * hf;
+                    const int8_t *qi = (const int8_t *)hb + (size_t)(rd * INT_NC + m * mg) * 32;
+                    const float *v = hb + (size_t)nreads * INT_NC * 8 +
+                                     ((size_t)rd * nmap + m) * 16;
+                    __m256i s16 = _mm256_maddubs_epi16(x[m * mg],
+                                                       _mm256_loadu_si256((const __m256i *)qi));
+                    for (int c = 1; c < mg; c++)
+                        s16 = _mm256_add_epi16(
+                            s16, _mm256_maddubs_epi16(
+                                     x[m * mg + c],
+                                     _mm256_loadu_si256((const __m256i *)(qi + 32 * c))));
+                    const __m256 f = _mm256_mul_ps(
+                        _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), _mm256_loadu_ps(v));
+                    const int u = rr * g + h;
+                    tot[u] = _mm256_fmadd_ps(
+                        ks, f, _mm256_fmadd_ps(km, _mm256_loadu_ps(v + 8), tot[u]));
+                }
+            }
+        }
+    }
+    float o[8];
+    const int n = nr * g;
+    if (n == 8) {
+        _mm256_storeu_ps(o, kv_hsum8x8(tot));
+    } else if (n == 4) {
+        _mm_storeu_ps(o, kv_hsum4x4(tot));
+    } else {
+        for (int u = 0; u < n; u++)
+            o[u] = kv_hsum8(tot[u]);
+    }
+    for (int rr = 0; rr < nr; rr++)
+        for (int h = 0; h < g; h++)
+            sc[(size_t)h * DEC_KB + rr] = o[rr * g + h];
+}
+
+/* G heads (1, 2, 4, 8) of shape (D, GR): rows in fours, twos or ones so
+ * that 4 or 8 accumulators share one reduction */
+#define INT_ISC(SUF, G, D, GR)                                                               \
+    static void IN(sc_isc##SUF)(float *sc, const struct kv_dec_job *J,                       \
+                                const struct kv_rows_side *s, const char *k, const char *kqp, \
+                                int32_t nb)                                                  \
+    {                                                                                        \
+        const size_t st = s->stride, qst = s->qp_stride, hf = IN(isc_head_floats)(D, GR);    \
+        const int nr = (G) >= 4 ? 1 : 4 / (G);                                               \
+        int32_t j = 0;                                                                       \
+        for (; j + nr <= nb; j += nr)                                                        \
+            IN(isc_rows)(sc + j, G, nr, J->qx, hf, k + j * st, st, kqp + j * qst, qst, D, GR); \
+        for (; j < nb; j++)                                                                  \
+            IN(isc_rows)(sc + j, G, 1, J->qx, hf, k + j * st, st, kqp + j * qst, qst, D, GR); \
+    }
+INT_ISC(1_d64, 1, 64, 32)
+INT_ISC(1_d128, 1, 128, 32)
+INT_ISC(1, 1, J->d, s->group)
+INT_ISC(2_d64, 2, 64, 32)
+INT_ISC(2_d128, 2, 128, 32)
+INT_ISC(2, 2, J->d, s->group)
+INT_ISC(4_d64, 4, 64, 32)
+INT_ISC(4_d128, 4, 128, 32)
+INT_ISC(4, 4, J->d, s->group)
+INT_ISC(8_d64, 8, 64, 32)
+INT_ISC(8_d128, 8, 128, 32)
+INT_ISC(8, 8, J->d, s->group)
+#undef INT_ISC
+
+/* other group sizes: one head at a time */
+static void IN(sc_isc_any)(float *sc, const struct kv_dec_job *J, const struct kv_rows_side *s,
+                           const char *k, const char *kqp, int32_t nb)
+{
+    const size_t st = s->stride, qst = s->qp_stride, hf = IN(isc_head_floats)(J->d, s->group);
+    for (int32_t h = 0; h < J->g; h++)
+        for (int32_t j = 0; j < nb; j++)
+            IN(isc_rows)(sc + (size_t)h * DEC_KB + j, 1, 1, J->qx + (size_t)h * hf, hf,
+                         k + j * st, st, kqp + j * qst, qst, J->d, s->group);
+}
+
+static void IN(bind_isc)(struct kv_dec_job *J)
+{
+    static const kv_rows_scores_fn sc[4][3] = {
+        {IN(sc_isc1_d64), IN(sc_isc1_d128), IN(sc_isc1)},
+        {IN(sc_isc2_d64), IN(sc_isc2_d128), IN(sc_isc2)},
+        {IN(sc_isc4_d64), IN(sc_isc4_d128), IN(sc_isc4)},
+        {IN(sc_isc8_d64), IN(sc_isc8_d128), IN(sc_isc8)}};
+    const int32_t g = J->g, d = J->d, group = J->k.group;
+    const int gi = g == 1 ? 0 : g == 2 ? 1 : g == 4 ? 2 : g == 8 ? 3 : -1;
+    const int shape = group == 32 && d == 64 ? 0 : group == 32 && d == 128 ? 1 : 2;
+    IN(isc_queries)(J, group);
+    J->scores = gi < 0 ? IN(sc_isc_any) : sc[gi][shape];
+}
+#endif /* INT_ISC_OK */
 
 #ifdef __AVX512F__
 /* ------------------------------------------------------------------------ */
@@ -404,6 +691,25 @@ static void IN(bind_512)(struct kv_dec_job *J, int is_v, int32_t g, int32_t d, i
 }
 #endif
 
+/* 1 where bind scores keys of (d, group) per token with the integer form
+ * of the query (the level that takes the shape first decides) */
+static int IN(int_query)(int32_t d, int32_t group)
+{
+    (void)d;
+    (void)group;
+#ifdef __AVX512F__
+    if (INT_512_OK(d, group))
+        return 0;
+#endif
+#if defined(__AVX2__) && defined(INT_ISC_OK)
+    return IN(isc_fits)(d, group);
+#else
+    return 0;
+#endif
+}
+
+int INT_CAT(kv_rows_intq, INT_PFX)(int32_t d, int32_t group) { return IN(int_query)(d, group); }
+
 /* The kernels for J's shape at the best level this file was built for. */
 static void IN(bind)(struct kv_dec_job *J, int is_v)
 {
@@ -418,9 +724,20 @@ static void IN(bind)(struct kv_dec_job *J, int is_v)
         return;
     }
 #endif
+#if defined(__AVX2__) && defined(INT_ISC_OK)
+    if (!is_v && !J->k_channel && IN(int_query)(d, group)) {
+        IN(bind_isc)(J);
+        return;
+    }
+#endif
 #ifdef __AVX2__
     if (INT_AVX2_OK(d, group)) {
-        if (is_v)
+        /* the heads' weights fit the scratch (DEC_KB * d) when g <= group;
+         * int8 (one chunk a read) measured slower fused, 0.85-0.89x, hot
+         * T 2048 on the AVX2 EPYC: it stays one head at a time */
+        if (is_v && INT_NC > 1 && (g == 2 || g == 4 || g == 8) && g <= group)
+            J->pv = g == 2 ? IN(pv_avx2_h2) : g == 4 ? IN(pv_avx2_h4) : IN(pv_avx2_h8);
+        else if (is_v)
             J->pv = IN(pv_avx2);
         else
             J->scores = IN(sc_avx2);

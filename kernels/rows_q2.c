@@ -94,6 +94,21 @@ KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int
     x[0] = q2_codes8(q2_load8(row + r0 / 4 + 8 * h), k);
 }
 
+/* integer scores: a chunk of a 16-byte half is 16 consecutive elements;
+ * the chunks of a half that lie in one group are summed together */
+#define INT_ISC_OK(d, group) ((d) % 64 == 0 && (group) % 16 == 0)
+#define INT_ISC_MERGE(group) ((group) % 64 == 0 ? 4 : (group) % 32 == 0 ? 2 : 1)
+
+KV_INLINE void int_isc_codes(__m256i *x, const uint8_t *p, int full)
+{
+    const __m256i v = full ? _mm256_loadu_si256((const __m256i *)p)
+                           : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    const __m256i m = _mm256_set1_epi8(3);
+    x[0] = _mm256_and_si256(v, m);
+    for (int k = 1; k < 4; k++)
+        x[k] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m);
+}
+
 KV_INLINE void int_pv8(__m256 *x, const uint8_t *p)
 {
     __m256i b = q2_load8(p);

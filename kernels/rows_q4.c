@@ -50,6 +50,20 @@ KV_INLINE void int_pv8(__m256 *x, const uint8_t *p)
     x[1] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
 }
 
+/* integer scores: a 16-byte half lies in one group, whose two nibbles of a
+ * byte always do */
+#define INT_ISC_OK(d, group) ((group) % 32 == 0)
+#define INT_ISC_MERGE(group) 2
+
+KV_INLINE void int_isc_codes(__m256i *x, const uint8_t *p, int full)
+{
+    const __m256i v = full ? _mm256_loadu_si256((const __m256i *)p)
+                           : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    x[0] = _mm256_and_si256(v, m);
+    x[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+}
+
 /* e in the first half of the group (whose bytes start at g0 / 2) */
 KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int32_t group)
 {

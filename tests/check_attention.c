@@ -30,6 +30,7 @@
 
 #include "../kernels/kv_attention.h"
 #include "../kernels/kv_quant.h"
+#include "../kernels/kv_rows.h" /* the decode kernel's form of the query (integer scores) */
 #include "../strategies/strategy.h" /* a cache's view: test_view_shape_rejects */
 
 /*
@@ -117,7 +118,17 @@ struct fixture {
     struct kv_qparams *kqp, *vqp;
     int32_t *pos;         /* LAYOUT_SCATTER: the position table */
     double vmax;
+    unsigned char *kint;  /* (batch, kv_heads, T): 1 where the key row is stored
+                             quantized per token, which the decode kernel may
+                             score with an int8 form of the query */
+    float *qint;          /* (batch, n_q, heads, d): that form, unscaled, or NULL */
 };
+
+/* The key row x of f->kd has just been quantized per token. */
+static void mark_key(struct fixture *f, const float *x)
+{
+    f->kint[(size_t)(x - f->kd) / (size_t)f->c.d] = 1;
+}
 
 /* Position-table strides of LAYOUT_SCATTER: padded, so the kernel must use them. */
 #define SCATTER_HEAD_PAD 3
@@ -150,6 +161,7 @@ static void quantize_into(struct fixture *f, int32_t t_from, int32_t t_to, uint8
                 float *kr = f->kd + dense_at(c, b, h, t_from + t);
                 float *vr = f->vd + dense_at(c, b, h, t_from + t);
                 kv_quantize_row(kc + r * rb, kqp + r * ng, kr, c->dt, c->d, c->group);
+                mark_key(f, kr);
                 kv_quantize_row(vc + r * rb, vqp + r * ng, vr, c->dt, c->d, c->group);
                 kv_dequantize_row(kr, kc + r * rb, kqp + r * ng, c->dt, c->d, c->group);
                 kv_dequantize_row(vr, vc + r * rb, vqp + r * ng, c->dt, c->d, c->group);
@@ -261,6 +273,8 @@ static void seq_paged_build(struct fixture *f, int32_t n_pages)
                               : NULL;
                     kv_quantize_row(codes, qp, x, c->dt, d, c->group);
                     kv_dequantize_row(x, codes, qp, c->dt, d, c->group);
+                    if (quant && kv == 0)
+                        mark_key(f, x);
                 }
             }
     struct kv_tensor side = {.dtype = c->dt, .row_stride = rb, .head_stride = rb * PAGE_TOKENS,
@@ -289,7 +303,8 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
     f->kd = malloc(nd * sizeof(float) + 4);
     f->vd = malloc(nd * sizeof(float) + 4);
     f->q = malloc(nq * sizeof(float));
-    ck_assert(f->kd && f->vd && f->q);
+    f->kint = calloc(nd / (size_t)c->d + 1, 1);
+    ck_assert(f->kd && f->vd && f->q && f->kint);
     for (size_t i = 0; i < nd; i++) {
         f->kd[i] = (float)rnd(-1, 1);
         f->vd[i] = (float)rnd(-1, 1);
@@ -333,6 +348,8 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
                                   : NULL;
                         kv_quantize_row(codes, qp, x, c->dt, d, c->group);
                         kv_dequantize_row(x, codes, qp, c->dt, d, c->group);
+                        if (quant && kv == 0)
+                            mark_key(f, x);
                     }
                 }
         struct kv_tensor side = {.dtype = c->dt, .row_stride = rb,
@@ -392,6 +409,7 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
                             struct kv_qparams *qp = f->kqp + (bh * T + t) * ng;
                             kv_quantize_row(codes, qp, x, c->dt, d, c->group);
                             kv_dequantize_row(x, codes, qp, c->dt, d, c->group);
+                            mark_key(f, x);
                         } else if (t == t0) {
                             struct kv_qparams *qp = f->kqp + (bh * nblk + t0 / CHANNEL_TOKENS) * d;
                             kv_quantize_rows_channel(codes, rb, qp, x, (size_t)d, n, c->dt, d);
@@ -553,6 +571,8 @@ static void fixture_free(struct fixture *f)
     free(f->kd);
     free(f->vd);
     free(f->q);
+    free(f->kint);
+    free(f->qint);
     free(f->kbuf);
     free(f->vbuf);
     free(f->kbuf2);
@@ -611,6 +631,17 @@ static size_t fixture_keys(const struct fixture *f)
  * the probability of each position, put at the index of that position's key
  * in the view (the spans walked in order).
  */
+/* The query that scores key row (b, h, t): the int8 form where f->qint is
+ * set (the decode kernel's integer scores) and the row is quantized per
+ * token, else the query itself. */
+static const float *query_for(const struct fixture *f, const float *q, int32_t b, int32_t h,
+                              int32_t t)
+{
+    if (f->qint == NULL || !f->kint[dense_at(&f->c, b, h, t) / (size_t)f->c.d])
+        return q;
+    return f->qint + (q - f->q);
+}
+
 static void naive_mass(double *mass, const struct fixture *f)
 {
     const struct acase *c = &f->c;
@@ -631,8 +662,9 @@ static void naive_mass(double *mass, const struct fixture *f)
                     if (!naive_visible(&f->view.mask, b, qpos, t))
                         continue;
                     double sc = 0.0;
+                    const float *qt = query_for(f, q, b, h, t);
                     for (int32_t e = 0; e < d; e++)
-                        sc += (double)q[e] * f->kd[dense_at(c, b, h, t) + e];
+                        sc += (double)qt[e] * f->kd[dense_at(c, b, h, t) + e];
                     pr[t] = sc * f->p.scale;
                     mx = fmax(mx, pr[t]);
                 }
@@ -672,9 +704,10 @@ static void naive_attention(double *out, const struct fixture *f)
                     if (!naive_visible(&f->view.mask, b, qpos, t))
                         continue;
                     const float *k = f->kd + dense_at(c, b, h, t);
+                    const float *qt = query_for(f, q, b, h, t);
                     double s = 0.0;
                     for (int32_t e = 0; e < d; e++)
-                        s += (double)q[e] * k[e];
+                        s += (double)qt[e] * k[e];
                     sc[t] = s * p->scale;
                     mx = fmax(mx, sc[t]);
                 }
@@ -766,6 +799,28 @@ static void run_case(const struct acase *c, int idx)
     ck_assert(want && got && want_mass && mass);
     naive_attention(want, &f);
     naive_mass(want_mass, &f);
+    /* where the decode kernel scores per-token integer keys with the int8
+     * form of the (scaled) query, its truth is computed from that form;
+     * kv_attn_ref keeps the f32 query's */
+    double *want_k = want, *want_mass_k = want_mass;
+    if (c->n_q == 1 && kv_rows_int_query(c->dt, c->d, c->group)) {
+        const size_t nq = (size_t)c->batch * c->heads * c->d;
+        f.qint = malloc(nq * sizeof(float));
+        float *tmp = malloc((size_t)c->d * sizeof(float));
+        want_k = malloc(no * sizeof(double));
+        want_mass_k = malloc((nm + 1) * sizeof(double));
+        ck_assert(f.qint && tmp && want_k && want_mass_k);
+        for (size_t r = 0; r < nq; r += (size_t)c->d) {
+            for (int32_t e = 0; e < c->d; e++)
+                tmp[e] = f.q[r + e] * f.p.scale;
+            kv_rows_query_int8(f.qint + r, tmp, c->d, c->group);
+            for (int32_t e = 0; e < c->d; e++)
+                f.qint[r + e] /= f.p.scale;
+        }
+        free(tmp);
+        naive_attention(want_k, &f);
+        naive_mass(want_mass_k, &f);
+    }
 
     size_t wsb = kv_attn_workspace_bytes(&f.p);
     void *ws = kv_alloc(wsb);
@@ -783,9 +838,9 @@ static void run_case(const struct acase *c, int idx)
         kv_alloc_fail_at(0, 0);
         ck_assert_int_eq(kv_attn(got, f.q, &p, &f.view, ws, wsb), KV_OK);
         ck_assert_int_eq(kv_alloc_count(), 0); /* the kernel never allocates */
-        compare(got, want, &f, with_mass ? "kv_attn+mass" : "kv_attn", idx);
+        compare(got, want_k, &f, with_mass ? "kv_attn+mass" : "kv_attn", idx);
         if (with_mass)
-            compare_mass(mass, want_mass, &f, "kv_attn", idx);
+            compare_mass(mass, want_mass_k, &f, "kv_attn", idx);
 
         /* the reference's own mass pass only where it is cheap (it recomputes
          * every score once more): the big prefill tiles test the kernel's */
@@ -804,6 +859,10 @@ static void run_case(const struct acase *c, int idx)
     }
 
     kv_free(ws);
+    if (want_k != want) {
+        free(want_k);
+        free(want_mass_k);
+    }
     free(want);
     free(want_mass);
     free(got);
@@ -1470,6 +1529,49 @@ START_TEST(test_view_shape_rejects)
 END_TEST
 
 /* The workspace depends on the call's shape, never on the number of keys. */
+/*
+ * The int8 form of a query (the decode kernel's integer scores): every
+ * element within half a step (max|q| of its group / 254) of the query, a
+ * whole number of steps, the group's largest element kept exactly, a zero
+ * group zero; the float dtypes never use it.
+ */
+START_TEST(test_query_int8_form)
+{
+    const int32_t d = 128, groups[] = {16, 32, 64, 128};
+    float q[128], out[128];
+    rng_state = 99;
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
+        const int32_t group = groups[gi];
+        for (int32_t e = 0; e < d; e++)
+            q[e] = (float)rnd(-3, 3);
+        for (int32_t e = 0; e < group; e++)
+            q[e] = 0.0f; /* group 0 all zero */
+        kv_rows_query_int8(out, q, d, group);
+        for (int32_t g0 = 0; g0 < d; g0 += group) {
+            float amax = 0.0f;
+            for (int32_t e = g0; e < g0 + group; e++)
+                amax = fmaxf(amax, fabsf(q[e]));
+            const double step = amax / 127.0;
+            for (int32_t e = g0; e < g0 + group; e++) {
+                if (amax == 0.0f) {
+                    ck_assert(out[e] == 0.0f);
+                    continue;
+                }
+                ck_assert_msg(fabs((double)out[e] - q[e]) <= step / 2 * (1 + 1e-5),
+                              "group %d e %d: %g vs %g", group, e, out[e], q[e]);
+                const double k = out[e] / step;
+                ck_assert(fabs(k - nearbyint(k)) < 1e-4 && fabs(k) <= 127.0 + 1e-4);
+                if (fabsf(q[e]) == amax)
+                    ck_assert(fabsf(out[e] - q[e]) <= 1e-6f * amax);
+            }
+        }
+    }
+    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_F32, 64, 32), 0);
+    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_F16, 64, 32), 0);
+    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_BF16, 64, 32), 0);
+}
+END_TEST
+
 START_TEST(test_workspace_independent_of_keys)
 {
     struct kv_attn_params p = {.batch = 2, .n_q = 1, .n_heads = 8, .n_kv_heads = 2,
@@ -1515,6 +1617,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_check_rejects);
     tcase_add_test(tc, test_view_shape_rejects);
     tcase_add_test(tc, test_workspace_independent_of_keys);
+    tcase_add_test(tc, test_query_int8_form);
     suite_add_tcase(s, tc);
     return s;
 }
