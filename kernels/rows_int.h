@@ -19,6 +19,8 @@
  *     int_sc8(x, row, g0, e, group)  x[INT_SC8_NC] <- those chunks' codes
  *                       (g0: the group's first element, e from it)
  *     INT_NC, INT_PV8_UNITS   chunks per 8-byte read; reads per value pass
+ *     INT_READ_ONE_GROUP(group)  1 where the chunks of an 8-byte read lie in
+ *                       one group (one weight per head serves them all)
  *     int_pv8(x, p)      x[INT_NC] <- the codes of the 8 bytes at p
  *   AVX2 integer scores (optional; a dtype without them scores the f32 query):
  *     INT_ISC_OK(d, group)   the shapes they take
@@ -208,7 +210,7 @@ static void IN(pv_avx2)(float *acc, size_t acc_stride, float *msum, float *w, co
  */
 KV_INLINE void IN(pv8_heads_pass)(float *acc, size_t acc_stride, const float *w, const int g,
                                   const char *v0, size_t stride, int32_t nb, int32_t ng,
-                                  int32_t group, int32_t o0, const int nu)
+                                  int32_t group, int32_t o0, const int nu, const int one)
 {
     const int ch = 8 / g, per = ch < INT_NC ? ch : INT_NC;
 #pragma GCC unroll 4
@@ -228,6 +230,16 @@ KV_INLINE void IN(pv8_heads_pass)(float *acc, size_t acc_stride, const float *w,
             for (int u = 0; u < nu; u++) {
                 __m256 x[INT_NC];
                 int_pv8(x, row + 8 * u);
+                if (one) { /* the read's chunks share a group: one weight per head */
+                    for (int h = 0; h < g; h++) {
+                        const __m256 wh =
+                            _mm256_broadcast_ss(w + ((size_t)h * DEC_KB + j) * ng + gw[u * per]);
+                        for (int c = 0; c < per; c++)
+                            a[h * ch + u * per + c] =
+                                _mm256_fmadd_ps(wh, x[k0 + c], a[h * ch + u * per + c]);
+                    }
+                    continue;
+                }
                 for (int c = 0; c < per; c++) {
                     const int k = u * per + c;
                     for (int h = 0; h < g; h++)
@@ -252,10 +264,15 @@ KV_INLINE void IN(pv8_heads)(float *acc, size_t acc_stride, const float *w, cons
 {
     const int ch = 8 / g, nu = ch / (ch < INT_NC ? ch : INT_NC);
     int32_t o = 0;
-    for (; o + 8 * nu <= nbytes; o += 8 * nu)
-        IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, nu);
+    if (INT_READ_ONE_GROUP(group)) {
+        for (; o + 8 * nu <= nbytes; o += 8 * nu)
+            IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, nu, 1);
+    } else {
+        for (; o + 8 * nu <= nbytes; o += 8 * nu)
+            IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, nu, 0);
+    }
     for (; o < nbytes; o += 8)
-        IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, 1);
+        IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, 1, 0);
 }
 
 /* w holds each head's weights (nb, ng), DEC_KB * ng floats apart */
