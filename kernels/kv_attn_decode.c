@@ -36,26 +36,27 @@ static const kv_rows_bind_fn rows_bind[KV_DTYPE_COUNT] = {
 };
 static_assert(KV_DTYPE_COUNT == 6, "a new dtype needs a rows_<type>.c line in rows_bind[]");
 
-int kv_rows_int_query(enum kv_dtype dt, int32_t d, int32_t group)
+int kv_rows_int_query(enum kv_dtype dt, int32_t d, int32_t group, int32_t g)
 {
     switch (dt) {
     case KV_DTYPE_Q8:
-        return kv_rows_intq_q8(d, group);
+        return kv_rows_intq_q8(d, group, g);
     case KV_DTYPE_Q4:
-        return kv_rows_intq_q4(d, group);
+        return kv_rows_intq_q4(d, group, g);
     case KV_DTYPE_Q2:
-        return kv_rows_intq_q2(d, group);
+        return kv_rows_intq_q2(d, group, g);
     default:
         return 0;
     }
 }
 
-void kv_rows_query_int8(float *out, const float *q, int32_t d, int32_t group)
+void kv_rows_query_int(float *out, const float *q, int32_t d, int32_t group, int bits)
 {
+    const int32_t qmax = (1 << (bits - 1)) - 1;
     for (int32_t g0 = 0; g0 < d; g0 += group) {
-        const float amax = kv_rows_amax(q + g0, group), step = kv_rows_qstep(amax);
+        const float amax = kv_rows_amax(q + g0, group), step = kv_rows_qstep(amax, qmax);
         for (int32_t e = g0; e < g0 + group; e++)
-            out[e] = (float)kv_rows_qcode(q[e], amax) * step;
+            out[e] = (float)kv_rows_qcode(q[e], amax, qmax) * step;
     }
 }
 

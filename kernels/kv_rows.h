@@ -74,8 +74,8 @@ struct kv_dec_job {
     const float *qsum;           /* (g, k.ng) per-group sums of qs (quantized keys) */
     float *qx;                   /* (2 g d) floats of scratch where a key side's bind
                                     may keep its own form of qs (bf16: evens and odds
-                                    apart per 32 elements; int4/int2 on AVX2: an int8
-                                    form, rows_int.h) */
+                                    apart per 32 elements; the integer dtypes on AVX2:
+                                    an integer form, rows_int.h) */
     int k_channel;               /* keys quantized per channel: the driver scales the
                                     queries per block (dec_scores_channel) and
                                     uses qx itself */
@@ -103,20 +103,21 @@ void kv_rows_bind_f16(struct kv_dec_job *J, int is_v);
 void kv_rows_bind_bf16(struct kv_dec_job *J, int is_v);
 
 /*
- * Whether the per-token key kernels of an integer dtype, as this build binds
- * them for (d, group), score an int8 form of the query (rows_int.h's integer
- * scores) rather than the f32 one; kv_rows_int_query dispatches on dt (0
- * for the float dtypes). The tests build their truth from that form
- * (kv_rows_query_int8) where it is 1.
+ * The bits (8 or 16) of the integer form of the query with which the
+ * per-token key kernels of an integer dtype, as this build binds them for
+ * (d, group) and g heads a kv head, score it (rows_int.h's integer scores), or 0 where they read
+ * the f32 query; kv_rows_int_query dispatches on dt (0 for the float
+ * dtypes). The tests build their truth from that form (kv_rows_query_int).
  */
-int kv_rows_int_query(enum kv_dtype dt, int32_t d, int32_t group);
-int kv_rows_intq_q8(int32_t d, int32_t group);
-int kv_rows_intq_q4(int32_t d, int32_t group);
-int kv_rows_intq_q2(int32_t d, int32_t group);
+int kv_rows_int_query(enum kv_dtype dt, int32_t d, int32_t group, int32_t g);
+int kv_rows_intq_q8(int32_t d, int32_t group, int32_t g);
+int kv_rows_intq_q4(int32_t d, int32_t group, int32_t g);
+int kv_rows_intq_q2(int32_t d, int32_t group, int32_t g);
 
-/* out (d) <- q (d) as the integer scores read it: per group of `group`
- * elements, code * step with step = max|q| / 127 and code = round(q / step) */
-void kv_rows_query_int8(float *out, const float *q, int32_t d, int32_t group);
+/* out (d) <- q (d) as the integer scores of `bits` (8 or 16) read it: per
+ * group of `group` elements, code * step with step = max|q| / (2^(bits-1)
+ * - 1) and code = round(q / step) */
+void kv_rows_query_int(float *out, const float *q, int32_t d, int32_t group, int bits);
 
 /* ------------------------------------------------------------------------ */
 /* Shared helpers                                                           */
@@ -154,13 +155,14 @@ static inline void kv_rows_pv_weights(float *w, float *msum_i, const float *pi,
     }
 }
 
-/* The int8 form of a query group whose largest |value| is amax: the code
- * of x (in [-127, 127]) and the step one code is worth. */
-static inline int8_t kv_rows_qcode(float x, float amax)
+/* The integer form of a query group whose largest |value| is amax, codes
+ * in [-qmax, qmax] (127: int8, 32767: int16): the code of x and the step
+ * one code is worth. */
+static inline int32_t kv_rows_qcode(float x, float amax, int32_t qmax)
 {
-    return amax > 0.0f ? (int8_t)lrintf(x * (127.0f / amax)) : 0;
+    return amax > 0.0f ? (int32_t)lrintf(x * ((float)qmax / amax)) : 0;
 }
-static inline float kv_rows_qstep(float amax) { return amax / 127.0f; }
+static inline float kv_rows_qstep(float amax, int32_t qmax) { return amax / (float)qmax; }
 static inline float kv_rows_amax(const float *x, int32_t n)
 {
     float m = 0.0f;

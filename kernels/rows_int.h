@@ -23,11 +23,16 @@
  *                       one group (one weight per head serves them all)
  *     int_pv8(x, p)      x[INT_NC] <- the codes of the 8 bytes at p
  *   AVX2 integer scores (optional; a dtype without them scores the f32 query):
+ *     INT_ISC_QBITS      8: the query as int8 against a read of 32 bytes of
+ *                       codes (VPMADDUBSW); 16: as int16 against 16 bytes
+ *                       widened to 16-bit codes (VPMADDWD)
  *     INT_ISC_OK(d, group)   the shapes they take
+ *     INT_ISC_MIN_G      the fewest heads a kv head for which they pay
  *     INT_ISC_MERGE(group)   chunks of a read that lie in one group (their
- *                       products are summed in 16 bits before widening)
- *     int_isc_codes(x, p, full)  x[INT_NC] <- the codes (one per byte) of
- *                       the 32 bytes at p, or of 16 and zeros when !full
+ *                       products are summed before scaling)
+ *     int_isc_codes(x, p, full)  x[INT_NC] <- the codes of a read at p (8
+ *                       bits: one a byte, 32 bytes or 16 and zeros when
+ *                       !full; 16 bits: 16 bytes, one code a 16-bit lane)
  *   AVX-512:
  *     INT_512_OK(d, group), INT_FUSED_OK(g, d)  the shapes taken, the GQA
  *                       ones fused in registers (others: an L1 tile)
@@ -299,31 +304,43 @@ INT_PV8_HEADS(8)
 /* AVX2 integer scores                                                      */
 
 /*
- * The query, quantized once per bind to int8 per key group (kv_rows_qcode),
- * is scored against the codes with VPMADDUBSW (unsigned codes times signed
- * query bytes, pairs summed in 16 bits) and VPMADDWD (pairs of those into
- * 32 bits): two instructions per 32 codes where widening each code to a
- * float takes three per 8. The 32-bit lanes are then scaled per group:
+ * The query, quantized once per bind per key group (kv_rows_qcode), is
+ * scored against the codes in integers: int4 and int2 codes with an int8
+ * query by VPMADDUBSW (unsigned codes times signed query bytes, pairs
+ * summed in 16 bits) and VPMADDWD (pairs of those into 32 bits), two
+ * instructions per 32 codes where widening each code to a float takes
+ * three per 8; int8 codes, whose step is 1/255 of the key's range, with an
+ * int16 query (VPMOVZXBW, VPMADDWD: two per 16 codes), whose rounding an
+ * int8 query's would match (doubling the error; the frontier allows 10%). The 32-bit lanes are then scaled per group:
  * score = sum_lanes ks * (step_q * idot) + km * qlane, where ks and km are
  * the key group's scale and min and qlane the lane's sum of the query's
  * int8 form (so the min term costs no second pass, and the score is
- * exactly that of the form kv_rows_query_int8 gives, which the tests
+ * exactly that of the form kv_rows_query_int gives, which the tests
  * check). The query's own rounding (half a
  * step of 1/127 of its group's largest value) is far below a 4- or 2-bit
  * key's (half of 1/15 or 1/3 of the key's range), so these formats keep
- * their error budget (docs/performance.md has the frontier's figures);
- * int8 keys, whose step is 1/255, keep the f32 query.
+ * their error budget (docs/performance.md has the frontier's figures).
  *
  * The query's form in J->qx, per head: its codes in read order (read rd,
  * chunk c: 32 bytes, lane-aligned with int_isc_codes' output), then per
  * (read, map) two vectors of 8 floats: the query step of each 32-bit lane's
  * group, and qlane. A map is INT_ISC_MERGE(group) chunks summed together.
- * Every 16-byte half of a read lies in one group (INT_ISC_OK), so each
- * vector of key parameters is two broadcasts.
+ * Each half of a read lies in one group (INT_ISC_OK), so each vector of
+ * key parameters is two broadcasts.
  */
 #define ISC_MAXG 64 /* key groups a row may have */
+#if INT_ISC_QBITS == 8
+#define ISC_RB 32 /* bytes of codes a read takes */
+#define ISC_QT int8_t
+#define ISC_QMAX 127
+#else
+#define ISC_RB 16
+#define ISC_QT int16_t
+#define ISC_QMAX 32767
+#endif
+#define ISC_BPL (ISC_RB / 8) /* bytes of codes a 32-bit lane covers */
 
-static inline int32_t IN(isc_reads)(int32_t d) { return (d * INT_BITS / 8 + 31) / 32; }
+static inline int32_t IN(isc_reads)(int32_t d) { return (d * INT_BITS / 8 + ISC_RB - 1) / ISC_RB; }
 
 static inline size_t IN(isc_head_floats)(int32_t d, int32_t group)
 {
@@ -348,28 +365,30 @@ static void IN(isc_queries)(const struct kv_dec_job *J, int32_t group)
     for (int32_t h = 0; h < J->g; h++) {
         const float *q = J->qs + (size_t)h * d;
         float *base = J->qx + (size_t)h * hf, *vec = base + (size_t)nreads * INT_NC * 8;
-        int8_t *qi = (int8_t *)base;
+        ISC_QT *qi = (ISC_QT *)base;
         float amax[ISC_MAXG];
         for (int32_t gi = 0; gi < d / group; gi++)
             amax[gi] = kv_rows_amax(q + (size_t)gi * group, group);
         for (int32_t rd = 0; rd < nreads; rd++)
             for (int c = 0; c < INT_NC; c++)
-                for (int32_t b = 0; b < 32; b++) {
-                    const int32_t byte = 32 * rd + b, e = int_el(byte, c, group);
-                    qi[(rd * INT_NC + c) * 32 + b] =
-                        byte < nbytes ? kv_rows_qcode(q[e], amax[e / group]) : 0;
+                for (int32_t b = 0; b < ISC_RB; b++) {
+                    const int32_t byte = ISC_RB * rd + b, e = int_el(byte, c, group);
+                    qi[(rd * INT_NC + c) * ISC_RB + b] =
+                        (ISC_QT)(byte < nbytes ? kv_rows_qcode(q[e], amax[e / group], ISC_QMAX)
+                                               : 0);
                 }
         for (int32_t rd = 0; rd < nreads; rd++)
             for (int m = 0; m < nmap; m++) {
                 float *v = vec + ((size_t)rd * nmap + m) * 16;
                 for (int lane = 0; lane < 8; lane++) {
-                    const int32_t byte0 = 32 * rd + 4 * lane;
+                    const int32_t byte0 = ISC_RB * rd + ISC_BPL * lane;
                     float step = 0.0f, qs = 0.0f;
                     for (int c = m * mg; c < (m + 1) * mg && byte0 < nbytes; c++)
-                        for (int k = 0; k < 4; k++) {
+                        for (int k = 0; k < ISC_BPL; k++) {
                             const int32_t e = int_el(byte0 + k, c, group);
-                            step = kv_rows_qstep(amax[e / group]);
-                            qs += (float)qi[(rd * INT_NC + c) * 32 + 4 * lane + k] * step;
+                            step = kv_rows_qstep(amax[e / group], ISC_QMAX);
+                            qs += (float)qi[(rd * INT_NC + c) * ISC_RB + ISC_BPL * lane + k] *
+                                  step;
                         }
                     v[lane] = step;
                     v[8 + lane] = qs;
@@ -378,15 +397,32 @@ static void IN(isc_queries)(const struct kv_dec_job *J, int32_t group)
     }
 }
 
+/* the 32-bit lanes of mg chunks of codes x times the query's codes at qi */
+KV_INLINE __m256i IN(isc_dot)(const __m256i *x, const ISC_QT *qi, const int mg)
+{
+#if INT_ISC_QBITS == 8
+    __m256i s16 = _mm256_maddubs_epi16(x[0], _mm256_loadu_si256((const __m256i *)qi));
+    for (int c = 1; c < mg; c++)
+        s16 = _mm256_add_epi16(
+            s16, _mm256_maddubs_epi16(x[c], _mm256_loadu_si256((const __m256i *)(qi + 32 * c))));
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+#else
+    __m256i s32 = _mm256_madd_epi16(x[0], _mm256_loadu_si256((const __m256i *)qi));
+    for (int c = 1; c < mg; c++)
+        s32 = _mm256_add_epi32(
+            s32, _mm256_madd_epi16(x[c], _mm256_loadu_si256((const __m256i *)(qi + 16 * c))));
+    return s32;
+#endif
+}
+
 /* sc (g, DEC_KB) for rows r, r + st, ... (nr of them, nr * g <= 8):
  * accumulator u = rr * g + h, one pass over each row's codes for all heads */
 KV_INLINE void IN(isc_rows)(float *sc, const int g, const int nr, const float *qx, size_t hf,
                             const char *r, size_t st, const char *qpr, size_t qst, int32_t d,
                             int32_t group)
 {
-    const int32_t nbytes = d * INT_BITS / 8, nreads = (nbytes + 31) / 32;
+    const int32_t nbytes = d * INT_BITS / 8, nreads = (nbytes + ISC_RB - 1) / ISC_RB;
     const int mg = INT_ISC_MERGE(group), nmap = INT_NC / mg;
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 tot[8];
     for (int u = 0; u < nr * g; u++)
         tot[u] = _mm256_setzero_ps();
@@ -394,30 +430,29 @@ KV_INLINE void IN(isc_rows)(float *sc, const int g, const int nr, const float *q
         const uint8_t *row = (const uint8_t *)(r + rr * st);
         const struct kv_qparams *qp = (const struct kv_qparams *)(qpr + rr * qst);
         for (int32_t rd = 0; rd < nreads; rd++) {
-            const int full = nbytes - 32 * rd >= 32;
+            const int full = nbytes - ISC_RB * rd >= ISC_RB;
             __m256i x[INT_NC];
-            int_isc_codes(x, row + 32 * rd, full);
+            int_isc_codes(x, row + ISC_RB * rd, full);
             for (int m = 0; m < nmap; m++) {
-                const int32_t ga = int_el(32 * rd, m * mg, group) / group;
-                const int32_t gb = full ? int_el(32 * rd + 16, m * mg, group) / group : ga;
-                const __m256 ks = _mm256_set_m128(_mm_broadcast_ss(&qp[gb].scale),
-                                                  _mm_broadcast_ss(&qp[ga].scale));
-                const __m256 km = _mm256_set_m128(_mm_broadcast_ss(&qp[gb].min),
-                                                  _mm_broadcast_ss(&qp[ga].min));
+                const int32_t ga = int_el(ISC_RB * rd, m * mg, group) / group;
+                const int32_t gb =
+                    full ? int_el(ISC_RB * rd + ISC_RB / 2, m * mg, group) / group : ga;
+                /* one group per read (int8's 16 codes, int4 with groups of
+                 * 64 and more): one broadcast each */
+                const __m256 ks = ga == gb ? _mm256_broadcast_ss(&qp[ga].scale)
+                                           : _mm256_set_m128(_mm_broadcast_ss(&qp[gb].scale),
+                                                             _mm_broadcast_ss(&qp[ga].scale));
+                const __m256 km = ga == gb ? _mm256_broadcast_ss(&qp[ga].min)
+                                           : _mm256_set_m128(_mm_broadcast_ss(&qp[gb].min),
+                                                             _mm_broadcast_ss(&qp[ga].min));
                 for (int h = 0; h < g; h++) {
                     const float *hb = qx + (size_t)h * hf;
-                    const int8_t *qi = (const int8_t *)hb + (size_t)(rd * INT_NC + m * mg) * 32;
+                    const ISC_QT *qi =
+                        (const ISC_QT *)hb + (size_t)(rd * INT_NC + m * mg) * ISC_RB;
                     const float *v = hb + (size_t)nreads * INT_NC * 8 +
                                      ((size_t)rd * nmap + m) * 16;
-                    __m256i s16 = _mm256_maddubs_epi16(x[m * mg],
-                                                       _mm256_loadu_si256((const __m256i *)qi));
-                    for (int c = 1; c < mg; c++)
-                        s16 = _mm256_add_epi16(
-                            s16, _mm256_maddubs_epi16(
-                                     x[m * mg + c],
-                                     _mm256_loadu_si256((const __m256i *)(qi + 32 * c))));
                     const __m256 f = _mm256_mul_ps(
-                        _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), _mm256_loadu_ps(v));
+                        _mm256_cvtepi32_ps(IN(isc_dot)(x + m * mg, qi, mg)), _mm256_loadu_ps(v));
                     const int u = rr * g + h;
                     tot[u] = _mm256_fmadd_ps(
                         ks, f, _mm256_fmadd_ps(km, _mm256_loadu_ps(v + 8), tot[u]));
@@ -493,6 +528,10 @@ static void IN(bind_isc)(struct kv_dec_job *J)
     IN(isc_queries)(J, group);
     J->scores = gi < 0 ? IN(sc_isc_any) : sc[gi][shape];
 }
+#undef ISC_RB
+#undef ISC_QT
+#undef ISC_QMAX
+#undef ISC_BPL
 #endif /* INT_ISC_OK */
 
 #ifdef __AVX512F__
@@ -708,24 +747,29 @@ static void IN(bind_512)(struct kv_dec_job *J, int is_v, int32_t g, int32_t d, i
 }
 #endif
 
-/* 1 where bind scores keys of (d, group) per token with the integer form
- * of the query (the level that takes the shape first decides) */
-static int IN(int_query)(int32_t d, int32_t group)
+/* The bits of the query's integer form where bind scores keys of (d,
+ * group) per token with one (the level that takes the shape first
+ * decides), else 0 */
+static int IN(int_query)(int32_t d, int32_t group, int32_t g)
 {
     (void)d;
     (void)group;
+    (void)g;
 #ifdef __AVX512F__
     if (INT_512_OK(d, group))
         return 0;
 #endif
 #if defined(__AVX2__) && defined(INT_ISC_OK)
-    return IN(isc_fits)(d, group);
+    return g >= INT_ISC_MIN_G && IN(isc_fits)(d, group) ? INT_ISC_QBITS : 0;
 #else
     return 0;
 #endif
 }
 
-int INT_CAT(kv_rows_intq, INT_PFX)(int32_t d, int32_t group) { return IN(int_query)(d, group); }
+int INT_CAT(kv_rows_intq, INT_PFX)(int32_t d, int32_t group, int32_t g)
+{
+    return IN(int_query)(d, group, g);
+}
 
 /* The kernels for J's shape at the best level this file was built for. */
 static void IN(bind)(struct kv_dec_job *J, int is_v)
@@ -742,17 +786,15 @@ static void IN(bind)(struct kv_dec_job *J, int is_v)
     }
 #endif
 #if defined(__AVX2__) && defined(INT_ISC_OK)
-    if (!is_v && !J->k_channel && IN(int_query)(d, group)) {
+    if (!is_v && !J->k_channel && IN(int_query)(d, group, g)) {
         IN(bind_isc)(J);
         return;
     }
 #endif
 #ifdef __AVX2__
     if (INT_AVX2_OK(d, group)) {
-        /* the heads' weights fit the scratch (DEC_KB * d) when g <= group;
-         * int8 (one chunk a read) measured slower fused, 0.85-0.89x, hot
-         * T 2048 on the AVX2 EPYC: it stays one head at a time */
-        if (is_v && INT_NC > 1 && (g == 2 || g == 4 || g == 8) && g <= group)
+        /* the heads' weights fit the scratch (DEC_KB * d) when g <= group */
+        if (is_v && (g == 2 || g == 4 || g == 8) && g <= group)
             J->pv = g == 2 ? IN(pv_avx2_h2) : g == 4 ? IN(pv_avx2_h4) : IN(pv_avx2_h8);
         else if (is_v)
             J->pv = IN(pv_avx2);

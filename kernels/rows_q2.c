@@ -97,6 +97,8 @@ KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int
 
 /* integer scores: a chunk of a 16-byte half is 16 consecutive elements;
  * the chunks of a half that lie in one group are summed together */
+#define INT_ISC_QBITS 8
+#define INT_ISC_MIN_G 1
 #define INT_ISC_OK(d, group) ((d) % 64 == 0 && (group) % 16 == 0)
 #define INT_ISC_MERGE(group) ((group) % 64 == 0 ? 4 : (group) % 32 == 0 ? 2 : 1)
 

@@ -53,6 +53,8 @@ KV_INLINE void int_pv8(__m256 *x, const uint8_t *p)
 
 /* integer scores: a 16-byte half lies in one group, whose two nibbles of a
  * byte always do */
+#define INT_ISC_QBITS 8
+#define INT_ISC_MIN_G 1
 #define INT_ISC_OK(d, group) ((group) % 32 == 0)
 #define INT_ISC_MERGE(group) 2
 

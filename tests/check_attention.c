@@ -803,7 +803,8 @@ static void run_case(const struct acase *c, int idx)
      * form of the (scaled) query, its truth is computed from that form;
      * kv_attn_ref keeps the f32 query's */
     double *want_k = want, *want_mass_k = want_mass;
-    if (c->n_q == 1 && kv_rows_int_query(c->dt, c->d, c->group)) {
+    const int qbits = c->n_q == 1 ? kv_rows_int_query(c->dt, c->d, c->group, c->heads / c->kv_heads) : 0;
+    if (qbits) {
         const size_t nq = (size_t)c->batch * c->heads * c->d;
         f.qint = malloc(nq * sizeof(float));
         float *tmp = malloc((size_t)c->d * sizeof(float));
@@ -813,7 +814,7 @@ static void run_case(const struct acase *c, int idx)
         for (size_t r = 0; r < nq; r += (size_t)c->d) {
             for (int32_t e = 0; e < c->d; e++)
                 tmp[e] = f.q[r + e] * f.p.scale;
-            kv_rows_query_int8(f.qint + r, tmp, c->d, c->group);
+            kv_rows_query_int(f.qint + r, tmp, c->d, c->group, qbits);
             for (int32_t e = 0; e < c->d; e++)
                 f.qint[r + e] /= f.p.scale;
         }
@@ -1530,45 +1531,49 @@ END_TEST
 
 /* The workspace depends on the call's shape, never on the number of keys. */
 /*
- * The int8 form of a query (the decode kernel's integer scores): every
- * element within half a step (max|q| of its group / 254) of the query, a
- * whole number of steps, the group's largest element kept exactly, a zero
- * group zero; the float dtypes never use it.
+ * The integer forms of a query (the decode kernel's integer scores, int8
+ * and int16): every element within half a step (max|q| of its group /
+ * (2 qmax)) of the query, a whole number of steps, the group's largest
+ * element kept, a zero group zero; the float dtypes never use one.
  */
-START_TEST(test_query_int8_form)
+START_TEST(test_query_int_form)
 {
     const int32_t d = 128, groups[] = {16, 32, 64, 128};
+    const int bits[] = {8, 16};
     float q[128], out[128];
     rng_state = 99;
-    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
-        const int32_t group = groups[gi];
-        for (int32_t e = 0; e < d; e++)
-            q[e] = (float)rnd(-3, 3);
-        for (int32_t e = 0; e < group; e++)
-            q[e] = 0.0f; /* group 0 all zero */
-        kv_rows_query_int8(out, q, d, group);
-        for (int32_t g0 = 0; g0 < d; g0 += group) {
-            float amax = 0.0f;
-            for (int32_t e = g0; e < g0 + group; e++)
-                amax = fmaxf(amax, fabsf(q[e]));
-            const double step = amax / 127.0;
-            for (int32_t e = g0; e < g0 + group; e++) {
-                if (amax == 0.0f) {
-                    ck_assert(out[e] == 0.0f);
-                    continue;
+    for (size_t bi = 0; bi < 2; bi++)
+        for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
+            const int32_t group = groups[gi];
+            const double qmax = bits[bi] == 8 ? 127.0 : 32767.0;
+            for (int32_t e = 0; e < d; e++)
+                q[e] = (float)rnd(-3, 3);
+            for (int32_t e = 0; e < group; e++)
+                q[e] = 0.0f; /* group 0 all zero */
+            kv_rows_query_int(out, q, d, group, bits[bi]);
+            for (int32_t g0 = 0; g0 < d; g0 += group) {
+                float amax = 0.0f;
+                for (int32_t e = g0; e < g0 + group; e++)
+                    amax = fmaxf(amax, fabsf(q[e]));
+                const double step = amax / qmax;
+                for (int32_t e = g0; e < g0 + group; e++) {
+                    if (amax == 0.0f) {
+                        ck_assert(out[e] == 0.0f);
+                        continue;
+                    }
+                    ck_assert_msg(fabs((double)out[e] - q[e]) <= step / 2 + 1e-6 * amax,
+                                  "bits %d group %d e %d: %g vs %g", bits[bi], group, e,
+                                  out[e], q[e]);
+                    const double k = out[e] / step;
+                    ck_assert(fabs(k - nearbyint(k)) < 1e-2 && fabs(k) <= qmax + 1e-2);
+                    if (fabsf(q[e]) == amax)
+                        ck_assert(fabsf(out[e] - q[e]) <= 1e-6f * amax);
                 }
-                ck_assert_msg(fabs((double)out[e] - q[e]) <= step / 2 * (1 + 1e-5),
-                              "group %d e %d: %g vs %g", group, e, out[e], q[e]);
-                const double k = out[e] / step;
-                ck_assert(fabs(k - nearbyint(k)) < 1e-4 && fabs(k) <= 127.0 + 1e-4);
-                if (fabsf(q[e]) == amax)
-                    ck_assert(fabsf(out[e] - q[e]) <= 1e-6f * amax);
             }
         }
-    }
-    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_F32, 64, 32), 0);
-    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_F16, 64, 32), 0);
-    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_BF16, 64, 32), 0);
+    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_F32, 64, 32, 4), 0);
+    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_F16, 64, 32, 4), 0);
+    ck_assert_int_eq(kv_rows_int_query(KV_DTYPE_BF16, 64, 32, 4), 0);
 }
 END_TEST
 
@@ -1617,7 +1622,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_check_rejects);
     tcase_add_test(tc, test_view_shape_rejects);
     tcase_add_test(tc, test_workspace_independent_of_keys);
-    tcase_add_test(tc, test_query_int8_form);
+    tcase_add_test(tc, test_query_int_form);
     suite_add_tcase(s, tc);
     return s;
 }
