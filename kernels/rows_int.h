@@ -58,6 +58,14 @@
 #define INT_CAT(a, b) INT_CAT2(a, b)
 #define IN(x) INT_CAT(INT_PFX, x)
 
+/* M's kernels for G heads at the common shapes (head_dim 64 and 128, groups
+ * of 32: constants, so their loops unroll) and at any shape, named with
+ * the suffixes G_d64, G_d128 and G */
+#define INT_SHAPES(M, G)                                                                     \
+    M(G##_d64, G, 64, 32)                                                                    \
+    M(G##_d128, G, 128, 32)                                                                  \
+    M(G, G, J->d, s->group)
+
 /* ------------------------------------------------------------------------ */
 /* Scalar (any shape the layout allows)                                     */
 
@@ -490,18 +498,10 @@ KV_INLINE void IN(isc_rows)(float *sc, const int g, const int nr, const float *q
         for (; j < nb; j++)                                                                  \
             IN(isc_rows)(sc + j, G, 1, J->qx, hf, k + j * st, st, kqp + j * qst, qst, D, GR); \
     }
-INT_ISC(1_d64, 1, 64, 32)
-INT_ISC(1_d128, 1, 128, 32)
-INT_ISC(1, 1, J->d, s->group)
-INT_ISC(2_d64, 2, 64, 32)
-INT_ISC(2_d128, 2, 128, 32)
-INT_ISC(2, 2, J->d, s->group)
-INT_ISC(4_d64, 4, 64, 32)
-INT_ISC(4_d128, 4, 128, 32)
-INT_ISC(4, 4, J->d, s->group)
-INT_ISC(8_d64, 8, 64, 32)
-INT_ISC(8_d128, 8, 128, 32)
-INT_ISC(8, 8, J->d, s->group)
+INT_SHAPES(INT_ISC, 1)
+INT_SHAPES(INT_ISC, 2)
+INT_SHAPES(INT_ISC, 4)
+INT_SHAPES(INT_ISC, 8)
 #undef INT_ISC
 
 /* other group sizes: one head at a time */
@@ -677,15 +677,9 @@ KV_INLINE void IN(pv_heads)(float *acc, size_t acc_stride, const float *pr, cons
         (void)J;                                                                             \
         IN(pv_heads)(acc, acc_stride, pr, G, v0, s->stride, vqp, s->qp_stride, nb, D, GR);   \
     }
-INT_FUSED(2_d64, 2, 64, 32)
-INT_FUSED(2_d128, 2, 128, 32)
-INT_FUSED(2, 2, J->d, s->group)
-INT_FUSED(4_d64, 4, 64, 32)
-INT_FUSED(4_d128, 4, 128, 32)
-INT_FUSED(4, 4, J->d, s->group)
-INT_FUSED(8_d64, 8, 64, 32)
-INT_FUSED(8_d128, 8, 128, 32)
-INT_FUSED(8, 8, J->d, s->group)
+INT_SHAPES(INT_FUSED, 2)
+INT_SHAPES(INT_FUSED, 4)
+INT_SHAPES(INT_FUSED, 8)
 #undef INT_FUSED
 
 /* GQA sizes without a fused kernel: dst (nb, d) <- the dequantized rows,
@@ -810,5 +804,6 @@ static void IN(bind)(struct kv_dec_job *J, int is_v)
 }
 
 #undef IN
+#undef INT_SHAPES
 #undef INT_CAT
 #undef INT_CAT2
