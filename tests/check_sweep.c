@@ -496,6 +496,54 @@ END_TEST
  * a quote, an escape byte, a comma, a space - is refused by kv_sweep_check,
  * so a sweep never writes what compare and merge then refuse; the repeat
  * checks every list-taking command shares. */
+/* The first row's ETA (nothing measured yet: the plan's own prediction). */
+static void first_eta(void *user, const struct kv_sweep_progress *p)
+{
+    int64_t *eta = user;
+    if (*eta < 0)
+        *eta = p->eta_ns;
+}
+
+/*
+ * --bound: the plan counts the DRAM read test beside every row (its passes
+ * before the attempt and after its timed steps) at the run's bandwidth
+ * estimate, so the first ETA grows by exactly that. Without it, a sweep
+ * whose rows each spend about half a second reading the probe's array
+ * promised a fraction of its real time.
+ */
+START_TEST(sweep_eta_counts_the_bound_probe)
+{
+    static const char *const names[] = {"dynamic"};
+    struct kv_sweep_config cfg;
+    tiny_config(&cfg, names, 1);
+    cfg.n_lens = 1;
+    struct kv_model *m = tiny_model(kv_sweep_capacity(&cfg));
+    int64_t eta[2];
+    struct kv_read_probe probe;
+    struct kv_roofline_params rp;
+    kv_roofline_defaults(&rp, 1);
+    rp.read_bytes = (size_t)4 << 20;
+    ck_assert_int_eq(kv_read_probe_open(&probe, &rp, 0), KV_OK);
+    for (int with = 0; with < 2; with++) {
+        eta[with] = -1;
+        cfg.probe = with ? &probe : NULL;
+        cfg.probe_passes = with ? 3 : 0;
+        cfg.on_row_start = first_eta;
+        cfg.user = &eta[with];
+        int32_t interrupted = -1;
+        ck_assert_int_eq(kv_sweep_run(&cfg, m, &interrupted), KV_OK);
+        ck_assert_int_ge(eta[with], 0);
+    }
+    const double pass = (double)probe.n * sizeof(float) * (probe.sweeps > 0 ? probe.sweeps : 1);
+    const double want = 2.0 * 3 * pass / cfg.est_gbps; /* ns: bytes / (1e9 B/s) */
+    const double got = (double)(eta[1] - eta[0]);
+    ck_assert_msg(fabs(got - want) <= 0.05 * want, "ETA grew by %.0f ns, the probe's %.0f",
+                  got, want);
+    kv_read_probe_close(&probe);
+    kv_model_destroy(m);
+}
+END_TEST
+
 START_TEST(sweep_refuses_bad_labels_and_repeats)
 {
     static const char *const names[] = {"dynamic", "quantized-int8"};
@@ -678,6 +726,7 @@ static Suite *sweep_suite(void)
     tcase_add_loop_test(sw, sweep_noisy_rows_are_retried_then_flagged, 0, 2);
     tcase_add_test(sw, sweep_alloc_failures_clean_up);
     tcase_add_test(sw, sweep_failed_run_keeps_previous_file);
+    tcase_add_test(sw, sweep_eta_counts_the_bound_probe);
     suite_add_tcase(s, sw);
     TCase *rl = tcase_create("roofline");
     tcase_set_timeout(rl, 60);

@@ -170,6 +170,18 @@ static void format_layer_bytes(char *buf, size_t n, const struct kv_cache *c)
     }
 }
 
+/* The DRAM read limit beside a row (--bound): its passes before the
+ * attempt and after its timed steps, each reading the probe's array
+ * `sweeps` times. */
+static double pred_probe(const struct sweep *s)
+{
+    const struct kv_read_probe *p = s->cfg->probe;
+    if (p == NULL)
+        return 0.0;
+    const double pass = (double)p->n * sizeof(float) * (p->sweeps > 0 ? p->sweeps : 1);
+    return 2.0 * s->cfg->probe_passes * pass / s->cfg->est_gbps;
+}
+
 /* Prefill from a to b tokens (untimed, chunked). */
 static double pred_prefill(const struct sweep *s, int32_t a, int32_t b)
 {
@@ -903,7 +915,7 @@ static enum kv_status measure_cached(struct sweep *s, struct slot *sl, int32_t t
     const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
     const int32_t R = kv_sweep_reps_cached(cfg, T);
     const int32_t P = T - 1 - W - (R - 1) / 2;
-    double pred = pred_prefill(s, 0, P) + (W + R) * pred_decode(s, T);
+    double pred = pred_prefill(s, 0, P) + (W + R) * pred_decode(s, T) + pred_probe(s);
     *done = 0;
     row_start(s, sl, T);
 
@@ -926,7 +938,7 @@ static enum kv_status measure_none(struct sweep *s, struct slot *sl, int32_t ti,
     const struct kv_sweep_config *cfg = s->cfg;
     const int32_t T = cfg->seq_lens[ti], W = cfg->warmup;
     const int32_t R = reps_none(s, sl, T);
-    double pred = (W + R) * flops_none(s, T) / cfg->est_gflops;
+    double pred = (W + R) * flops_none(s, T) / cfg->est_gflops + pred_probe(s);
     *done = 0;
     if (R > s->max_reps)
         return KV_ERR_INVALID; /* cannot happen: reps_none caps at max_reps */
@@ -981,6 +993,7 @@ static void plan(struct sweep *s)
             } else {
                 s->pred_total += pred_prefill(s, 0, P) + (W + R) * pred_decode(s, T);
             }
+            s->pred_total += pred_probe(s);
             s->rows_total += row_selected(cfg, sl->index, ti);
         }
     }
