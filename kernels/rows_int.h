@@ -246,7 +246,7 @@ KV_INLINE void IN(pv8_heads_pass)(float *acc, size_t acc_stride, const float *w,
                 if (one) { /* the read's chunks share a group: one weight per head */
                     for (int h = 0; h < g; h++) {
                         const __m256 wh =
-                            _mm256_broadcast_ss(w + ((size_t)h * DEC_KB + j) * ng + gw[u * per]);
+                            _mm256_broadcast_ss(w + ((size_t)h * ng + gw[u * per]) * DEC_KB + j);
                         for (int c = 0; c < per; c++)
                             a[h * ch + u * per + c] =
                                 _mm256_fmadd_ps(wh, x[k0 + c], a[h * ch + u * per + c]);
@@ -257,7 +257,7 @@ KV_INLINE void IN(pv8_heads_pass)(float *acc, size_t acc_stride, const float *w,
                     const int k = u * per + c;
                     for (int h = 0; h < g; h++)
                         a[h * ch + k] = _mm256_fmadd_ps(
-                            _mm256_broadcast_ss(w + ((size_t)h * DEC_KB + j) * ng + gw[k]),
+                            _mm256_broadcast_ss(w + ((size_t)h * ng + gw[k]) * DEC_KB + j),
                             x[k0 + c], a[h * ch + k]);
                 }
             }
@@ -288,18 +288,62 @@ KV_INLINE void IN(pv8_heads)(float *acc, size_t acc_stride, const float *w, cons
         IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, 1, 0);
 }
 
-/* w holds each head's weights (nb, ng), DEC_KB * ng floats apart */
+/*
+ * The weights of G heads: w[(h * ng + gi) * DEC_KB + j] <- pr_h[j] * scale_jg
+ * and msum_h[gi] += sum_j pr_h[j] * min_jg. The rows' qparams are first
+ * laid out by group (scales, then mins, DEC_KB apart, zeros past nb) once
+ * for all heads, so each head's weights are 8 rows a multiply: the scalar
+ * loop per head (kv_rows_pv_weights) took a quarter of the int4 GQA value
+ * kernel's time.
+ */
+KV_INLINE void IN(pv_weights_heads)(float *w, float *msum, const float *pr, const int g,
+                                    const struct kv_rows_side *s, const char *vqp, int32_t nb)
+{
+    const int32_t ng = s->ng, nb8 = (nb + 7) & ~7;
+    float *sT = w + (size_t)g * ng * DEC_KB, *mT = sT + (size_t)ng * DEC_KB;
+    for (int32_t j = 0; j < nb; j++) {
+        const struct kv_qparams *qp = kv_rows_qp(vqp, s->qp_stride, j);
+        for (int32_t gi = 0; gi < ng; gi++) {
+            sT[(size_t)gi * DEC_KB + j] = qp[gi].scale;
+            mT[(size_t)gi * DEC_KB + j] = qp[gi].min;
+        }
+    }
+    for (int32_t gi = 0; gi < ng; gi++) /* 0 * whatever the scratch held may be NaN */
+        for (int32_t j = nb; j < nb8; j++)
+            sT[(size_t)gi * DEC_KB + j] = mT[(size_t)gi * DEC_KB + j] = 0.0f;
+    for (int h = 0; h < g; h++) {
+        const float *p = pr + (size_t)h * DEC_KB;
+        for (int32_t gi = 0; gi < ng; gi++) {
+            const float *sc = sT + (size_t)gi * DEC_KB, *mn = mT + (size_t)gi * DEC_KB;
+            float *wo = w + ((size_t)h * ng + gi) * DEC_KB;
+            __m256 ms = _mm256_setzero_ps();
+            for (int32_t j = 0; j < nb8; j += 8) {
+                /* past nb the probabilities are not computed (the scores
+                 * there are -inf): loaded as 0 */
+                const __m256 pj =
+                    j + 8 <= nb ? _mm256_loadu_ps(p + j)
+                                : _mm256_maskload_ps(
+                                      p + j, _mm256_cmpgt_epi32(_mm256_set1_epi32(nb - j),
+                                                                _mm256_setr_epi32(0, 1, 2, 3,
+                                                                                  4, 5, 6, 7)));
+                _mm256_storeu_ps(wo + j, _mm256_mul_ps(pj, _mm256_loadu_ps(sc + j)));
+                ms = _mm256_fmadd_ps(pj, _mm256_loadu_ps(mn + j), ms);
+            }
+            msum[(size_t)h * ng + gi] += kv_hsum8(ms);
+        }
+    }
+}
+
+/* w: the heads' weights and the qparams by group (scratch of DEC_KB * d
+ * floats: (G + 2) * ng * DEC_KB fit when G + 2 <= group) */
 #define INT_PV8_HEADS(G)                                                                     \
     static void IN(pv_avx2_h##G)(float *acc, size_t acc_stride, float *msum, float *w,       \
                                  const float *pr, const struct kv_dec_job *J,                \
                                  const struct kv_rows_side *s, const char *v0,              \
                                  const char *vqp, int32_t nb)                                \
     {                                                                                        \
-        const int32_t ng = s->ng;                                                            \
-        for (int h = 0; h < (G); h++)                                                        \
-            kv_rows_pv_weights(w + (size_t)h * DEC_KB * ng, msum + (size_t)h * ng,           \
-                               pr + (size_t)h * DEC_KB, s, vqp, nb);                         \
-        IN(pv8_heads)(acc, acc_stride, w, G, v0, s->stride, nb, ng, s->group,                \
+        IN(pv_weights_heads)(w, msum, pr, G, s, vqp, nb);                                    \
+        IN(pv8_heads)(acc, acc_stride, w, G, v0, s->stride, nb, s->ng, s->group,             \
                       J->d * INT_BITS / 8);                                                  \
     }
 INT_PV8_HEADS(2)
@@ -787,8 +831,7 @@ static void IN(bind)(struct kv_dec_job *J, int is_v)
 #endif
 #ifdef __AVX2__
     if (INT_AVX2_OK(d, group)) {
-        /* the heads' weights fit the scratch (DEC_KB * d) when g <= group */
-        if (is_v && (g == 2 || g == 4 || g == 8) && g <= group)
+        if (is_v && (g == 2 || g == 4 || g == 8) && g + 2 <= group)
             J->pv = g == 2 ? IN(pv_avx2_h2) : g == 4 ? IN(pv_avx2_h4) : IN(pv_avx2_h8);
         else if (is_v)
             J->pv = IN(pv_avx2);
