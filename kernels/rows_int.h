@@ -19,8 +19,10 @@
  *     int_sc8(x, row, g0, e, group)  x[INT_SC8_NC] <- those chunks' codes
  *                       (g0: the group's first element, e from it)
  *     INT_NC, INT_PV8_UNITS   chunks per 8-byte read; reads per value pass
- *     INT_READ_ONE_GROUP(group)  1 where the chunks of an 8-byte read lie in
- *                       one group (one weight per head serves them all)
+ *     INT_CHUNKS_ONE_GROUP(group, n)  1 where any n consecutive chunks of an
+ *                       8-byte read that a value pass takes (from a multiple
+ *                       of n on) lie in one group: one weight per head
+ *                       serves them
  *     int_pv8(x, p)      x[INT_NC] <- the codes of the 8 bytes at p
  *   AVX2 integer scores (optional; a dtype without them scores the f32 query):
  *     INT_ISC_QBITS      8: the query as int8 against a read of 32 bytes of
@@ -277,7 +279,7 @@ KV_INLINE void IN(pv8_heads)(float *acc, size_t acc_stride, const float *w, cons
 {
     const int ch = 8 / g, nu = ch / (ch < INT_NC ? ch : INT_NC);
     int32_t o = 0;
-    if (INT_READ_ONE_GROUP(group)) {
+    if (INT_CHUNKS_ONE_GROUP(group, ch < INT_NC ? ch : INT_NC)) {
         for (; o + 8 * nu <= nbytes; o += 8 * nu)
             IN(pv8_heads_pass)(acc, acc_stride, w, g, v0, stride, nb, ng, group, o, nu, 1);
     } else {

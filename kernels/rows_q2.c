@@ -83,7 +83,7 @@ KV_INLINE __m256i q2_load8(const uint8_t *p)
 #define INT_AVX2_OK(d, group) ((d) % 64 == 0 && (group) % 8 == 0)
 #define INT_SC8_NC 1
 #define INT_SC8_SPAN(group) (group)
-#define INT_READ_ONE_GROUP(group) ((group) % 64 == 0) /* a read's chunks span its run of 64 */
+#define INT_CHUNKS_ONE_GROUP(group, n) ((group) % (16 * (n)) == 0) /* chunk c: 16 c on in the run */
 #define INT_PV8_UNITS 1 /* a half-run, its four chunks, a value pass */
 
 /* the chunk [g0 + e, g0 + e + 8) */

@@ -41,7 +41,7 @@ __attribute__((unused)) static inline int32_t int_el(int32_t o, int c, int32_t g
 #define INT_AVX2_OK(d, group) ((group) % 16 == 0)
 #define INT_SC8_NC 2
 #define INT_SC8_SPAN(group) ((group) / 2)
-#define INT_READ_ONE_GROUP(group) 1 /* a byte's two nibbles are one group's */
+#define INT_CHUNKS_ONE_GROUP(group, n) 1 /* a byte's two nibbles are one group's */
 #define INT_PV8_UNITS 2 /* 16 bytes a value pass */
 
 KV_INLINE void int_pv8(__m256 *x, const uint8_t *p)

@@ -43,7 +43,7 @@ __attribute__((unused)) static inline int32_t int_el(int32_t o, int c, int32_t g
 #define INT_AVX2_OK(d, group) ((group) % 8 == 0)
 #define INT_SC8_NC 1
 #define INT_SC8_SPAN(group) (group)
-#define INT_READ_ONE_GROUP(group) 1 /* one chunk a read */
+#define INT_CHUNKS_ONE_GROUP(group, n) 1 /* one chunk a read */
 #define INT_PV8_UNITS 4 /* 32 elements a value pass */
 
 KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int32_t group)
