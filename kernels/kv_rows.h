@@ -160,7 +160,9 @@ static inline void kv_rows_pv_weights(float *w, float *msum_i, const float *pi,
  * one code is worth. */
 static inline int32_t kv_rows_qcode(float x, float amax, int32_t qmax)
 {
-    return amax > 0.0f ? (int32_t)lrintf(x * ((float)qmax / amax)) : 0;
+    /* x / amax first: it is at most 1, where qmax / amax overflows for a
+     * tiny amax */
+    return amax > 0.0f ? (int32_t)lrintf(x / amax * (float)qmax) : 0;
 }
 static inline float kv_rows_qstep(float amax, int32_t qmax) { return amax / (float)qmax; }
 static inline float kv_rows_amax(const float *x, int32_t n)

@@ -1529,7 +1529,6 @@ START_TEST(test_view_shape_rejects)
 }
 END_TEST
 
-/* The workspace depends on the call's shape, never on the number of keys. */
 /*
  * The integer forms of a query (the decode kernel's integer scores, int8
  * and int16): every element within half a step (max|q| of its group /
@@ -1577,6 +1576,7 @@ START_TEST(test_query_int_form)
 }
 END_TEST
 
+/* The workspace depends on the call's shape, never on the number of keys. */
 START_TEST(test_workspace_independent_of_keys)
 {
     struct kv_attn_params p = {.batch = 2, .n_q = 1, .n_heads = 8, .n_kv_heads = 2,

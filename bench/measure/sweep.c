@@ -170,16 +170,17 @@ static void format_layer_bytes(char *buf, size_t n, const struct kv_cache *c)
     }
 }
 
-/* The DRAM read limit beside a row (--bound): its passes before the
- * attempt and after its timed steps, each reading the probe's array
- * `sweeps` times. */
+/* The DRAM read limit beside a row (--bound): before the attempt and
+ * after its timed steps, an untimed warm-up pass and probe_passes timed
+ * ones (kv_read_probe_best), each reading the probe's array `sweeps`
+ * times. */
 static double pred_probe(const struct sweep *s)
 {
     const struct kv_read_probe *p = s->cfg->probe;
-    if (p == NULL)
+    if (p == NULL || s->cfg->probe_passes < 1)
         return 0.0;
     const double pass = (double)p->n * sizeof(float) * (p->sweeps > 0 ? p->sweeps : 1);
-    return 2.0 * s->cfg->probe_passes * pass / s->cfg->est_gbps;
+    return 2.0 * (s->cfg->probe_passes + 1) * pass / s->cfg->est_gbps;
 }
 
 /* Prefill from a to b tokens (untimed, chunked). */
