@@ -105,8 +105,8 @@ void kv_rows_bind_bf16(struct kv_dec_job *J, int is_v);
 /*
  * The bits (8 or 16) of the integer form of the query with which the
  * per-token key kernels of an integer dtype, as this build binds them for
- * (d, group) and g heads a kv head, score it (rows_int.h's integer scores), or 0 where they read
- * the f32 query; kv_rows_int_query dispatches on dt (0 for the float
+ * (d, group) and g heads a kv head, score it (rows_int.h's integer
+ * scores), or 0 where they read the f32 query; kv_rows_int_query dispatches on dt (0 for the float
  * dtypes). The tests build their truth from that form (kv_rows_query_int).
  */
 int kv_rows_int_query(enum kv_dtype dt, int32_t d, int32_t group, int32_t g);

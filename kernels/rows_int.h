@@ -365,15 +365,16 @@ INT_PV8_HEADS(8)
  * instructions per 32 codes where widening each code to a float takes
  * three per 8; int8 codes, whose step is 1/255 of the key's range, with an
  * int16 query (VPMOVZXBW, VPMADDWD: two per 16 codes), whose rounding an
- * int8 query's would match (doubling the error; the frontier allows 10%). The 32-bit lanes are then scaled per group:
+ * int8 query's would match (doubling the error; the frontier allows 10%).
+ * The 32-bit lanes are then scaled per group:
  * score = sum_lanes ks * (step_q * idot) + km * qlane, where ks and km are
  * the key group's scale and min and qlane the lane's sum of the query's
- * int8 form (so the min term costs no second pass, and the score is
+ * integer form (so the min term costs no second pass, and the score is
  * exactly that of the form kv_rows_query_int gives, which the tests
- * check). The query's own rounding (half a
- * step of 1/127 of its group's largest value) is far below a 4- or 2-bit
- * key's (half of 1/15 or 1/3 of the key's range), so these formats keep
- * their error budget (docs/performance.md has the frontier's figures).
+ * check). The query's own rounding (half a step of 1/127 of its group's
+ * largest value) is far below a 4- or 2-bit key's (half of 1/15 or 1/3 of
+ * the key's range), so these formats keep their error budget
+ * (docs/performance.md).
  *
  * The query's form in J->qx, per head: its codes in read order (read rd,
  * chunk c: 32 bytes, lane-aligned with int_isc_codes' output), then per
@@ -410,7 +411,7 @@ static inline int IN(isc_fits)(int32_t d, int32_t group)
            IN(isc_head_floats)(d, group) <= 2 * (size_t)d;
 }
 
-/* J->qx <- the int8 form of J->qs for keys of `group` (see above) */
+/* J->qx <- the integer form of J->qs for keys of `group` (see above) */
 static void IN(isc_queries)(const struct kv_dec_job *J, int32_t group)
 {
     const int32_t d = J->d, nbytes = d * INT_BITS / 8, nreads = IN(isc_reads)(d);
