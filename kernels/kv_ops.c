@@ -335,6 +335,18 @@ static void gemm_slices(void *ctx, int64_t c0, int64_t c1, int worker)
  * two pools (OpenBLAS's and OpenMP's) spinning against each other on few
  * cores cost several times the GEMM itself.
  */
+/* What OpenBLAS runs before fork(2) to stop its threads (the child starts
+ * them afresh). Weak: other builds (OpenMP's) lack it, and then only the
+ * thread count is set. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+void kv_blas_single(void)
+{
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_ != NULL)
+        (void)blas_thread_shutdown_();
+}
+
 /* The checks of kv_gemm and kv_gemm_ref; *mnk2 = 2*M*N*K. */
 static enum kv_status gemm_args(const float *out, const float *x, const float *w, int64_t M,
                                 int64_t N, int64_t K, int64_t *mnk2)

@@ -52,6 +52,17 @@
 /* GEMM                                                                     */
 
 /*
+ * OpenBLAS at one thread, its own worker threads stopped. The pthread build
+ * starts them when it loads, and after each threaded call they spin,
+ * yielding, for about 0.1 s before they sleep: the decode team then shares
+ * the cores with them, and the sweep's interference check saw ~300-1300
+ * involuntary context switches a second in every first row (all kvlab's
+ * own). A later threaded OpenBLAS call starts them again. Call it where
+ * work that threads with kv_pool begins.
+ */
+void kv_blas_single(void);
+
+/*
  * out (M, N) = beta * out + x (M, K) . W^T, with W (N, K) row-major, i.e.
  * out[m][n] = beta*out[m][n] + sum_k x[m][k] * W[n][k]  (llama2.c's (out, in)
  * weight layout). beta = 0 overwrites out, beta = 1 accumulates into it (a

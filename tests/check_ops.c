@@ -5,13 +5,16 @@
  * beta 0 and 1) and its FLOP counter, several GEMMs on one input
  * (kv_gemm_multi: each part exactly as kv_gemm gives it), RMSNorm, RoPE (identity at position
  * 0, norm preservation, the exact angle formula, relative-position
- * property), SwiGLU, softmax (including huge inputs) and argmax.
+ * property), SwiGLU, softmax (including huge inputs) and argmax, and that
+ * kv_blas_single leaves no OpenBLAS thread behind.
  *
  * Tolerances come from float32 rounding: a sum of K products carries an
  * error of at most about K * FLT_EPSILON times the sum of |terms| (the
  * classic gamma_K bound); element-wise ops are within a few ulps.
  */
+#include <cblas.h>
 #include <check.h>
+#include <dirent.h>
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -507,6 +510,51 @@ START_TEST(test_argmax)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* OpenBLAS's threads                                                       */
+
+/* Threads of this process (entries of /proc/self/task), -1 if unreadable. */
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A threaded sgemm starts OpenBLAS's worker threads (they would spin beside
+ * the decode team); kv_blas_single must stop them, not only set the count. */
+START_TEST(test_blas_single_stops_threads)
+{
+    const int n = 256;
+    float *a = calloc((size_t)n * n, sizeof *a), *c = calloc((size_t)n * n, sizeof *c);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(c);
+    for (int i = 0; i < n * n; i++)
+        a[i] = (float)(i % 7);
+    const int before = task_count();
+    openblas_set_num_threads(2);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, a, n, 0.0f, c,
+                n);
+    const int started = task_count();
+    kv_blas_single();
+    const int after = task_count();
+    ck_assert_int_eq(openblas_get_num_threads(), 1);
+    if (openblas_get_parallel() == 1 && before > 0 && started > before)
+        ck_assert_int_eq(after, before);
+    else
+        printf("note: OpenBLAS started no thread here (parallel mode %d, %d -> %d threads); "
+               "kv_blas_single's stop is not observable\n",
+               openblas_get_parallel(), before, started);
+    free(a);
+    free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *ops_suite(void)
 {
@@ -537,6 +585,10 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_swiglu_vs_naive);
     tcase_add_test(tc, test_softmax);
     tcase_add_test(tc, test_argmax);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("blas_threads");
+    tcase_add_test(tc, test_blas_single_stops_threads);
     suite_add_tcase(s, tc);
     return s;
 }

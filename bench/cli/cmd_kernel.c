@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "../../kernels/kv_attention.h"
+#include "../../kernels/kv_ops.h"
 #include "../../kernels/kv_quant.h"
 #include "cli_cmd.h"
 #include "cli_io.h"
@@ -657,7 +658,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
     }
     /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the
      * calling thread */
-    openblas_set_num_threads(1);
+    kv_blas_single();
     const char *mode = kv_ktime_mode_name(o.mode);
     char cold[64] = "";
     if (o.mode == KV_KTIME_COLD)

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../kernels/kv_ops.h"
 #include "stats.h"
 
 /* ------------------------------------------------------------------------ */
@@ -257,13 +258,17 @@ static enum kv_status measure_sgemm(double *gflops, double *spread,
     }
     /* The sgemm rate is OpenBLAS's own threading at its best; the kernel and
      * the model need OpenBLAS at one thread (they thread with OpenMP), so the
-     * previous setting is restored afterwards. */
+     * previous setting is restored afterwards, and at one thread its idle
+     * threads stopped (kv_blas_single), else they spin into what runs next. */
     const int blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(p->n_threads);
     struct gemm_ctx ctx = {a, b, c, p->gemm_n};
     gemm_pass(&ctx); /* untimed warm-up call */
     int32_t done = timed_passes(t, p, gemm_pass, &ctx);
-    openblas_set_num_threads(blas_threads);
+    if (blas_threads <= 1)
+        kv_blas_single();
+    else
+        openblas_set_num_threads(blas_threads);
     roofline_sink = c[n * n / 2];
     best_and_spread(gflops, spread, 2.0 * (double)n * (double)n * (double)n, t, done, p->reps);
     kv_free(a);

@@ -395,7 +395,7 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     /* One thread team (kernels/kv_pool.h), sized by OpenMP's thread count:
      * kv_gemm splits big GEMMs over it, so OpenBLAS itself stays
      * single-threaded (see kv_ops.c). */
-    openblas_set_num_threads(1);
+    kv_blas_single();
     omp_set_num_threads(n_threads);
     *out = r;
     return KV_OK;
