@@ -70,6 +70,8 @@ static const struct gemm_case gemm_cases[] = {
     /* more rows of x than one register block, still streamed (SIMD builds):
      * whole and partial blocks of 4, K a multiple of 16 or not */
     {8, 64, 512, 2},  {13, 100, 512, 2}, {33, 36, 64, 1},  {6, 20, 70, 2},
+    /* AVX2's register tile: K % 16 == 8 (its half-trip tail), odd M */
+    {3, 8, 24, 1},    {5, 44, 520, 2},   {7, 1376, 512, 2},
     /* x over the streaming path's L2 budget: OpenBLAS slices by W's rows */
     {200, 300, 256, 2}, {90, 4, 400, 2},
 };
@@ -129,6 +131,43 @@ START_TEST(test_gemm_vs_naive)
     free(x);
     free(w);
     free(c0);
+}
+END_TEST
+
+/* On the streaming path a row of x gets the same bits whatever rows run
+ * beside it: a request decoded in a serving batch gets exactly the logits it
+ * gets alone (check_serve's exact tokens rest on it). Shapes: the SIMD
+ * tiles (K a multiple of 16, and 8 more), the plain loop (K 70, N 20 not a
+ * multiple of 4 rows of W at N 37). The path takes up to 4 rows, more in a
+ * SIMD build (kv_ops.c, gemv_path); past it sgemm gives no such promise. */
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
+#define STREAMED_M_MAX 7
+#else
+#define STREAMED_M_MAX 4
+#endif
+START_TEST(test_gemm_row_alone_as_in_batch)
+{
+    static const int64_t shapes[][2] = {{64, 512}, {36, 24}, {20, 70}, {37, 64}, {1376, 512}};
+    const int64_t N = shapes[_i][0], K = shapes[_i][1];
+    rng_state = 77 + (uint64_t)_i;
+    omp_set_num_threads(2);
+    float *x = rand_floats((size_t)(STREAMED_M_MAX * K), -1, 1);
+    float *w = rand_floats((size_t)(N * K), -1, 1);
+    float *alone = malloc((size_t)N * sizeof *alone);
+    float *batch = malloc((size_t)(STREAMED_M_MAX * N) * sizeof *batch);
+    for (int64_t M = 2; M <= STREAMED_M_MAX; M++) {
+        ck_assert_int_eq(kv_gemm(batch, x, w, M, N, K, 0.0f, NULL), KV_OK);
+        for (int64_t m = 0; m < M; m++) {
+            ck_assert_int_eq(kv_gemm(alone, x + m * K, w, 1, N, K, 0.0f, NULL), KV_OK);
+            ck_assert_msg(memcmp(alone, batch + m * N, (size_t)N * sizeof *alone) == 0,
+                          "N %ld K %ld: row %ld of %ld differs from it alone", (long)N, (long)K,
+                          (long)m, (long)M);
+        }
+    }
+    free(x);
+    free(w);
+    free(alone);
+    free(batch);
 }
 END_TEST
 
@@ -562,6 +601,7 @@ static Suite *ops_suite(void)
     TCase *tc = tcase_create("gemm");
     tcase_add_loop_test(tc, test_gemm_vs_naive, 0,
                         (int)(sizeof gemm_cases / sizeof gemm_cases[0]));
+    tcase_add_loop_test(tc, test_gemm_row_alone_as_in_batch, 0, 5);
     tcase_add_test(tc, test_gemm_flops_empty);
     tcase_add_loop_test(tc, test_gemm_multi_as_each, 0,
                         (int)(sizeof multi_cases / sizeof multi_cases[0]));
