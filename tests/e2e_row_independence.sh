@@ -107,7 +107,7 @@ check "hybrid sliding:8*1+dynamic: --list exits 0 ($(head -c 300 "$TMP/err"))" t
 check "... and lists its 4 rows" test "$(grep -v '^#' "$TMP/list" | tail -n +2 | wc -l)" = 4
 # shellcheck disable=SC2086
 "$KVLAB" sweep $MODEL $RUN $HY --shard 2/2 --list >"$TMP/list2" 2>"$TMP/err"
-check "hybrid: --shard 2/2 --list exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
+rc=$?; check "hybrid: --shard 2/2 --list exits 0 ($(head -c 300 "$TMP/err"))" test "$rc" = 0
 # shellcheck disable=SC2086
 sweep "$TMP/hy-1.csv" $HY --shard 1/2
 check "hybrid: --shard 1/2 runs" test -s "$TMP/hy-1.csv"

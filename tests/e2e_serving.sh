@@ -43,7 +43,7 @@ FIX="--fixed-step-ms 2 --quiet"
 "$KVLAB" serving $MODEL $FIX --strategy paged --requests 12 --rate 200 --prompt-mean 10 \
     --output-mean 20 --pool-mb 1 --requests-out "$TMP/r.csv" --iterations-out "$TMP/i.csv" \
     --summary-out "$TMP/s.csv" >"$TMP/sum" 2>"$TMP/err"
-check "paged stream exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
+rc=$?; check "paged stream exits 0 ($(head -c 300 "$TMP/err"))" test "$rc" = 0
 check "a row per request" test "$(rows "$TMP/r.csv")" = 12
 check "every request's tokens counted" test "$(col "$TMP/r.csv" output_tokens | awk '$1 < 1' | wc -l)" = 0
 check "a row per iteration" test "$(rows "$TMP/i.csv")" -gt 12
@@ -67,7 +67,7 @@ check "a fixed-step clock repeats the schedule" test "$(grep -v '^#' "$TMP/r.csv
 for how in context exact; do
     "$KVLAB" serving $MODEL $FIX --strategy static --reserve $how --requests 12 --rate 1000 \
         --prompt-mean 10 --output-mean 20 --pool-mb 0.1 >"$TMP/s.$how" 2>"$TMP/err"
-    check "static --reserve $how exits 0 ($(head -c 200 "$TMP/err"))" test $? = 0
+    rc=$?; check "static --reserve $how exits 0 ($(head -c 200 "$TMP/err"))" test "$rc" = 0
 done
 b_ctx=$(sed -n 's/.*peak batch \([0-9]*\),.*/\1/p' "$TMP/s.context")
 b_exa=$(sed -n 's/.*peak batch \([0-9]*\),.*/\1/p' "$TMP/s.exact")
@@ -78,7 +78,7 @@ check "the policy is named by Orca's name" grep -q "static-context (Orca-Max)" "
 printf '# a trace\narrival_s,prompt_tokens,output_tokens,prefix_id\n0,12,5,0\n0.001,6,9,\n0.5,20,3,1\n' >"$TMP/t.csv"
 "$KVLAB" serving $MODEL $FIX --strategy dynamic --trace "$TMP/t.csv" --prefixes 2 --prefix-len 4 \
     --pool-mb 1 --requests-out "$TMP/tr.csv" >/dev/null 2>"$TMP/err"
-check "a trace run exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
+rc=$?; check "a trace run exits 0 ($(head -c 300 "$TMP/err"))" test "$rc" = 0
 check "a trace run: its 3 requests" test "$(col "$TMP/tr.csv" output_tokens | tr '\n' ' ')" = "5 9 3 "
 
 # ---------------------------------------------------------------- --watch
@@ -97,7 +97,7 @@ for sh in "" --share-prefixes; do
     "$KVLAB" serving $MODEL $FIX --strategy paged --requests 12 --rate 200 --prompt-mean 10 \
         --output-mean 20 --pool-mb 1 --prefixes 1 --prefix-len 40 $sh \
         --iterations-out "$TMP/p$sh.csv" >"$TMP/p$sh.txt" 2>"$TMP/err"
-    check "a shared prompt${sh:+, $sh}: exits 0 ($(head -c 300 "$TMP/err"))" test $? = 0
+    rc=$?; check "a shared prompt${sh:+, $sh}: exits 0 ($(head -c 300 "$TMP/err"))" test "$rc" = 0
 done
 check "sharing is named in the policy" grep -q "^policy paged+shared-prefix:" "$TMP/p--share-prefixes.txt"
 tok() { col "$1" token_bytes | awk '{ s += $1 } END { print s + 0 }'; }
@@ -106,11 +106,11 @@ check "sharing holds fewer token bytes over the run ($(tok "$TMP/p--share-prefix
 
 # ---------------------------------------------------------------- make serving's script
 SERVING_RATES=50,200 SERVING_REQUESTS=6 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct \
-    SERVING_PREFIX_LEN=24 SERVING_PREFIX_RATES=50,200,400 SERVING_STEP_BATCHES=1,3 \
+    SERVING_PREFIX_LEN=24 SERVING_PREFIX_RATES=50,200,400 SERVING_STEP_BATCHES=1,3 SERVING_STEP_ROUNDS=2 \
     SERVING_STEP_PROMPT=20 SERVING_STEP_TOKENS=6 SERVING_STEP_ARGS="$MODEL" \
     SERVING_ARGS="$MODEL --fixed-step-ms 2" KVLAB=$KVLAB \
     bash "$(dirname "$0")/../bench/scripts/serving.sh" "$TMP/sv" 2>"$TMP/err"
-check "serving.sh exits 0 ($(tail -n 1 "$TMP/err"))" test $? = 0
+rc=$?; check "serving.sh exits 0 ($(tail -n 1 "$TMP/err"))" test "$rc" = 0
 np=$(grep -cv '^#' "$(dirname "$0")/../bench/data/serving.policies")
 check "serving.sh: a row per policy and rate ($np policies x 2)" test "$(rows "$TMP/sv/summary.csv")" = $((np * 2))
 first() { sed '/^With a system prompt/,$d' "$TMP/sv/summary.md"; } # the first stream's tables
@@ -132,6 +132,12 @@ check "serving.sh: the step against sweep's, a row per policy and batch ($nps x 
     test "$(rows "$TMP/sv/step.csv")" = $((nps * 2))
 check "serving.sh: every step ratio a positive number" \
     test "$(col "$TMP/sv/step.csv" step_ratio | awk '$1 + 0 > 0' | wc -l)" = $((nps * 2))
+check "serving.sh: each step row is the median of 2 interleaved rounds, inside their range" \
+    test "$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+        $c["rounds"] == 2 && $c["step_ratio_lo"] <= $c["step_ratio"] && $c["step_ratio"] <= $c["step_ratio_hi"] &&
+        $c["attn_ratio_lo"] <= $c["attn_ratio"] && $c["attn_ratio"] <= $c["attn_ratio_hi"]' "$TMP/sv/step.csv" | wc -l)" = $((nps * 2))
+SERVING_STEP_ROUNDS=0 KVLAB=$KVLAB bash "$(dirname "$0")/../bench/scripts/serving_step.sh" "$TMP/sv0" 2>"$TMP/err"
+rc=$?; check "serving_step.sh refuses 0 rounds, exit 2 ($(head -c 200 "$TMP/err"))" test "$rc" = 2
 check "serving.sh: the step table closes summary.md" \
     test "$(tail -n $((nps * 2 + 2)) "$TMP/sv/summary.md" | grep -c '^|')" = $((nps * 2 + 2))
 SERVING_RATES=50 SERVING_REQUESTS=2 SERVING_POOL_MB=0.2 SERVING_WORKLOAD=instruct SERVING_PREFIX_LEN=0 \

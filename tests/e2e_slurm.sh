@@ -209,7 +209,7 @@ R1=$TMP/run1
 mkdir -p "$R1"
 t0=$(date +%s)
 run_submit "$R1" >"$R1/submit.out" 2>&1
-check "make bench-slurm exits 0 ($(tail -c 300 "$R1/submit.out"))" test $? = 0
+rc=$?; check "make bench-slurm exits 0 ($(tail -c 300 "$R1/submit.out"))" test "$rc" = 0
 cat "$R1/submit.out"
 read -r _ _ SWEEP_ID MERGE_ID <<<"$(grep '^bench-slurm: jobs ' "$R1/submit.out")"
 [ -n "${MERGE_ID:-}" ] || die "no job ids in submit.sh's output"

@@ -5,12 +5,17 @@
 # together (a trace: PROMPT tokens each, TOKENS to generate) are served, and
 # the median of the iterations that decode all B (no prefill beside them)
 # is set against the sweep's median step and attention time at the middle
-# of those positions, each cache a strategy of the same name. Into
-# OUT_DIR/step.csv and OUT_DIR/step.md.
+# of those positions, each cache a strategy of the same name. Each pair runs
+# back to back, in ROUNDS rounds over every policy and batch, and the ratio
+# reported is the median of the rounds' ratios with their range: the host's
+# speed drifts by tens of percent between seconds apart, so one pair alone
+# judges the drift more than the scheduler. Into OUT_DIR/step.csv and
+# OUT_DIR/step.md.
 #
 # usage: serving_step.sh OUT_DIR
 # env: KVLAB (build/kvlab), SERVING_STEP_BATCHES (1,8), SERVING_STEP_PROMPT
-#      (256: the caches of 8 requests stay near the L3 size), SERVING_STEP_TOKENS (33), SERVING_STEP_POLICIES
+#      (256: the caches of 8 requests stay near the L3 size), SERVING_STEP_TOKENS (33),
+#      SERVING_STEP_ROUNDS (3), SERVING_STEP_POLICIES
 #      (bench/data/serving-step.policies), SERVING_STEP_ARGS (options both
 #      commands take: a smaller model, --threads)
 # Values reach kvlab as arguments only, never a shell.
@@ -21,12 +26,13 @@ KVLAB=${KVLAB:-build/kvlab}
 BATCHES=${SERVING_STEP_BATCHES:-1,8}
 PROMPT=${SERVING_STEP_PROMPT:-256}
 TOKENS=${SERVING_STEP_TOKENS:-33}
+ROUNDS=${SERVING_STEP_ROUNDS:-3}
 POLICIES=${SERVING_STEP_POLICIES:-$(dirname "$0")/../data/serving-step.policies}
 read -r -a extra <<<"${SERVING_STEP_ARGS:-}"
 [ -x "$KVLAB" ] || { echo "serving_step: $KVLAB: no such program (make first)" >&2; exit 2; }
 [ -r "$POLICIES" ] || { echo "serving_step: $POLICIES: cannot read the policies" >&2; exit 2; }
-for v in "$PROMPT" "$TOKENS"; do
-    [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "serving_step: '$v': a whole number of tokens above 0" >&2; exit 2; }
+for v in "$PROMPT" "$TOKENS" "$ROUNDS"; do
+    [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "serving_step: '$v': a whole number above 0 (tokens, rounds)" >&2; exit 2; }
 done
 [ "$TOKENS" -ge 3 ] || { echo "serving_step: SERVING_STEP_TOKENS must be at least 3" >&2; exit 2; }
 IFS=, read -r -a batches <<<"$BATCHES"
@@ -48,38 +54,56 @@ sweep_col() {
     awk -F, -v col="$1" '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
         { printf "%.6g", $c[col]; exit }' "$2"
 }
-echo "label,batch,seq_len,serving_step_s,sweep_step_s,step_ratio,serving_attn_s,sweep_attn_s,attn_ratio" >"$work/step.csv"
-while IFS=$'\t' read -r label sargs strategy; do
-    case $label in '' | '#'*) continue ;; esac
-    [[ $label =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "serving_step: label '$label': letters, digits, . _ - only" >&2; exit 2; }
-    [ -n "${strategy:-}" ] || { echo "serving_step: $label: no sweep strategy (the third field)" >&2; exit 2; }
-    read -r -a opts <<<"$sargs"
-    for b in "${batches[@]}"; do
-        { echo "arrival_s,prompt_tokens,output_tokens"
-          for ((i = 0; i < b; i++)); do echo "0,$PROMPT,$TOKENS"; done; } >"$work/trace.csv"
-        echo "serving_step: $label, batch $b" >&2
-        "$KVLAB" serving "${opts[@]}" --trace "$work/trace.csv" --max-batch "$b" --pool-mb 1000000 \
-            --quiet --iterations-out "$work/it.csv" "${extra[@]}" >/dev/null
-        "$KVLAB" sweep --strategies "$strategy" --batch "$b" --seq-lens "$mid" --no-roofline --quiet \
-            --out "$work/sw.csv" "${extra[@]}"
-        s_step=$(decode_median step_s "$b" "$work/it.csv") || { echo "serving_step: $label: no iteration decoded all $b" >&2; exit 1; }
-        s_attn=$(decode_median attn_s "$b" "$work/it.csv")
-        w_step=$(sweep_col step_ns_median "$work/sw.csv")
-        w_attn=$(sweep_col attn_ns_median "$work/sw.csv")
-        awk -v OFS=, -v l="$label" -v b="$b" -v t="$mid" -v ss="$s_step" -v ws="$w_step" -v sa="$s_attn" -v wa="$w_attn" \
-            'BEGIN { ws /= 1e9; wa /= 1e9; print l, b, t, ss, ws, (ws > 0 ? ss / ws : "nan"), sa, wa, (wa > 0 ? sa / wa : "nan") }' \
-            >>"$work/step.csv"
-    done
-done <"$POLICIES"
+# one line per round: label, batch, the scheduler's and the sweep's step and
+# attention (seconds)
+: >"$work/rounds.csv"
+for ((round = 1; round <= ROUNDS; round++)); do
+    while IFS=$'\t' read -r label sargs strategy; do
+        case $label in '' | '#'*) continue ;; esac
+        [[ $label =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "serving_step: label '$label': letters, digits, . _ - only" >&2; exit 2; }
+        [ -n "${strategy:-}" ] || { echo "serving_step: $label: no sweep strategy (the third field)" >&2; exit 2; }
+        read -r -a opts <<<"$sargs"
+        for b in "${batches[@]}"; do
+            { echo "arrival_s,prompt_tokens,output_tokens"
+              for ((i = 0; i < b; i++)); do echo "0,$PROMPT,$TOKENS"; done; } >"$work/trace.csv"
+            echo "serving_step: round $round of $ROUNDS: $label, batch $b" >&2
+            "$KVLAB" serving "${opts[@]}" --trace "$work/trace.csv" --max-batch "$b" --pool-mb 1000000 \
+                --quiet --iterations-out "$work/it.csv" "${extra[@]}" >/dev/null
+            "$KVLAB" sweep --strategies "$strategy" --batch "$b" --seq-lens "$mid" --no-roofline --quiet \
+                --out "$work/sw.csv" "${extra[@]}"
+            s_step=$(decode_median step_s "$b" "$work/it.csv") || { echo "serving_step: $label: no iteration decoded all $b" >&2; exit 1; }
+            s_attn=$(decode_median attn_s "$b" "$work/it.csv")
+            w_step=$(sweep_col step_ns_median "$work/sw.csv")
+            w_attn=$(sweep_col attn_ns_median "$work/sw.csv")
+            echo "$label,$b,$s_step,$w_step,$s_attn,$w_attn" >>"$work/rounds.csv"
+        done
+    done <"$POLICIES"
+done
+# per label and batch, in the policies' order: the medians of each column
+# and of the rounds' ratios, and the ratios' range
+echo "label,batch,seq_len,serving_step_s,sweep_step_s,step_ratio,serving_attn_s,sweep_attn_s,attn_ratio,rounds,step_ratio_lo,step_ratio_hi,attn_ratio_lo,attn_ratio_hi" >"$work/step.csv"
+awk -F, -v OFS=, -v t="$mid" '
+    function med(s,   v, n, i, j, x) { n = split(s, v, " ")
+        for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] + 0 > x + 0; j--) v[j + 1] = v[j]; v[j + 1] = x }
+        lo = v[1]; hi = v[n]; return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+    { k = $1 SUBSEP $2; if (!(k in n)) order[++nk] = k; n[k]++
+      ws = $4 / 1e9; wa = $6 / 1e9
+      ss[k] = ss[k] " " $3; sw[k] = sw[k] " " ws; as[k] = as[k] " " $5; aw[k] = aw[k] " " wa
+      rs[k] = rs[k] " " (ws > 0 ? $3 / ws : "nan"); ra[k] = ra[k] " " (wa > 0 ? $5 / wa : "nan") }
+    END { for (i = 1; i <= nk; i++) { k = order[i]; split(k, lb, SUBSEP)
+            a1 = med(ss[k]); a2 = med(sw[k]); a4 = med(as[k]); a5 = med(aw[k])
+            a6 = med(ra[k]); alo = lo; ahi = hi; a3 = med(rs[k])
+            print lb[1], lb[2], t, a1, a2, a3, a4, a5, a6, n[k], lo, hi, alo, ahi } }' \
+    "$work/rounds.csv" >>"$work/step.csv"
 {
     grep -m 1 '^# commit=' "$work/sw.csv" || true
     grep -m 1 '^# cpu=' "$work/sw.csv" || true
-    echo "# prompt=$PROMPT tokens=$TOKENS"
+    echo "# prompt=$PROMPT tokens=$TOKENS rounds=$ROUNDS"
     cat "$work/step.csv"
 } >"$work/step.tmp" && mv "$work/step.tmp" "$out/step.csv"
 awk -F, '/^#/ { next } !h { h = 1
-        print "| policy | batch | T | step in the scheduler (ms) | sweep (ms) | ratio | attention in the scheduler (ms) | sweep (ms) | ratio |"
+        print "| policy | batch | T | step in the scheduler (ms) | sweep (ms) | ratio (range) | attention in the scheduler (ms) | sweep (ms) | ratio (range) |"
         print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"; next }
-    { printf "| %s | %d | %d | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n", $1, $2, $3, 1e3 * $4, 1e3 * $5, $6, 1e3 * $7, 1e3 * $8, $9 }' \
+    { printf "| %s | %d | %d | %.3f | %.3f | %.2f (%.2f-%.2f) | %.3f | %.3f | %.2f (%.2f-%.2f) |\n", $1, $2, $3, 1e3 * $4, 1e3 * $5, $6, $11, $12, 1e3 * $7, 1e3 * $8, $9, $13, $14 }' \
     "$out/step.csv" >"$work/step.md" && mv "$work/step.md" "$out/step.md"
 echo "serving_step: -> $out/step.csv, $out/step.md" >&2

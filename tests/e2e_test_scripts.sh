@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# e2e_test_scripts.sh - a lint of the shell scripts themselves: no command
+# may read $? after a command substitution on the same command line.
+# `check "exits 0 ($(head err))" test $? = 0` reads head's status, not the
+# program's, so it passes whatever the program did: bash sets $? from each
+# $(...) as it expands the words, left to right. Capture the status first
+# (`rc=$?; check "... ($(head err))" test "$rc" = 0`).
+# usage: e2e_test_scripts.sh [FILE...] (default: tests/*.sh but this one,
+#        bench/**/*.sh, .ci/run)
+set -u
+cd "$(dirname "$0")/.."
+pass=0 fail=0
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $what"; fi
+}
+
+# late_status FILE...: FILE:LINE: TEXT of each logical line (continuations
+# joined) where $? comes after a $( (comments and `$?` inside quotes alike:
+# the expansion order is the same)
+late_status() {
+    awk '
+        FNR == 1 { buf = ""; start = 0 }
+        /^[ \t]*#/ && buf == "" { next }
+        { if (buf == "") start = FNR
+          line = $0
+          if (sub(/\\$/, "", line)) { buf = buf line " "; next }
+          buf = buf line
+          s = index(buf, "$("); q = index(buf, "$?")
+          if (s > 0 && q > s) printf "%s:%d: %s\n", FILENAME, start, substr(buf, 1, 160)
+          buf = "" }' "$@"
+}
+
+if [ $# -gt 0 ]; then
+    files=("$@")
+else
+    shopt -s globstar nullglob
+    files=()
+    for f in tests/*.sh bench/**/*.sh .ci/run; do
+        [ "$f" = tests/e2e_test_scripts.sh ] || files+=("$f") # (its fixtures below)
+    done
+fi
+
+# the lint sees the mistake, and not its fix
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat >"$tmp/bad.sh" <<'BAD'
+false 2>"$TMP/err"
+check "exits 0 ($(head -c 80 "$TMP/err"))" test $? = 0
+check "a continued line ($(cat x))" \
+    test $? = 2
+BAD
+cat >"$tmp/good.sh" <<'GOOD'
+false 2>"$TMP/err"
+rc=$?; check "exits 0 ($(head -c 80 "$TMP/err"))" test "$rc" = 0
+# a comment that names $(cmd) and $? is no command
+GOOD
+check "the lint finds both late reads of \$? in a bad script" test "$(late_status "$tmp/bad.sh" | wc -l)" = 2
+check "the lint passes the captured status" test -z "$(late_status "$tmp/good.sh")"
+
+found=$(late_status "${files[@]}")
+check "no script reads \$? after a \$(...) on the same line${found:+:
+$found}" test -z "$found"
+echo "e2e_test_scripts: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
