@@ -14,12 +14,12 @@
 # appended too.
 #
 # usage: serving.sh OUT_DIR
-# env: KVLAB (build/kvlab), SERVING_RATES (1,2,4,8), SERVING_REQUESTS (16),
+# env: KVLAB (build/kvlab), SERVING_RATES (1,2,4,8), SERVING_REQUESTS (12),
 #      SERVING_WORKLOAD (chat), SERVING_POOL_MB (128), SERVING_MAX_BATCH (32),
 #      SERVING_POLICIES (bench/data/serving.policies), SERVING_ARGS (more
 #      `kvlab serving` options, e.g. a smaller model or --threads),
 #      SERVING_PREFIX_LEN (512 tokens of system prompt; 0: no such stream),
-#      SERVING_PREFIX_RATES (2,4,8), SERVING_PREFIX_REQUESTS (10),
+#      SERVING_PREFIX_RATES (2,4,8), SERVING_PREFIX_REQUESTS (8),
 #      SERVING_PREFIX_POLICIES
 #      (bench/data/serving-prefix.policies)
 # The defaults fit `make bench` (about 3 minutes on 2 cores; the second
@@ -33,14 +33,14 @@ set -euo pipefail
 out=$1
 KVLAB=${KVLAB:-build/kvlab}
 RATES=${SERVING_RATES:-1,2,4,8}
-REQUESTS=${SERVING_REQUESTS:-16}
+REQUESTS=${SERVING_REQUESTS:-12}
 WORKLOAD=${SERVING_WORKLOAD:-chat}
 POOL=${SERVING_POOL_MB:-128}
 BATCH=${SERVING_MAX_BATCH:-32}
 POLICIES=${SERVING_POLICIES:-$(dirname "$0")/../data/serving.policies}
 PREFIX_LEN=${SERVING_PREFIX_LEN:-512}
 PREFIX_RATES=${SERVING_PREFIX_RATES:-2,4,8}
-PREFIX_REQUESTS=${SERVING_PREFIX_REQUESTS:-10}
+PREFIX_REQUESTS=${SERVING_PREFIX_REQUESTS:-8}
 PREFIX_POLICIES=${SERVING_PREFIX_POLICIES:-$(dirname "$0")/../data/serving-prefix.policies}
 read -r -a extra <<<"${SERVING_ARGS:-}"
 [ -x "$KVLAB" ] || { echo "serving: $KVLAB: no such program (make first)" >&2; exit 2; }
