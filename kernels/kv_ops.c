@@ -251,6 +251,19 @@ static void dot_tile(float *dots, const float *x, const float *w, int M, int64_t
 }
 #endif
 
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
+/* out rows m0 .. m0+mb-1, columns n .. n+3 = d (mb x 4) + beta * out */
+static inline void put_tile(float *out, const float *d, int mb, int64_t N, int64_t n, int64_t m0,
+                            float beta)
+{
+    for (int64_t m = 0; m < mb; m++) {
+        float *o = out + (m0 + m) * N + n;
+        for (int64_t r = 0; r < 4; r++)
+            o[r] = beta == 0.0f ? d[m * 4 + r] : d[m * 4 + r] + beta * o[r];
+    }
+}
+#endif
+
 static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int64_t N,
                       int64_t K, float beta, int64_t n0, int64_t n1)
 {
@@ -261,11 +274,7 @@ static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int
                 const int mb = M - m0 < GEMV_TILE_M ? (int)(M - m0) : GEMV_TILE_M;
                 float d[GEMV_TILE_M * 4];
                 dot_tile(d, x + m0 * K, w + n * K, mb, K);
-                for (int64_t m = 0; m < mb; m++) {
-                    float *o = out + (m0 + m) * N + n;
-                    for (int64_t r = 0; r < 4; r++)
-                        o[r] = beta == 0.0f ? d[m * 4 + r] : d[m * 4 + r] + beta * o[r];
-                }
+                put_tile(out, d, mb, N, n, m0, beta);
             }
         return;
     }
@@ -280,11 +289,7 @@ static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int
                     dot_rows4_pf(d, x, w + n * K, mb, K);
                 else
                     dot_rows4(d, x + m0 * K, w + n * K, mb, K);
-                for (int64_t m = 0; m < mb; m++) {
-                    float *o = out + (m0 + m) * N + n;
-                    for (int64_t r = 0; r < 4; r++)
-                        o[r] = beta == 0.0f ? d[m * 4 + r] : d[m * 4 + r] + beta * o[r];
-                }
+                put_tile(out, d, mb, N, n, m0, beta);
             }
         return;
     }

@@ -656,7 +656,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
         kv_read_probe_close(&probe);
         return 1;
     }
-    /* the kernel parallelises with OpenMP itself; its tile GEMMs run in the
+    /* the kernel splits its work on its own thread team (kv_pool); its tile GEMMs run in the
      * calling thread */
     kv_blas_single();
     const char *mode = kv_ktime_mode_name(o.mode);

@@ -257,7 +257,7 @@ static enum kv_status measure_sgemm(double *gflops, double *spread,
         b[i] = (float)((i % 13) + 1) * (1.0f / 64.0f);
     }
     /* The sgemm rate is OpenBLAS's own threading at its best; the kernel and
-     * the model need OpenBLAS at one thread (they thread with OpenMP), so the
+     * the model need OpenBLAS at one thread (they split their work on kv_pool's team), so the
      * previous setting is restored afterwards, and at one thread its idle
      * threads stopped (kv_blas_single), else they spin into what runs next. */
     const int blas_threads = openblas_get_num_threads();
