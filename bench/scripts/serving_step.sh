@@ -54,8 +54,8 @@ sweep_col() {
     awk -F, -v col="$1" '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
         { printf "%.6g", $c[col]; exit }' "$2"
 }
-# one line per round: label, batch, the scheduler's and the sweep's step and
-# attention (seconds)
+# one line per round: label, batch, then step and attention: the
+# scheduler's (seconds, as its CSV has them) and the sweep's (nanoseconds)
 : >"$work/rounds.csv"
 for ((round = 1; round <= ROUNDS; round++)); do
     while IFS=$'\t' read -r label sargs strategy; do
