@@ -84,7 +84,8 @@ do for [fmt in "png svg"] {
     set title "what the used pool held (each at its highest rate)"
     set xlabel ""
     set ylabel "share of the used pool (%)"
-    set yrange [0:100]
+    set yrange [0:130] # headroom: the key above the bars, not over them
+    set ytics 0, 20, 100
     set style fill solid 0.85 border -1
     set boxwidth 0.6
     set key top right box opaque font ",9"
@@ -97,6 +98,7 @@ do for [fmt in "png svg"] {
              $W using 1:($2 + $3) with boxes lc rgb "#ff7f0e" title "reserved, filled later", \
              $W using 1:2 with boxes lc rgb "#2ca02c" title "token states"
         set xtics autofreq norotate font ""
+        set ytics autofreq
     } else {
         set label 1 "no serving rows in this CSV" at graph 0.5, 0.5 center
         set xrange [0:1]
