@@ -15,7 +15,7 @@
 # usage: serving_step.sh OUT_DIR
 # env: KVLAB (build/kvlab), SERVING_STEP_BATCHES (1,8), SERVING_STEP_PROMPT
 #      (256: the caches of 8 requests stay near the L3 size), SERVING_STEP_TOKENS (33),
-#      SERVING_STEP_ROUNDS (3), SERVING_STEP_POLICIES
+#      SERVING_STEP_ROUNDS (5), SERVING_STEP_POLICIES
 #      (bench/data/serving-step.policies), SERVING_STEP_ARGS (options both
 #      commands take: a smaller model, --threads)
 # Values reach kvlab as arguments only, never a shell.
@@ -26,7 +26,7 @@ KVLAB=${KVLAB:-build/kvlab}
 BATCHES=${SERVING_STEP_BATCHES:-1,8}
 PROMPT=${SERVING_STEP_PROMPT:-256}
 TOKENS=${SERVING_STEP_TOKENS:-33}
-ROUNDS=${SERVING_STEP_ROUNDS:-3}
+ROUNDS=${SERVING_STEP_ROUNDS:-5}
 POLICIES=${SERVING_STEP_POLICIES:-$(dirname "$0")/../data/serving-step.policies}
 read -r -a extra <<<"${SERVING_STEP_ARGS:-}"
 [ -x "$KVLAB" ] || { echo "serving_step: $KVLAB: no such program (make first)" >&2; exit 2; }

@@ -4,7 +4,7 @@
 /^# latency_bound_s=/ { bound = substr($0, index($0, "=") + 1) + 0; next }
 /^#/ { next }
 !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1
-     print "| policy | rate (req/s) | served (req/s) | tokens/s | norm. latency p50 (s/token) | p90 | peak batch | preemptions | token rows, share of the used pool | peak share of the pool |"
+     print "| policy | rate (req/s) | served (req/s) | tokens/s | norm. latency p50 (s/token) | p90 | peak batch | preemptions | token rows, share of the used pool | token rows at the peak, share of the pool |"
      print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
      next }
 { p = $c["policy"]; if (!(p in seen)) { seen[p] = 1; order[++np] = p }
