@@ -318,17 +318,15 @@ static void dec_scores_channel(float *sc, const struct dec_span *D, int32_t t, i
  * another block. So before a run's row kernel the first DEC_PAGE_AHEAD
  * bytes of the block's next run are asked for (at most that run's rows):
  * a few lines, unlike prefetch_block's whole blocks, which cost more than
- * they hide when the rows sit in L3.
+ * they hide when the rows sit in L3. Measured on the AVX2 AMD EPYC only
+ * (paged 16-token blocks, batch 8, T 272, 5 interleaved rounds against the
+ * same build without it: attention 0.83-0.96x, faster in every round; from
+ * DRAM at batch 4, T 4096, a median of 0.91x), so it is built there, AVX2
+ * without AVX-512; an AVX-512 build keeps the hardware prefetcher alone
+ * until an A/B there.
  */
 #define DEC_PAGE_AHEAD 1024
 
-/*
- * Measured on the AVX2 AMD EPYC only (paged 16-token blocks, batch 8, T
- * 272, 5 interleaved rounds against the same build without it: attention
- * 0.83-0.96x, faster in every round; from DRAM at batch 4, T 4096, a median
- * of 0.91x): so it is built where it was measured, AVX2 without AVX-512.
- * An AVX-512 build keeps the hardware prefetcher alone until an A/B there.
- */
 static inline void prefetch_run(const char *p, size_t bytes)
 {
 #if defined(__AVX2__) && !defined(__AVX512F__)

@@ -196,6 +196,23 @@ static void dot_rows4_pf(float *dots, const float *x, const float *w, int M, int
  * tokens rest on it).
  */
 #define GEMV_TILE_M 2
+
+/* columns k .. k+7 of the tile, x pinned */
+static inline __attribute__((always_inline)) void dot_tile_8(__m256 a[][4], const float *x,
+                                                              const float *w, int M, int64_t K,
+                                                              int64_t k)
+{
+    __m256 wv[4];
+    for (int r = 0; r < 4; r++)
+        wv[r] = _mm256_loadu_ps(w + r * K + k);
+    for (int m = 0; m < M; m++) {
+        __m256 xv = _mm256_loadu_ps(x + m * K + k);
+        __asm__("" : "+x"(xv));
+        for (int r = 0; r < 4; r++)
+            a[m][r] = _mm256_fmadd_ps(wv[r], xv, a[m][r]);
+    }
+}
+
 static inline __attribute__((always_inline)) void dot_tile_body(float *dots, const float *x,
                                                                  const float *w, int M,
                                                                  int64_t K)
@@ -210,28 +227,11 @@ static inline __attribute__((always_inline)) void dot_tile_body(float *dots, con
     for (; k + 16 <= K; k += 16) {
         for (int r = 0; r < 4; r++)
             __builtin_prefetch(w + (4 + r) * K + k, 0, 3);
-        for (int h = 0; h < 16; h += 8) {
-            __m256 wv[4];
-            for (int r = 0; r < 4; r++)
-                wv[r] = _mm256_loadu_ps(w + r * K + k + h);
-            for (int m = 0; m < M; m++) {
-                __m256 xv = _mm256_loadu_ps(x + m * K + k + h);
-                __asm__("" : "+x"(xv));
-                for (int r = 0; r < 4; r++)
-                    a[m][r] = _mm256_fmadd_ps(wv[r], xv, a[m][r]);
-            }
-        }
+        dot_tile_8(a, x, w, M, K, k);
+        dot_tile_8(a, x, w, M, K, k + 8);
     }
-    if (k < K) { /* K % 16 == 8 */
-        __m256 wv[4];
-        for (int r = 0; r < 4; r++)
-            wv[r] = _mm256_loadu_ps(w + r * K + k);
-        for (int m = 0; m < M; m++) {
-            const __m256 xv = _mm256_loadu_ps(x + m * K + k);
-            for (int r = 0; r < 4; r++)
-                a[m][r] = _mm256_fmadd_ps(wv[r], xv, a[m][r]);
-        }
-    }
+    if (k < K) /* K % 16 == 8 */
+        dot_tile_8(a, x, w, M, K, k);
     /* the four rows' sums side by side: hadd within lanes, then the lanes */
     for (int m = 0; m < M; m++) {
         const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[m][0], a[m][1]),

@@ -135,11 +135,12 @@ START_TEST(test_gemm_vs_naive)
 END_TEST
 
 /* On the streaming path a row of x gets the same bits whatever rows run
- * beside it: a request decoded in a serving batch gets exactly the logits it
- * gets alone (check_serve's exact tokens rest on it). Shapes: the SIMD
- * tiles (K a multiple of 16, and 8 more), the plain loop (K 70, N 20 not a
- * multiple of 4 rows of W at N 37). The path takes up to 4 rows, more in a
- * SIMD build (kv_ops.c, gemv_path); past it sgemm gives no such promise. */
+ * beside it, so a request decoded in a serving batch gets exactly the
+ * logits it gets alone (check_serve's exact tokens rest on this). The
+ * streaming path takes up to 4 rows of x, 7 in a SIMD build (kv_ops.c,
+ * gemv_path); past that sgemm makes no such promise. The shapes cover the
+ * SIMD tiles (K a multiple of 16, or 8 more), the plain loop (K 70) and a
+ * row count of W that is not a multiple of 4 (N 37). */
 #if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
 #define STREAMED_M_MAX 7
 #else
