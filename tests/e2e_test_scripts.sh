@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# e2e_test_scripts.sh - a lint of the shell scripts themselves: no command
-# may read $? after a command substitution on the same command line.
-# `check "exits 0 ($(head err))" test $? = 0` reads head's status, not the
-# program's, so it passes whatever the program did: bash sets $? from each
-# $(...) as it expands the words, left to right. Capture the status first
-# (`rc=$?; check "... ($(head err))" test "$rc" = 0`).
+# e2e_test_scripts.sh - a lint of the shell scripts themselves.
+# 1. No command may read $? after a command substitution on the same
+# command line. `check "exits 0 ($(head err))" test $? = 0` reads head's
+# status, not the program's, so it passes whatever the program did: bash
+# sets $? from each $(...) as it expands the words, left to right. Capture
+# the status first (`rc=$?; check "... ($(head err))" test "$rc" = 0`).
+# 2. No awk variable set with -v may bear a name gawk keeps for itself.
+# Debian's awk is mawk until gawk is installed, then gawk; `-v load=...`
+# ran under mawk and made gawk exit with "cannot use gawk builtin `load'
+# as variable name" (make bench-load).
 # usage: e2e_test_scripts.sh [FILE...] (default: tests/*.sh but this one,
 #        bench/**/*.sh, .ci/run)
 set -u
@@ -30,6 +34,16 @@ late_status() {
           s = index(buf, "$("); q = index(buf, "$?")
           if (s > 0 && q > s) printf "%s:%d: %s\n", FILENAME, start, substr(buf, 1, 160)
           buf = "" }' "$@"
+}
+
+# gawk's reserved words and built-in functions (gawk 5) that POSIX awk
+# leaves free
+GAWK_NAMES='and|asort|asorti|bindtextdomain|compl|dcgettext|dcngettext|gensub|isarray|lshift|mktime|or|patsplit|rshift|strftime|strtonum|systime|typeof|xor|func|switch|case|default|BEGINFILE|ENDFILE|nextfile|load|include|namespace'
+
+# gawk_vars FILE...: FILE:LINE: TEXT of each line that sets such a name
+# with -v
+gawk_vars() {
+    grep -nHE -- "-v[ ]+($GAWK_NAMES)=" "$@"
 }
 
 if [ $# -gt 0 ]; then
@@ -58,9 +72,25 @@ rc=$?; check "exits 0 ($(head -c 80 "$TMP/err"))" test "$rc" = 0
 GOOD
 check "the lint finds both late reads of \$? in a bad script" test "$(late_status "$tmp/bad.sh" | wc -l)" = 2
 check "the lint passes the captured status" test -z "$(late_status "$tmp/good.sh")"
+cat >"$tmp/bad.awk.sh" <<'BAD'
+awk -F, -v load="$load" '{ print load }' "$f"
+awk -v x=1 -v and=2 'BEGIN { print x }'
+BAD
+cat >"$tmp/good.awk.sh" <<'GOOD'
+awk -F, -v ld="$load" -v loaded=1 -v band=2 '{ print ld }' "$f"
+GOOD
+check "the lint finds both gawk names set with -v" test "$(gawk_vars "$tmp/bad.awk.sh" | wc -l)" = 2
+check "the lint passes names gawk leaves free" test -z "$(gawk_vars "$tmp/good.awk.sh")"
+if command -v gawk >/dev/null; then # where gawk is there, the mistake is real
+    check "gawk refuses the bad fixture's name" \
+        test "$(gawk -v load=1 'BEGIN { print "ran" }' 2>/dev/null)" != ran
+fi
 
 found=$(late_status "${files[@]}")
 check "no script reads \$? after a \$(...) on the same line${found:+:
+$found}" test -z "$found"
+found=$(gawk_vars "${files[@]}")
+check "no script sets an awk variable gawk keeps for itself${found:+:
 $found}" test -z "$found"
 echo "e2e_test_scripts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -69,10 +69,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 env ${e[@]+"${e[@]}"} "${bins[x]}" sweep --strategies "$STRATEGIES" --seq-lens "$SEQ_LENS" \
                     --reps "$REPS" --threads "$t" --retries 0 --no-roofline --quiet --out "$f" \
                     2>"$f.err" || { echo "load_bench: ${labels[x]} failed: $(tail -n 1 "$f.err")" >&2; exit 1; }
-                awk -F, -v OFS=, -v rt="${labels[x]}" -v load="$load" -v r="$r" '
+                awk -F, -v OFS=, -v rt="${labels[x]}" -v ld="$load" -v r="$r" '
                     /^#/ { next }
                     !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
-                    { print rt, $c["strategy"], $c["seq_len"], $c["threads"], load, r,
+                    { print rt, $c["strategy"], $c["seq_len"], $c["threads"], ld, r,
                              $c["step_ns_median"], $c["cpu_util"], $c["noisy"] }' "$f" >>"$csv"
             done
         done
