@@ -90,13 +90,17 @@ k=0
 # shellcheck disable=SC2016 # the '$' and backtick are the point
 for hostile in "sl${ESC}[2Jide" 'sl"ide' 'sl ide' 'sl;ide' 'sl$ide' 'sl`ide' 'sl\ide'; do
     k=$((k + 1))
-    awk -F, -v OFS=, -v c="$lab" -v h="$hostile" '
+    # (through the environment: -v would process the backslash, each awk
+    # its own way; gawk reads 'sl\ide' as 'slide')
+    HOSTILE=$hostile awk -F, -v OFS=, -v c="$lab" '
+        BEGIN { h = ENVIRON["HOSTILE"] }
         /^# strategies=/ { print "# strategies=dynamic," h; next }
         /^#/ { print; next }
         !s { s = 1; print; next }
         $c == "sliding" { $c = h } { print }' "$TMP/good.csv" >"$TMP/bad-$k.csv"
     # the same label in the rows only (the metadata as it was)
-    awk -F, -v OFS=, -v c="$lab" -v h="$hostile" '
+    HOSTILE=$hostile awk -F, -v OFS=, -v c="$lab" '
+        BEGIN { h = ENVIRON["HOSTILE"] }
         /^#/ { print; next }
         !s { s = 1; print; next }
         $c == "sliding" { $c = h } { print }' "$TMP/good.csv" >"$TMP/badrow-$k.csv"

@@ -5,10 +5,13 @@
 # status, not the program's, so it passes whatever the program did: bash
 # sets $? from each $(...) as it expands the words, left to right. Capture
 # the status first (`rc=$?; check "... ($(head err))" test "$rc" = 0`).
-# 2. No awk variable set with -v may bear a name gawk keeps for itself.
-# Debian's awk is mawk until gawk is installed, then gawk; `-v load=...`
-# ran under mawk and made gawk exit with "cannot use gawk builtin `load'
-# as variable name" (make bench-load).
+# 2. No awk variable may bear a name gawk keeps for itself. Debian's awk
+# is mawk until gawk is installed, then gawk: `-v load=...` ran under mawk
+# and made gawk exit with "cannot use gawk builtin `load' as variable
+# name" (make bench-load), and a parameter named RT in step_table.awk with
+# "cannot use special variable `RT' as a function parameter" (make bench,
+# make reference-doc). Checked: the names set with -v in every script, and
+# every name in the .awk files outside comments and strings.
 # usage: e2e_test_scripts.sh [FILE...] (default: tests/*.sh but this one,
 #        bench/**/*.sh, .ci/run)
 set -u
@@ -40,10 +43,27 @@ late_status() {
 # leaves free
 GAWK_NAMES='and|asort|asorti|bindtextdomain|compl|dcgettext|dcngettext|gensub|isarray|lshift|mktime|or|patsplit|rshift|strftime|strtonum|systime|typeof|xor|func|switch|case|default|BEGINFILE|ENDFILE|nextfile|load|include|namespace'
 
+# and its special variables
+GAWK_VARS='ARGIND|BINMODE|ERRNO|FIELDWIDTHS|FPAT|FUNCTAB|IGNORECASE|LINT|PREC|PROCINFO|ROUNDMODE|RT|SYMTAB|TEXTDOMAIN'
+
 # gawk_vars FILE...: FILE:LINE: TEXT of each line that sets such a name
 # with -v
 gawk_vars() {
-    grep -nHE -- "-v[ ]+($GAWK_NAMES)=" "$@"
+    grep -nHE -- "-v[ ]+($GAWK_NAMES|$GAWK_VARS)=" "$@"
+}
+
+# gawk_names AWKFILE...: FILE:LINE: NAME for each such name in awk code
+# (comments, strings and regular expressions in slashes taken out first;
+# a name gawk means as a function is only ever a variable in POSIX awk)
+gawk_names() {
+    awk -v re="^($GAWK_NAMES|$GAWK_VARS)\$" '
+        { line = $0
+          gsub(/"([^"\\]|\\.)*"/, "", line)
+          sub(/#.*/, "", line)
+          gsub(/\/([^\/\\]|\\.)+\//, "", line)
+          n = split(line, w, /[^A-Za-z0-9_]+/)
+          for (i = 1; i <= n; i++)
+              if (w[i] ~ re) printf "%s:%d: %s\n", FILENAME, FNR, w[i] }' "$@"
 }
 
 if [ $# -gt 0 ]; then
@@ -81,6 +101,17 @@ awk -F, -v ld="$load" -v loaded=1 -v band=2 '{ print ld }' "$f"
 GOOD
 check "the lint finds both gawk names set with -v" test "$(gawk_vars "$tmp/bad.awk.sh" | wc -l)" = 2
 check "the lint passes names gawk leaves free" test -z "$(gawk_vars "$tmp/good.awk.sh")"
+cat >"$tmp/bad.awk" <<'BAD'
+function f(x,   RT) { RT = x; return RT } # a comment may say RT
+{ and = 1; print "and RT" }
+BAD
+cat >"$tmp/good.awk" <<'GOOD'
+# RT, and, or in a comment
+function f(x,   rt) { rt = x; return rt } { print "and or RT"; if ($0 ~ /RT/) n++ }
+GOOD
+check "the lint finds the gawk names in a bad awk file" \
+    test "$(gawk_names "$tmp/bad.awk" | tr '\n' ' ')" = "$tmp/bad.awk:1: RT $tmp/bad.awk:1: RT $tmp/bad.awk:1: RT $tmp/bad.awk:2: and "
+check "the lint passes them in comments, strings and patterns" test -z "$(gawk_names "$tmp/good.awk")"
 if command -v gawk >/dev/null; then # where gawk is there, the mistake is real
     check "gawk refuses the bad fixture's name" \
         test "$(gawk -v load=1 'BEGIN { print "ran" }' 2>/dev/null)" != ran
@@ -91,6 +122,10 @@ check "no script reads \$? after a \$(...) on the same line${found:+:
 $found}" test -z "$found"
 found=$(gawk_vars "${files[@]}")
 check "no script sets an awk variable gawk keeps for itself${found:+:
+$found}" test -z "$found"
+mapfile -t awks < <(git ls-files '*.awk' 2>/dev/null || ls bench/scripts/*.awk tests/*.awk)
+found=$(gawk_names "${awks[@]}")
+check "no .awk file uses a name gawk keeps for itself${found:+:
 $found}" test -z "$found"
 echo "e2e_test_scripts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -184,13 +184,13 @@ function llama_table(   i, j, n, nt, TS, SEL, TY, TYH, KS, KSH, LI, nl, t, sh, p
 # peer pytorch): the peer's layouts, kvlab's series, one ratio column per
 # layout a speedup row compares (a reported row: its ratio shown, not
 # judged; show: the pair side by side, no ratio)
-function torch_table(   i, j, n, nt, TS, SEL, TY, TYH, KS, KSH, MO, MOH, RT, RTH, RI, m, sh, t, pv, w, c, line, hdr, al, k) {
-    TY[0] = 0; KS[0] = 0; MO[0] = 0; RT[0] = 0
+function torch_table(   i, j, n, nt, TS, SEL, TY, TYH, KS, KSH, MO, MOH, PTY, PTYH, RI, m, sh, t, pv, w, c, line, hdr, al, k) {
+    TY[0] = 0; KS[0] = 0; MO[0] = 0; PTY[0] = 0
     for (i = 1; i <= TG_N; i++) {
         if (TG_TABLE[i] != "step" || TG_METRIC[i] !~ /^(speedup|show)$/ || tg_peer(i) != "pytorch") continue
         SEL[i] = 1; union_add(types_list(i), TY, TYH); union_add(TG_SERIES[i], KS, KSH); union_add(TG_MODEL[i], MO, MOH)
         if (TG_METRIC[i] == "speedup") {
-            union_add(types_list(i), RT, RTH)
+            union_add(types_list(i), PTY, PTYH)
             if (tg_judged(i) && !(types_list(i) in RI)) RI[types_list(i)] = i
         }
     }
@@ -199,7 +199,7 @@ function torch_table(   i, j, n, nt, TS, SEL, TY, TYH, KS, KSH, MO, MOH, RT, RTH
     hdr = "| model | T |"; al = "|---|---:|"
     for (j = 1; j <= TY[0]; j++) { hdr = hdr " pytorch " TY[j] " |"; al = al "---:|" }
     for (j = 1; j <= KS[0]; j++) { hdr = hdr " kvlab " KS[j] " |"; al = al "---:|" }
-    for (j = 1; j <= RT[0]; j++) { hdr = hdr " " (RT[j] in RI ? ratio_title(RI[RT[j]]) : "pytorch " RT[j] " / kvlab") " |"; al = al "---|" }
+    for (j = 1; j <= PTY[0]; j++) { hdr = hdr " " (PTY[j] in RI ? ratio_title(RI[PTY[j]]) : "pytorch " PTY[j] " / kvlab") " |"; al = al "---|" }
     print hdr; print al
     for (m = 1; m <= MO[0]; m++) {
         sh = MKEY[MO[m]]
@@ -207,12 +207,12 @@ function torch_table(   i, j, n, nt, TS, SEL, TY, TYH, KS, KSH, MO, MOH, RT, RTH
             t = TS[n]; line = "| " MDESC[MO[m]] " | " t " |"
             for (j = 1; j <= TY[0]; j++) line = line " " f0(peer_type_med("step", "pytorch", sh, t, TY[j], "step")) " |"
             for (j = 1; j <= KS[0]; j++) line = line " " f0(kvlab(sh, KS[j], t)) " |"
-            for (j = 1; j <= RT[0]; j++) {
+            for (j = 1; j <= PTY[0]; j++) {
                 i = 0
                 for (k = 1; k <= TG_N && !i; k++)
-                    if ((k in SEL) && TG_METRIC[k] == "speedup" && types_list(k) == RT[j] && tg_has(TG_MODEL[k], MO[m]) && tg_has_T(k, t, NOP)) i = k
+                    if ((k in SEL) && TG_METRIC[k] == "speedup" && types_list(k) == PTY[j] && tg_has(TG_MODEL[k], MO[m]) && tg_has_T(k, t, NOP)) i = k
                 if (!i) { line = line " - |"; continue }
-                pv = peer_type_med("step", "pytorch", sh, t, RT[j], "step"); w = slowest(i, sh, t)
+                pv = peer_type_med("step", "pytorch", sh, t, PTY[j], "step"); w = slowest(i, sh, t)
                 if (!tg_judged(i))
                     c = (pv > 0 && w > 0) ? sprintf("%.1fx (reported)", pv / w) : "not measured"
                 else {
