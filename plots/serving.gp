@@ -1,7 +1,8 @@
 # serving.gp - the serving benchmark (out/serving/summary.csv, written by
 # make serving: bench/scripts/serving.sh). Left: the median normalized
 # latency (seconds per output token) against the request rate, a line per
-# policy; where a policy's line turns upward is the rate it can sustain.
+# policy; a ring marks the highest rate it sustains (its line under 2x the
+# best latency at the lowest rate up to there; make serving's table).
 # Right: what the used part of the KV pool held, per policy at its highest
 # rate, stacked: token rows, slots the requests will still fill, slots they
 # never will (internal fragmentation), free blocks a cache keeps (the vLLM
@@ -53,6 +54,27 @@ if (OK) {
 set datafile separator whitespace
 LSER(i) = sprintf("$L%d", i)
 
+# Each policy's sustained rate, as the summary table has it: the highest
+# rate below the lowest one whose median exceeds the bound (the line turns
+# upward across it), ringed on the policy's line. None where even the
+# lowest rate is over the bound. $S: rate, latency; row k of policy SI[k].
+array SI[40]
+LB = META("latency_bound_s")
+LBV = strlen(LB) > 0 ? real(LB) : 0
+NS = 0
+set print $S
+if (NP > 0 && LBV > 0) {
+    do for [i = 1:NP] {
+        FB = 1e300
+        stats LSER(i) using ($2 > LBV && $1 < FB ? (FB = $1, 0) : 0) nooutput
+        SR = -1
+        SL = NaN
+        stats LSER(i) using ($1 < FB && $1 > SR && $2 == $2 ? (SR = $1, SL = $2, 0) : 0) nooutput
+        if (SR > 0) { print sprintf("%.10g %.10g", SR, SL); NS = NS + 1; SI[NS] = i }
+    }
+}
+unset print
+
 do for [fmt in "png svg"] {
     eval TERM(fmt)
     set output OUTD . "/" . figname . "." . fmt
@@ -62,16 +84,23 @@ do for [fmt in "png svg"] {
     set xlabel "request rate (requests/s)"
     set ylabel "median normalized latency (s/token)"
     set key top left box opaque font ",10"
-    LB = META("latency_bound_s")
-    if (NP > 0 && strlen(LB) > 0 && real(LB) > 0) {
-        set arrow 1 from graph 0, first real(LB) to graph 1, first real(LB) nohead dt 2 lw 1.5 lc rgb "#555555"
+    if (NP > 0 && LBV > 0) {
+        set arrow 1 from graph 0, first LBV to graph 1, first LBV nohead dt 2 lw 1.5 lc rgb "#555555"
         set label 2 "sustained: under this line (2x the best latency at the lowest rate)" \
-            at graph 0.02, first real(LB) offset 0, 0.6 font ",8" tc rgb "#555555"
+            at graph 0.02, first LBV offset 0, 0.6 font ",8" tc rgb "#555555"
     }
-    if (NP > 0) {
+    if (NP > 0 && NS == 0) {
         plot for [i = 1:NP] LSER(i) using 1:2 with linespoints lw 2 pt kpt(i) ps 1.4 \
              lc rgb kcolor(i) title kvtext(PL[i])
-    } else {
+    }
+    if (NP > 0 && NS > 0) {
+        plot for [i = 1:NP] LSER(i) using 1:2 with linespoints lw 2 pt kpt(i) ps 1.4 \
+             lc rgb kcolor(i) title kvtext(PL[i]), \
+             for [k = 1:NS] $S every ::k-1::k-1 using 1:2 with points pt 6 ps 3.2 lw 2 \
+             lc rgb kcolor(SI[k]) notitle, \
+             NaN with points pt 6 ps 2 lw 2 lc rgb "#555555" title "sustained rate"
+    }
+    if (NP == 0) {
         set label 1 "no serving rows in this CSV" at graph 0.5, 0.5 center
         set xrange [0:1]
         set yrange [0:1]

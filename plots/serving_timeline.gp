@@ -50,6 +50,8 @@ do for [fmt in "png svg"] {
     set key top right box opaque font ",9"
     set title "running requests"
     set ylabel "batch"
+    set ytics 1 # whole requests
+    set yrange [0:*]
     if (NP > 0) {
         plot for [i = 1:NP] TSER(i) using 1:2 with steps lw 2 lc rgb kcolor(i) title kvtext(PL[i])
     } else {
@@ -60,6 +62,7 @@ do for [fmt in "png svg"] {
         unset label 1
         set autoscale xy
     }
+    set ytics autofreq
     set title "the KV pool: held by caches (solid), holding token rows (dashed)"
     set ylabel "share of the pool (%)"
     set yrange [0:100]

@@ -227,6 +227,36 @@ check "the hostile series are drawn, their unsafe characters as ? (latency.svg)"
 check "no attack reaches a figure as it was" \
     test -z "$(grep -lF '${IFS}' "$W"/e_*/*.svg)"
 
+# serving.gp rings each policy's sustained rate: the highest rate below
+# the lowest one over the bound (2 here). X: 1, 1.5, 3 -> its point at rate
+# 2. Y: over the bound from the start (A) -> no ring; 1.8 at rate 1 (B) ->
+# its point at rate 1. In the SVG a ring is pt 6 (gpPt5) at 3.2x, the
+# policies' points pt 7 (X, gpPt6) and pt 5 (Y, gpPt4).
+ring_csv() {
+    local y1=$1
+    echo "# latency_bound_s=2"
+    echo "policy,rate,norm_latency_p50_s,token_share_used,reserved_share_used,internal_share_used,spare_share_used"
+    for r in "1 1" "2 1.5" "4 3"; do set -- $r; echo "X,$1,$2,0.5,0.2,0.2,0.1"; done
+    for r in "1 $y1" "2 3" "4 3"; do set -- $r; echo "Y,$1,$2,0.5,0.2,0.2,0.1"; done
+}
+# the translate(x,y) of the uses of point PT (scale SC: a ring's, or any)
+at_of() { grep -o "<use xlink:href='#gpPt$2' transform='translate([0-9.,]*) scale($3)" "$1" |
+    sed 's/.*translate(\([0-9.,]*\)).*/\1/'; }
+ring_csv 3 >"$TMP/ringA.csv"
+ring_csv 1.8 >"$TMP/ringB.csv"
+for c in A B; do
+    (cd "$W" && gnuplot -c "$PLOTS/serving.gp" "$TMP/ring$c.csv" "$W/ring" "ring$c") >/dev/null 2>"$TMP/gp.err"
+    rc=$?
+    check "serving.gp on the ring CSV $c exits 0 (rc=$rc: $(head -c 200 "$TMP/gp.err"))" test "$rc" = 0
+done
+X2=$(at_of "$W/ring/ringA.svg" 6 '[0-9.]*' | sed -n 2p)
+Y1=$(at_of "$W/ring/ringB.svg" 4 '[0-9.]*' | sed -n 1p)
+check "serving.gp: X's point at rate 2 found ($X2), Y's at rate 1 ($Y1)" test -n "$X2" -a -n "$Y1"
+check "serving.gp rings X at rate 2 alone when Y sustains none ($(at_of "$W/ring/ringA.svg" 5 '20[0-9.]*' | tr '\n' ' '))" \
+    test "$(at_of "$W/ring/ringA.svg" 5 '20[0-9.]*')" = "$X2"
+check "serving.gp rings X at rate 2 and Y at rate 1 ($(at_of "$W/ring/ringB.svg" 5 '20[0-9.]*' | tr '\n' ' '))" \
+    test "$(at_of "$W/ring/ringB.svg" 5 '20[0-9.]*' | sort | tr '\n' ' ')" = "$(printf '%s\n' "$X2" "$Y1" | sort | tr '\n' ' ')"
+
 # a sweep without lossy strategies: every figure but the frontier, which
 # is skipped in one line with exit 0
 for n in $figures; do
