@@ -165,7 +165,7 @@ expect_bad "sharing with a strategy that cannot borrow" "static cannot read.*KV_
 expect_bad "a generator option with --trace" "has no effect" --strategy paged --trace "$TMP/t.csv" --prefixes 2 --rate 3
 for case in "unsorted:0,5,5,\n1,5,5,\n0.5,5,5,:arrivals must be sorted" \
     "zero length:0,0,5,:prompt_tokens '0'" "negative length:0,5,-1,:output_tokens '-1'" \
-    "past the context:0,100,100,:pass the model's context" "unknown prefix:0,10,5,7:names no declared prefix"; do
+    "past the context:0,100,100,:(100 + 100) pass the model's context of" "unknown prefix:0,10,5,7:names no declared prefix"; do
     name=${case%%:*} rest=${case#*:} body=${rest%:*} pat=${rest##*:}
     printf "arrival_s,prompt_tokens,output_tokens,prefix_id\n$body\n" >"$TMP/bt.csv"
     expect_bad "a trace: $name" "$pat" --strategy paged --trace "$TMP/bt.csv" --prefixes 1 --prefix-len 2

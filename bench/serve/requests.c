@@ -175,10 +175,12 @@ enum kv_status kv_requests_read(struct kv_request_set *out, const char *path, in
             st = trace_error(why, why_len, c, line, "prompt_tokens '%s' is not a count >= 1", p);
         else if (kv_csv_parse_int64(o, &no) != 0 || no < 1)
             st = trace_error(why, why_len, c, line, "output_tokens '%s' is not a count >= 1", o);
-        else if (np > max_len || no > max_len - np)
-            st = trace_error(why, why_len, c, line,
-                             "prompt_tokens + output_tokens pass the model's context%s", "");
-        else if (*g != '\0' && (kv_csv_parse_int64(g, &ng) != 0 || ng < -1 || ng >= n_groups))
+        else if (np > max_len || no > max_len - np) {
+            kv_csv_error(why, why_len, c->name, line,
+                         "prompt_tokens + output_tokens (%lld + %lld) pass the model's context "
+                         "of %d tokens", (long long)np, (long long)no, (int)max_len);
+            st = KV_ERR_FORMAT;
+        } else if (*g != '\0' && (kv_csv_parse_int64(g, &ng) != 0 || ng < -1 || ng >= n_groups))
             st = trace_error(why, why_len, c, line,
                              "prefix_id '%s' names no declared prefix group (--prefixes)", g);
         else if (ng >= 0 && np <= prefix_len)
