@@ -83,7 +83,7 @@ do for [fmt in "png svg"] {
     set title "latency against load"
     set xlabel "request rate (requests/s)"
     set ylabel "median normalized latency (s/token)"
-    set key top left box opaque font ",10"
+    set key right center box opaque font ",10" # between static-max, far above, and the rest
     if (NP > 0 && LBV > 0) {
         set arrow 1 from graph 0, first LBV to graph 1, first LBV nohead dt 2 lw 1.5 lc rgb "#555555"
         set label 2 "sustained: under this line (2x the best latency at the lowest rate)" \
