@@ -132,10 +132,17 @@ check "serving.sh: the step against sweep's, a row per policy and batch ($nps x 
     test "$(rows "$TMP/sv/step.csv")" = $((nps * 2))
 check "serving.sh: every step ratio a positive number" \
     test "$(col "$TMP/sv/step.csv" step_ratio | awk '$1 + 0 > 0' | wc -l)" = $((nps * 2))
-check "serving.sh: each step row is the median of 2 interleaved rounds, inside their range" \
+# the best round over the best round lies between the rounds' own ratios
+# (a_i / b_j, i and j the best rounds: at most a_j / b_j, at least a_i / b_i)
+check "serving.sh: each step row is of 2 interleaved rounds, its ratios inside their range" \
     test "$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
-        $c["rounds"] == 2 && $c["step_ratio_lo"] <= $c["step_ratio"] && $c["step_ratio"] <= $c["step_ratio_hi"] &&
-        $c["attn_ratio_lo"] <= $c["attn_ratio"] && $c["attn_ratio"] <= $c["attn_ratio_hi"]' "$TMP/sv/step.csv" | wc -l)" = $((nps * 2))
+        function within(r) { return $c[r "_lo"] <= $c[r] * 1.00001 && $c[r] <= $c[r "_hi"] * 1.00001 &&
+                                    $c[r "_lo"] <= $c[r "_median"] && $c[r "_median"] <= $c[r "_hi"] }
+        $c["rounds"] == 2 && within("step_ratio") && within("attn_ratio")' "$TMP/sv/step.csv" | wc -l)" = $((nps * 2))
+check "serving.sh: a step ratio is its best rounds' (serving_step_s / sweep_step_s)" \
+    test "$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+        { d = $c["serving_step_s"] / $c["sweep_step_s"] - $c["step_ratio"]; e = $c["serving_attn_s"] / $c["sweep_attn_s"] - $c["attn_ratio"] }
+        d * d < 1e-8 && e * e < 1e-8' "$TMP/sv/step.csv" | wc -l)" = $((nps * 2))
 SERVING_STEP_ROUNDS=0 KVLAB=$KVLAB bash "$(dirname "$0")/../bench/scripts/serving_step.sh" "$TMP/sv0" 2>"$TMP/err"
 rc=$?; check "serving_step.sh refuses 0 rounds, exit 2 ($(head -c 200 "$TMP/err"))" test "$rc" = 2
 check "serving.sh: the step table closes summary.md" \
