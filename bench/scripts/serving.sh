@@ -117,7 +117,7 @@ else
     rm -rf "$out/prefix" # no stale second stream beside this run's first
 fi
 rm -f "$out/step.csv" "$out/step.md"
-if [ -n "${SERVING_STEP_BATCHES-1,8}" ]; then
+if [ -n "${SERVING_STEP_BATCHES-8}" ]; then
     KVLAB=$KVLAB bash "$(dirname "$0")/serving_step.sh" "$out"
     { echo; echo "The decode step inside the scheduler against \`kvlab sweep\` at the same batch (the median of the iterations that decode every request, no prefill beside them; each side's fastest of the interleaved rounds, as another program only adds time, and the median and range of the rounds' own ratios; bench/scripts/serving_step.sh):"
       echo; cat "$out/step.md"; } >>"$out/summary.md"

@@ -15,7 +15,7 @@
 # OUT_DIR/step.md.
 #
 # usage: serving_step.sh OUT_DIR
-# env: KVLAB (build/kvlab), SERVING_STEP_BATCHES (1,8), SERVING_STEP_PROMPT
+# env: KVLAB (build/kvlab), SERVING_STEP_BATCHES (8; 1,8 adds batch 1), SERVING_STEP_PROMPT
 #      (256: the caches of 8 requests stay near the L3 size), SERVING_STEP_TOKENS (33),
 #      SERVING_STEP_ROUNDS (5), SERVING_STEP_POLICIES
 #      (bench/data/serving-step.policies), SERVING_STEP_ARGS (options both
@@ -25,7 +25,7 @@ set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: serving_step.sh OUT_DIR" >&2; exit 2; }
 out=$1
 KVLAB=${KVLAB:-build/kvlab}
-BATCHES=${SERVING_STEP_BATCHES:-1,8}
+BATCHES=${SERVING_STEP_BATCHES:-8}
 PROMPT=${SERVING_STEP_PROMPT:-256}
 TOKENS=${SERVING_STEP_TOKENS:-33}
 ROUNDS=${SERVING_STEP_ROUNDS:-5}
