@@ -43,6 +43,11 @@ if (OK) {
         plot CSV using (kvf(column(C_RATE))):(kvf(column(C_LAT))) with table \
              if (prow(0) && strcol(C_POL) eq PL[i])
         unset table
+        # a policy whose latencies are all NaN gets no table: a comment
+        # line makes one, so it still draws (as nothing)
+        eval sprintf("set print $L%d append", i)
+        print "# rate latency"
+        unset print
     }
     # one bar per policy at its highest rate: index, then the four shares (%)
     set table $W

@@ -86,7 +86,7 @@ for f in $gps; do
     hits=$(grep -nE '^[^#]*@[A-Za-z_]' "$f")
     check "$n: no macro outside comments: $hits" test -z "$hits"
     hits=$(grep -nE '^[^#]*\beval\b' "$f" |
-        grep -vE 'eval (TERM\(fmt\)|sprintf\("set (table|print) \$[A-Z]%d", [a-z]\))$')
+        grep -vE 'eval (TERM\(fmt\)|sprintf\("set (table|print) \$[A-Z]%d( append)?", [a-z]\))$')
     check "$n: eval only of constant forms: $hits" test -z "$hits"
     hits=$(grep -nE '^[^#]*\bset (output|out|o)\b' "$f" | grep -vE 'set output (OUTD|OUT) \. "')
     check "$n: set output only under the checked OUTD / OUT: $hits" test -z "$hits"
@@ -249,6 +249,22 @@ for c in A B; do
     rc=$?
     check "serving.gp on the ring CSV $c exits 0 (rc=$rc: $(head -c 200 "$TMP/gp.err"))" test "$rc" = 0
 done
+# a policy with no latency at all (every median NaN) draws as nothing
+ring_csv 3 | sed 's/^Y,\([0-9]*\),[0-9.]*,/Y,\1,nan,/' >"$TMP/ringN.csv"
+(cd "$W" && gnuplot -c "$PLOTS/serving.gp" "$TMP/ringN.csv" "$W/ring" ringN) >/dev/null 2>"$TMP/gp.err"
+rc=$?
+check "serving.gp with a policy of NaN latencies only exits 0 (rc=$rc: $(grep -v -i warning "$TMP/gp.err" | head -c 200))" \
+    test "$rc" = 0 -a -s "$W/ring/ringN.svg"
+# and serving_timeline.gp, a policy with no batch nor pool at all
+{ echo "# rate=2"
+  echo "policy,iteration,t_s,step_s,batch,prefill_tokens,decode_tokens,waiting,swapped,token_bytes,reserved_bytes,internal_bytes,spare_bytes,free_bytes,attn_s"
+  echo "A,0,1,0.01,1,20,0,0,0,100,100,0,0,1000,0.001"
+  echo "A,1,2,0.01,2,0,2,0,0,200,100,0,0,900,0.001"
+  echo "B,0,1,0.01,nan,20,0,0,0,nan,nan,nan,nan,nan,0.001"; } >"$TMP/tlN.csv"
+(cd "$W" && gnuplot -c "$PLOTS/serving_timeline.gp" "$TMP/tlN.csv" "$W/tlN") >/dev/null 2>"$TMP/gp.err"
+rc=$?
+check "serving_timeline.gp with a policy of NaN rows only exits 0 (rc=$rc: $(grep -v -i warning "$TMP/gp.err" | head -c 200))" \
+    test "$rc" = 0 -a -s "$W/tlN/serving_timeline.svg"
 X2=$(at_of "$W/ring/ringA.svg" 6 '[0-9.]*' | sed -n 2p)
 Y1=$(at_of "$W/ring/ringB.svg" 4 '[0-9.]*' | sed -n 1p)
 check "serving.gp: X's point at rate 2 found ($X2), Y's at rate 1 ($Y1)" test -n "$X2" -a -n "$Y1"
