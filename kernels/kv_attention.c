@@ -69,6 +69,40 @@ size_t kv_attn_workspace_bytes(const struct kv_attn_params *p)
     return ((size_t)L.qs + L.parts + L.per_thread * (size_t)p->n_threads) * sizeof(float);
 }
 
+/* What kv_attn_decode_many cuts ws into for these decode calls: each
+ * call's queries and partial states, then the largest scratch per thread
+ * for the team (all calls share n_threads). */
+static size_t many_floats(const struct kv_attn_params *p, int32_t n)
+{
+    size_t total = 0, per = 0;
+    for (int32_t i = 0; i < n; i++) {
+        struct kv_attn_layout L;
+        attn_layout_of(&L, &p[i]);
+        total += L.qs + L.parts;
+        per = L.per_thread > per ? L.per_thread : per;
+    }
+    return total + per * (size_t)p[0].n_threads;
+}
+
+/* Params one team job can run: decode, no mass, one team size, shapes
+ * kv_attn_workspace_bytes accepts (its own bound on their sizes). */
+static int many_joinable(const struct kv_attn_params *p, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (p[i].n_q != 1 || p[i].mass != NULL || p[i].n_threads != p[0].n_threads ||
+            kv_attn_workspace_bytes(&p[i]) == 0 || kv_attn_workspace_bytes(&p[i]) == SIZE_MAX)
+            return 0;
+    return 1;
+}
+
+size_t kv_attn_many_workspace_bytes(const struct kv_attn_params *p, int32_t n)
+{
+    if (p == NULL || n < 1 || n > KV_ATTN_MANY_MAX || !many_joinable(p, n))
+        return 0;
+    /* each call's floats are bounded (kv_attn_workspace_bytes), n by 64 */
+    return many_floats(p, n) * sizeof(float);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Entry point                                                              */
 
@@ -87,5 +121,39 @@ enum kv_status kv_attn(float *out, const float *q, const struct kv_attn_params *
         kv_attn_decode(out, q, p, v, ws, &L);
     else
         kv_attn_prefill(out, q, p, v, ws, &L);
+    return KV_OK;
+}
+
+enum kv_status kv_attn_many(float *const *out, const float *const *q,
+                            const struct kv_attn_params *p, const struct kv_view *v, int32_t n,
+                            void *ws, size_t ws_bytes)
+{
+    if (out == NULL || q == NULL || p == NULL || v == NULL || n < 1 || n > KV_ATTN_MANY_MAX)
+        return KV_ERR_INVALID;
+    for (int32_t i = 0; i < n; i++) { /* every call checked before any is run */
+        enum kv_status st = kv_attn_check(&p[i], &v[i]);
+        if (st != KV_OK)
+            return st;
+        if (out[i] == NULL || q[i] == NULL)
+            return KV_ERR_INVALID;
+    }
+    if (ws == NULL || ((uintptr_t)ws % 64) != 0)
+        return KV_ERR_INVALID;
+    const size_t need = kv_attn_many_workspace_bytes(p, n);
+    if (n == 1 || need == 0 || ws_bytes < need) {
+        for (int32_t i = 0; i < n; i++)
+            if (ws_bytes < kv_attn_workspace_bytes(&p[i]))
+                return KV_ERR_INVALID;
+        for (int32_t i = 0; i < n; i++) {
+            enum kv_status st = kv_attn(out[i], q[i], &p[i], &v[i], ws, ws_bytes);
+            if (st != KV_OK)
+                return st;
+        }
+        return KV_OK;
+    }
+    struct kv_attn_layout L[KV_ATTN_MANY_MAX];
+    for (int32_t i = 0; i < n; i++)
+        attn_layout_of(&L[i], &p[i]);
+    kv_attn_decode_many(out, q, p, v, n, ws, L);
     return KV_OK;
 }

@@ -208,6 +208,25 @@ enum kv_status kv_attn(float *out, const float *q, const struct kv_attn_params *
                        const struct kv_view *v, void *ws, size_t ws_bytes);
 
 /*
+ * n calls of kv_attn at once, call i writing out[i] from q[i], p[i] and
+ * v[i]: what a serving iteration runs, one call per request's cache. Where
+ * every call decodes (n_q == 1) without a mass output and with the same
+ * n_threads, and ws holds kv_attn_many_workspace_bytes(p, n), the calls'
+ * (sequence, kv head) chunks go to the thread team as ONE job: with one
+ * job per call the team met at a barrier per call, n per layer, and a core
+ * another program took for a moment held up every call it was in. Any
+ * other set of calls runs one by one (each needs its own
+ * kv_attn_workspace_bytes then). The results equal the n calls' bit for
+ * bit. KV_ERR_INVALID for n < 1 or n > KV_ATTN_MANY_MAX; a call that
+ * kv_attn refuses refuses the set, with nothing written.
+ */
+#define KV_ATTN_MANY_MAX 64
+size_t kv_attn_many_workspace_bytes(const struct kv_attn_params *p, int32_t n);
+enum kv_status kv_attn_many(float *const *out, const float *const *q,
+                            const struct kv_attn_params *p, const struct kv_view *v, int32_t n,
+                            void *ws, size_t ws_bytes);
+
+/*
  * dst (head_dim floats) <- row t of one side of span s (side is &s->k or
  * &s->v) for sequence b and kv head h, whatever its dtype, quantization
  * axis or paging: what a teaching tool or a test reads to show a cached

@@ -313,5 +313,11 @@ void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
                     const struct kv_view *view, float *ws, const struct kv_attn_layout *L);
 void kv_attn_prefill(float *out, const float *q, const struct kv_attn_params *p,
                      const struct kv_view *view, float *ws, const struct kv_attn_layout *L);
+/* n decode calls as one job of the team (kv_attn_many), each call's
+ * queries and partial states from ws in call order, then one scratch of
+ * the largest per_thread for every call. */
+void kv_attn_decode_many(float *const *out, const float *const *q, const struct kv_attn_params *p,
+                         const struct kv_view *view, int32_t n, float *ws,
+                         const struct kv_attn_layout *L);
 
 #endif /* KV_ATTENTION_IMPL_H */

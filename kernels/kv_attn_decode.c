@@ -576,6 +576,7 @@ struct dec_job {
     int prefetch;
     size_t n_keys;
     int64_t rows_per_chunk;
+    size_t per_thread; /* floats of scratch per worker (the largest of a many job's) */
 };
 
 /* Scaled queries (and the mass rows: -inf, a key nobody sees), rows
@@ -596,27 +597,30 @@ static void dec_scale(void *ctx, int64_t c0, int64_t c1, int worker)
     }
 }
 
-/* Split-K chunks [c0, c1), each (sequence, kv head, split). */
-static void dec_splits(void *ctx, int64_t c0, int64_t c1, int worker)
+/* Split-K chunk `it` of a call: (sequence, kv head, split). */
+static void dec_item(const struct dec_job *J, int64_t it, int worker)
 {
-    const struct dec_job *J = ctx;
     const struct kv_attn_params *p = J->p;
     const struct kv_attn_layout *L = J->L;
     const int32_t d = p->head_dim, g = L->g, S = L->splits, H = p->n_heads;
-    float *my = J->scratch + (size_t)worker * L->per_thread;
-    for (int64_t it = c0; it < c1; it++) {
-        int64_t bh = it / S;
-        int32_t s = (int32_t)(it % S), b = (int32_t)(bh / p->n_kv_heads),
-                h = (int32_t)(bh % p->n_kv_heads);
-        int64_t nv = dec_visible(p, J->view, b);
-        int64_t chunk = (nv + S - 1) / S;
-        chunk = (chunk + DEC_KB - 1) / DEC_KB * DEC_KB;
-        int64_t v0 = s * chunk < nv ? s * chunk : nv;
-        int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
-        size_t r0 = (size_t)b * H + (size_t)h * g;
-        dec_chunk(J->parts + (size_t)it * g * L->slot, my, L, p, J->view, b, h, v0, v1,
-                  J->qs + r0 * d, J->prefetch, J->n_keys);
-    }
+    int64_t bh = it / S;
+    int32_t s = (int32_t)(it % S), b = (int32_t)(bh / p->n_kv_heads),
+            h = (int32_t)(bh % p->n_kv_heads);
+    int64_t nv = dec_visible(p, J->view, b);
+    int64_t chunk = (nv + S - 1) / S;
+    chunk = (chunk + DEC_KB - 1) / DEC_KB * DEC_KB;
+    int64_t v0 = s * chunk < nv ? s * chunk : nv;
+    int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
+    size_t r0 = (size_t)b * H + (size_t)h * g;
+    dec_chunk(J->parts + (size_t)it * g * L->slot, J->scratch + (size_t)worker * J->per_thread, L,
+              p, J->view, b, h, v0, v1, J->qs + r0 * d, J->prefetch, J->n_keys);
+}
+
+/* Split-K chunks [c0, c1) of one call. */
+static void dec_splits(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    for (int64_t it = c0; it < c1; it++)
+        dec_item(ctx, it, worker);
 }
 
 /* Merge the splits of each (sequence, query head), rows [c0, c1) *
@@ -697,8 +701,63 @@ void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
         .L = L,
         .prefetch = dec_from_dram(p, view),
         .n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0,
+        .per_thread = L->per_thread,
     };
     dec_rows(&J, dec_scale, rows, (double)d + (double)J.n_keys);
     kv_pool_run(p->n_threads, items * S, dec_splits, &J);
     dec_rows(&J, dec_merge, rows, (double)S * d + 2.0 * (double)J.n_keys);
+}
+
+/* The calls of a many job, and where each call's chunks start in the job's
+ * numbering (first[n] chunks in all). */
+struct dec_many {
+    const struct dec_job *J;
+    const int64_t *first;
+    int32_t n;
+};
+
+/* Chunks [c0, c1) of a many job: each its call's own chunk. */
+static void dec_splits_many(void *ctx, int64_t c0, int64_t c1, int worker)
+{
+    const struct dec_many *M = ctx;
+    int32_t i = 0;
+    while (M->first[i + 1] <= c0)
+        i++;
+    for (int64_t it = c0; it < c1; it++) {
+        while (M->first[i + 1] <= it)
+            i++;
+        dec_item(&M->J[i], it - M->first[i], worker);
+    }
+}
+
+void kv_attn_decode_many(float *const *out, const float *const *q, const struct kv_attn_params *p,
+                         const struct kv_view *view, int32_t n, float *ws,
+                         const struct kv_attn_layout *L)
+{
+    struct dec_job J[KV_ATTN_MANY_MAX];
+    int64_t first[KV_ATTN_MANY_MAX + 1];
+    size_t off = 0, per = 0;
+    double bytes = 0.0;
+    first[0] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        J[i] = (struct dec_job){.out = out[i], .qs = ws + off, .parts = ws + off + L[i].qs,
+                                .q = q[i], .p = &p[i], .view = &view[i], .L = &L[i]};
+        off += L[i].qs + L[i].parts;
+        per = L[i].per_thread > per ? L[i].per_thread : per;
+        bytes += (double)kv_attn_span_bytes(&p[i], &view[i]);
+        first[i + 1] = first[i] + (int64_t)p[i].batch * p[i].n_kv_heads * L[i].splits;
+    }
+    /* from DRAM or not as one call over every cache would be */
+    const int prefetch = bytes > 0.5 * (double)kv_l3_bytes();
+    for (int32_t i = 0; i < n; i++) {
+        J[i].scratch = ws + off;
+        J[i].per_thread = per;
+        J[i].prefetch = prefetch;
+        dec_rows(&J[i], dec_scale, (int64_t)p[i].batch * p[i].n_heads, (double)p[i].head_dim);
+    }
+    const struct dec_many M = {.J = J, .first = first, .n = n};
+    kv_pool_run(p[0].n_threads, first[n], dec_splits_many, (void *)&M);
+    for (int32_t i = 0; i < n; i++)
+        dec_rows(&J[i], dec_merge, (int64_t)p[i].batch * p[i].n_heads,
+                 (double)L[i].splits * p[i].head_dim);
 }

@@ -1597,6 +1597,114 @@ START_TEST(test_workspace_independent_of_keys)
 }
 END_TEST
 
+/*
+ * kv_attn_many: calls over caches of several strategies and lengths (one
+ * or two sequences each, as a serving iteration has them) give, as one
+ * team job, exactly the bytes the calls give one by one; a set it cannot
+ * join (a prefill call, a mass output, too little workspace) runs one by
+ * one, with the same bytes; a bad call refuses the set before anything is
+ * written.
+ */
+START_TEST(test_attn_many)
+{
+    enum { N = 7, KVH = 2, G = 2, D = 32, TMAX = 150, QMAX = 2 * KVH * G * D * 2 };
+    static const char *const names[N] = {"dynamic", "paged", "quantized", "static",
+                                         "sliding", "paged", "dynamic"};
+    const int32_t len[N] = {150, 37, 96, 1, 70, 128, 65}, bat[N] = {1, 2, 1, 1, 2, 1, 1};
+    struct kv_cache *c[N];
+    struct kv_view v[N];
+    struct kv_attn_params p[N];
+    float *q[N], *out[N], *want[N];
+    for (int i = 0; i < N; i++) {
+        const struct kv_strategy_ops *ops = kv_strategy_find(names[i]);
+        ck_assert_ptr_nonnull(ops);
+        const struct kv_cache_config cc = {.n_layers = 1, .batch = bat[i], .n_kv_heads = KVH,
+                                           .head_dim = D, .max_len = TMAX};
+        ck_assert_int_eq(kv_cache_create(&c[i], ops, &cc, NULL), KV_OK);
+        float *kv = malloc((size_t)bat[i] * len[i] * KVH * D * sizeof(float));
+        ck_assert_ptr_nonnull(kv);
+        for (size_t e = 0; e < (size_t)bat[i] * len[i] * KVH * D; e++)
+            kv[e] = (float)rnd(-1.0, 1.0);
+        ck_assert_int_eq(kv_cache_update(c[i], 0, kv, kv, len[i], 0), KV_OK);
+        free(kv);
+        ck_assert_int_eq(kv_cache_view(c[i], 0, &v[i]), KV_OK);
+        p[i] = (struct kv_attn_params){.batch = bat[i], .n_q = 1, .n_heads = KVH * G,
+                                       .n_kv_heads = KVH, .head_dim = D,
+                                       .q_pos0 = len[i] - 1, .scale = 0.2f, .n_threads = 2};
+        q[i] = malloc(QMAX * sizeof(float));
+        out[i] = malloc(QMAX * sizeof(float));
+        want[i] = malloc(QMAX * sizeof(float));
+        ck_assert(q[i] && out[i] && want[i]);
+        for (int e = 0; e < QMAX; e++)
+            q[i][e] = (float)rnd(-1.0, 1.0);
+    }
+    const size_t one = kv_attn_workspace_bytes(&p[1]), many = kv_attn_many_workspace_bytes(p, N);
+    ck_assert_uint_gt(many, 0);
+    ck_assert_uint_ge(many, one);
+    void *ws = kv_alloc(many);
+    ck_assert_ptr_nonnull(ws);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(kv_attn(want[i], q[i], &p[i], &v[i], ws, many), KV_OK);
+    const size_t bytes = (size_t)KVH * G * D * sizeof(float); /* per sequence */
+    /* one job: every set of the first n calls */
+    for (int n = 1; n <= N; n++) {
+        for (int i = 0; i < N; i++)
+            memset(out[i], 0xff, QMAX * sizeof(float));
+        ck_assert_int_eq(kv_attn_many(out, (const float *const *)q, p, v, n, ws, many), KV_OK);
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(memcmp(out[i], want[i], bat[i] * bytes) == 0, "n %d: call %d (%s)", n,
+                          i, names[i]);
+    }
+    /* too little workspace for one job, enough for each call: one by one */
+    ck_assert_int_eq(kv_attn_many(out, (const float *const *)q, p, v, N, ws, one), KV_OK);
+    for (int i = 0; i < N; i++)
+        ck_assert(memcmp(out[i], want[i], bat[i] * bytes) == 0);
+    /* a prefill call in the set: not joinable, one by one */
+    struct kv_attn_params pf[N];
+    memcpy(pf, p, sizeof pf);
+    pf[0].n_q = 2, pf[0].q_pos0 = len[0] - 2;
+    ck_assert_uint_eq(kv_attn_many_workspace_bytes(pf, N), 0);
+    void *big = kv_alloc(kv_attn_workspace_bytes(&pf[0]) > many ? kv_attn_workspace_bytes(&pf[0])
+                                                                 : many);
+    ck_assert_ptr_nonnull(big);
+    float *w0 = malloc(QMAX * sizeof(float));
+    ck_assert_ptr_nonnull(w0);
+    ck_assert_int_eq(kv_attn(w0, q[0], &pf[0], &v[0], big, kv_attn_workspace_bytes(&pf[0])),
+                     KV_OK);
+    const size_t wsz = kv_attn_workspace_bytes(&pf[0]) > many ? kv_attn_workspace_bytes(&pf[0])
+                                                              : many;
+    ck_assert_int_eq(kv_attn_many(out, (const float *const *)q, pf, v, N, big, wsz), KV_OK);
+    ck_assert(memcmp(out[0], w0, 2 * bytes) == 0);
+    for (int i = 1; i < N; i++)
+        ck_assert(memcmp(out[i], want[i], bat[i] * bytes) == 0);
+    /* refusals: the count, and a bad call anywhere, before anything is written */
+    ck_assert_int_eq(kv_attn_many(out, (const float *const *)q, p, v, 0, ws, many),
+                     KV_ERR_INVALID);
+    ck_assert_int_eq(kv_attn_many(out, (const float *const *)q, p, v, KV_ATTN_MANY_MAX + 1, ws,
+                                  many),
+                     KV_ERR_INVALID);
+    struct kv_attn_params bad[N];
+    memcpy(bad, p, sizeof bad);
+    bad[N - 1].batch = 3; /* more sequences than its cache */
+    for (int i = 0; i < N; i++)
+        memset(out[i], 0xff, QMAX * sizeof(float));
+    ck_assert_int_eq(kv_attn_many(out, (const float *const *)q, bad, v, N, ws, many),
+                     KV_ERR_INVALID);
+    for (int i = 0; i < N; i++)
+        for (int e = 0; e < QMAX; e++)
+            ck_assert_msg(isnan(out[i][e]), "call %d written", i);
+    free(w0);
+    kv_free(big);
+    kv_free(ws);
+    for (int i = 0; i < N; i++) {
+        free(q[i]);
+        free(out[i]);
+        free(want[i]);
+        kv_cache_destroy(c[i]);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 
 static Suite *attention_suite(void)
@@ -1623,6 +1731,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_view_shape_rejects);
     tcase_add_test(tc, test_workspace_independent_of_keys);
     tcase_add_test(tc, test_query_int_form);
+    tcase_add_test(tc, test_attn_many);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -356,6 +356,17 @@ enum kv_status kv_runner_create(struct kv_runner **out, const struct kv_model *m
     }
     if (ws == SIZE_MAX)
         return KV_ERR_OVERFLOW;
+    {
+        /* and a decode call per sequence as one team job (kv_attn_many, a
+         * serving iteration): batch calls of one sequence, the most floats
+         * any split of the batch into segments needs */
+        const int32_t n = batch < KV_ATTN_MANY_MAX ? batch : KV_ATTN_MANY_MAX;
+        struct kv_attn_params one[KV_ATTN_MANY_MAX];
+        for (int32_t i = 0; i < n; i++)
+            one[i] = attn_params_for(c, 1, 1, n_threads);
+        const size_t b = kv_attn_many_workspace_bytes(one, n);
+        ws = b > ws ? b : ws;
+    }
 
     size_t total = 0, o_x, o_xb, o_q, o_k, o_v, o_att, o_hb, o_hb2, o_pos, o_fed, o_ws;
     if (add_buf(&total, &o_x, T * D, 4) || add_buf(&total, &o_xb, T * D, 4) ||
@@ -495,16 +506,18 @@ static int64_t segment_rows(const struct kv_runner *r, const struct kv_model_con
     return rows;
 }
 
-/* One layer's attention over one segment: its rows of q, k, v from row0. */
-static enum kv_status segment_attention(struct kv_runner *r, const struct kv_model_config *c,
-                                        const struct kv_segment *sg, int32_t l, int64_t row0,
-                                        struct kv_step_stats *local)
+/* One layer's attention over one segment, before the kernel runs: the
+ * cache takes its rows of k and v (from row0), then says what the kernel
+ * reads (the view, the params, the mass buffer of a cache that evicts by
+ * attention). */
+static enum kv_status segment_prepare(struct kv_runner *r, const struct kv_model_config *c,
+                                      const struct kv_segment *sg, int32_t l, int64_t row0,
+                                      struct kv_attn_params *ap, struct kv_view *view)
 {
-    const int32_t D = c->dim, HS = c->dim / c->n_heads, KVD = c->n_kv_heads * HS;
+    const int32_t HS = c->dim / c->n_heads, KVD = c->n_kv_heads * HS;
     struct kv_cache *cache = sg->cache;
-    struct kv_attn_params ap = attn_params_for(c, cache->cfg.batch, sg->n, r->n_threads);
-    ap.q_pos0 = sg->pos0;
-    float *q = r->q + row0 * D, *att = r->att + row0 * D;
+    *ap = attn_params_for(c, cache->cfg.batch, sg->n, r->n_threads);
+    ap->q_pos0 = sg->pos0;
 
     /* The cache decides what it keeps, then exposes spans and the mask
      * its storage needs; the runner adds its own window and the batch's
@@ -513,31 +526,74 @@ static enum kv_status segment_attention(struct kv_runner *r, const struct kv_mod
         kv_cache_update(cache, l, r->k + row0 * KVD, r->v + row0 * KVD, sg->n, sg->pos0);
     if (s != KV_OK)
         return s;
-    struct kv_view view;
-    s = kv_cache_view(cache, l, &view);
+    s = kv_cache_view(cache, l, view);
     if (s != KV_OK)
         return s;
-    combine_mask(&view.mask, r->window, r->n_sink);
-    view.mask.pad = sg->pad;
+    combine_mask(&view->mask, r->window, r->n_sink);
+    view->mask.pad = sg->pad;
     /* a cache that evicts by attention gets the mass per key back
      * (NULL for every other: the kernel then computes none) */
-    s = kv_cache_mass_buffer(cache, l, &view, c->n_heads, &ap.mass, &ap.mass_len);
-    if (s != KV_OK)
-        return s;
+    return kv_cache_mass_buffer(cache, l, view, c->n_heads, &ap->mass, &ap->mass_len);
+}
 
-    int64_t t0 = kv_now_ns();
-    s = kv_attn(att, q, &ap, &view, r->ws, r->ws_bytes);
-    local->attn_ns += kv_now_ns() - t0;
-    if (s != KV_OK)
-        return s;
+/* After the kernel: the probe, the mass back to the cache, the counts. */
+static enum kv_status segment_finish(struct kv_runner *r, const struct kv_model_config *c,
+                                     const struct kv_segment *sg, int32_t l, int64_t row0,
+                                     const struct kv_attn_params *ap, const struct kv_view *view,
+                                     struct kv_step_stats *local)
+{
+    const int32_t D = c->dim, HS = c->dim / c->n_heads;
+    enum kv_status s;
     if (r->probe != NULL) /* before observe, which may evict what the view shows */
-        r->probe(r->probe_user, l, q, &ap, &view);
-    if (ap.mass != NULL && (s = kv_cache_observe(cache, l, ap.mass, c->n_heads)) != KV_OK)
+        r->probe(r->probe_user, l, r->q + row0 * D, ap, view);
+    if (ap->mass != NULL && (s = kv_cache_observe(sg->cache, l, ap->mass, c->n_heads)) != KV_OK)
         return s;
-    int64_t pairs = kv_attn_visible_pairs(&ap, &view);
+    int64_t pairs = kv_attn_visible_pairs(ap, view);
     local->flops.attn += 4 * (int64_t)HS * c->n_heads * pairs;
     local->flops.softmax += KV_FLOPS_SOFTMAX_ELEM * (int64_t)c->n_heads * pairs;
-    local->attn_bytes += kv_attn_span_bytes(&ap, &view);
+    local->attn_bytes += kv_attn_span_bytes(ap, view);
+    return KV_OK;
+}
+
+/* One layer's attention over every segment, up to KV_ATTN_MANY_MAX at a
+ * time: each segment's cache is updated and viewed (the caches are
+ * distinct, so no view sees another's update), then one kernel call runs
+ * them all (kv_attn_many: the decode segments of a serving iteration as
+ * one job of the thread team, where a call each met the team at a barrier
+ * per request), then each is finished. */
+static enum kv_status layer_attention(struct kv_runner *r, const struct kv_model_config *c,
+                                      const struct kv_segment *segs, int32_t n_seg, int32_t l,
+                                      struct kv_step_stats *local)
+{
+    const int32_t D = c->dim;
+    struct kv_attn_params ap[KV_ATTN_MANY_MAX];
+    struct kv_view view[KV_ATTN_MANY_MAX];
+    float *out[KV_ATTN_MANY_MAX];
+    const float *q[KV_ATTN_MANY_MAX];
+    int64_t row[KV_ATTN_MANY_MAX + 1];
+    row[0] = 0;
+    for (int32_t i0 = 0; i0 < n_seg; i0 += KV_ATTN_MANY_MAX) {
+        const int32_t n = n_seg - i0 < KV_ATTN_MANY_MAX ? n_seg - i0 : KV_ATTN_MANY_MAX;
+        for (int32_t i = 0; i < n; i++) {
+            const struct kv_segment *sg = &segs[i0 + i];
+            enum kv_status s = segment_prepare(r, c, sg, l, row[i], &ap[i], &view[i]);
+            if (s != KV_OK)
+                return s;
+            out[i] = r->att + row[i] * D;
+            q[i] = r->q + row[i] * D;
+            row[i + 1] = row[i] + (int64_t)sg->cache->cfg.batch * sg->n;
+        }
+        int64_t t0 = kv_now_ns();
+        enum kv_status s = kv_attn_many(out, q, ap, view, n, r->ws, r->ws_bytes);
+        local->attn_ns += kv_now_ns() - t0;
+        if (s != KV_OK)
+            return s;
+        for (int32_t i = 0; i < n; i++)
+            if ((s = segment_finish(r, c, &segs[i0 + i], l, row[i], &ap[i], &view[i], local)) !=
+                KV_OK)
+                return s;
+        row[0] = row[n];
+    }
     return KV_OK;
 }
 
@@ -611,12 +667,9 @@ static enum kv_status forward(struct kv_runner *r, const struct kv_model *m,
         kv_rope(r->q, c->n_heads, r->k, c->n_kv_heads, T, HS, r->pos);
         fl->norm += KV_FLOPS_ROPE_PAIR * T * (c->n_heads + c->n_kv_heads) * (HS / 2);
 
-        for (int32_t i = 0, row0 = 0; i < n_seg; i++) {
-            enum kv_status s = segment_attention(r, c, &segs[i], l, row0, &local);
-            if (s != KV_OK)
-                return s;
-            row0 += segs[i].cache->cfg.batch * segs[i].n;
-        }
+        enum kv_status s = layer_attention(r, c, segs, n_seg, l, &local);
+        if (s != KV_OK)
+            return s;
 
         /* x += att Wo^T (residual fused into the GEMM's beta = 1). */
         TIMED_GEMM(kv_gemm(r->x, r->att, w->wo + l * wqo, T, D, D, 1.0f, &fl->gemm));
