@@ -14,10 +14,11 @@
  * The design decision: the rows are converted in registers as they are
  * read, never into a buffer, so a 16-bit cache reads half the bytes of f32
  * and does the f32 kernels' arithmetic plus one conversion per chunk. Every
- * kernel streams each row once per group of heads where it can: on AVX-512
- * with GQA of 2, 4 or 8 heads a 16-element chunk of a K or V row is loaded
- * once and fed to all the group's heads (rows_heads, pv_heads); otherwise
- * each head runs 8 rows per pass (one reduction tree for the 8 sums). The
+ * kernel streams each row once per group of heads where it can: with GQA
+ * of 2, 4 or 8 heads a chunk of a K row is loaded once and fed to all the
+ * group's heads (rows_heads on AVX-512, rows8_heads on AVX2), and on
+ * AVX-512 a chunk of a V row as well (pv_heads); otherwise each head runs
+ * 8 rows per pass (one reduction tree for the 8 sums). The
  * level is chosen when the job is bound, from kv_isa(): AVX-512 (16 lanes;
  * d a multiple of 16), AVX2 (+ F16C for f16; 8 lanes, any d), scalar, so
  * one binary uses what the CPU it runs on has.
@@ -118,7 +119,9 @@ KV_TARGET_AVX2 static void HN(sc_avx2)(float *sc, const struct kv_dec_job *J,
     }
 }
 
-/* a (d) += sum_j pi[j] * v_j: 32 elements a pass over the rows */
+/* a (d) += sum_j pi[j] * v_j, 32 elements a pass; even and odd rows
+ * accumulate apart so that eight FMA chains are in flight (four would wait
+ * on the FMA latency every row) */
 KV_TARGET_AVX2 static void HN(pv_avx2)(float *acc, size_t acc_stride, float *msum, float *w,
                                        const float *pr, const struct kv_dec_job *J,
                                        const struct kv_rows_side *s, const char *v0,
@@ -134,20 +137,28 @@ KV_TARGET_AVX2 static void HN(pv_avx2)(float *acc, size_t acc_stride, float *msu
         const float *pi = pr + (size_t)i * DEC_KB;
         int32_t e = 0;
         for (; e + 32 <= d; e += 32) {
-            __m256 a0 = _mm256_loadu_ps(a + e), a1 = _mm256_loadu_ps(a + e + 8);
-            __m256 a2 = _mm256_loadu_ps(a + e + 16), a3 = _mm256_loadu_ps(a + e + 24);
-            for (int32_t j = 0; j < nb; j++) {
-                const HALF_T *v = HROW(v0, j, st) + e;
-                __m256 pj = _mm256_broadcast_ss(pi + j);
-                a0 = _mm256_fmadd_ps(pj, half_ld8(v), a0);
-                a1 = _mm256_fmadd_ps(pj, half_ld8(v + 8), a1);
-                a2 = _mm256_fmadd_ps(pj, half_ld8(v + 16), a2);
-                a3 = _mm256_fmadd_ps(pj, half_ld8(v + 24), a3);
+            __m256 x[4], y[4];
+            for (int c = 0; c < 4; c++) {
+                x[c] = _mm256_loadu_ps(a + e + 8 * c);
+                y[c] = _mm256_setzero_ps();
             }
-            _mm256_storeu_ps(a + e, a0);
-            _mm256_storeu_ps(a + e + 8, a1);
-            _mm256_storeu_ps(a + e + 16, a2);
-            _mm256_storeu_ps(a + e + 24, a3);
+            int32_t j = 0;
+            for (; j + 2 <= nb; j += 2) {
+                const HALF_T *v = HROW(v0, j, st) + e, *u = HROW(v0, j + 1, st) + e;
+                const __m256 pj = _mm256_broadcast_ss(pi + j), pk = _mm256_broadcast_ss(pi + j + 1);
+                for (int c = 0; c < 4; c++) {
+                    x[c] = _mm256_fmadd_ps(pj, half_ld8(v + 8 * c), x[c]);
+                    y[c] = _mm256_fmadd_ps(pk, half_ld8(u + 8 * c), y[c]);
+                }
+            }
+            if (j < nb) {
+                const HALF_T *v = HROW(v0, j, st) + e;
+                const __m256 pj = _mm256_broadcast_ss(pi + j);
+                for (int c = 0; c < 4; c++)
+                    x[c] = _mm256_fmadd_ps(pj, half_ld8(v + 8 * c), x[c]);
+            }
+            for (int c = 0; c < 4; c++)
+                _mm256_storeu_ps(a + e + 8 * c, _mm256_add_ps(x[c], y[c]));
         }
         for (; e + 8 <= d; e += 8) {
             __m256 a0 = _mm256_loadu_ps(a + e);
@@ -161,6 +172,64 @@ KV_TARGET_AVX2 static void HN(pv_avx2)(float *acc, size_t acc_stride, float *msu
                 a[e] += pi[j] * half_scalar(HROW(v0, j, st)[e]);
     }
 }
+
+/*
+ * GQA scores on AVX2 (g in 2, 4, 8; d a multiple of 8): each 8-element
+ * chunk of a K row is read (and converted) once for all g heads of its kv
+ * head, where sc_avx2 reads it once per head; 8/g rows a pass, accumulator
+ * u = h*nr + rr. The values stay per head (pv_avx2): a fused value pass
+ * walks a block's V rows one 64-byte line per row at a time, and on the
+ * AVX2 EPYC it measured slower for f32 (cold, T 32768, 32/8: 24.7 against
+ * 20.1 ms at head_dim 128) and no faster for f16 (12.8 against 12.5 ms).
+ */
+KV_INLINE2 void HN(rows8_heads)(float *sc, const int g, const float *qs, const char *r,
+                                size_t st, int32_t d)
+{
+    const int nr = 8 / g;
+    __m256 a[8];
+    for (int u = 0; u < 8; u++)
+        a[u] = _mm256_setzero_ps();
+    for (int32_t e = 0; e < d; e += 8) {
+        __m256 kv[8];
+        for (int rr = 0; rr < nr; rr++)
+            kv[rr] = half_ld8(HROW(r, rr, st) + e);
+        for (int h = 0; h < g; h++) {
+            const __m256 qh = _mm256_loadu_ps(qs + (size_t)h * d + e);
+            for (int rr = 0; rr < nr; rr++)
+                a[h * nr + rr] = _mm256_fmadd_ps(qh, kv[rr], a[h * nr + rr]);
+        }
+    }
+    float o[8];
+    _mm256_storeu_ps(o, kv_hsum8x8(a));
+    for (int h = 0; h < g; h++)
+        memcpy(sc + (size_t)h * DEC_KB, o + h * nr, (size_t)nr * sizeof(float));
+}
+
+/* the rows left over by the passes of nr: one head at a time */
+KV_INLINE2 void HN(rows8_heads_tail)(float *sc, const int g, const float *qs, const char *r,
+                                     size_t st, int32_t nb, int32_t d)
+{
+    for (int32_t h = 0; h < g; h++)
+        for (int32_t j = 0; j < nb; j++)
+            HN(rows8)(sc + (size_t)h * DEC_KB + j, 1, qs + (size_t)h * d, r + j * st, st, d);
+}
+
+#define HALF_SC8_HEADS(G)                                                                    \
+    KV_TARGET_AVX2 static void HN(sc8_heads##G)(float *sc, const struct kv_dec_job *J,       \
+                                                const struct kv_rows_side *s, const char *k,  \
+                                                const char *kqp, int32_t nb)                 \
+    {                                                                                        \
+        (void)kqp;                                                                           \
+        const size_t st = s->stride;                                                         \
+        int32_t j = 0;                                                                       \
+        for (; j + 8 / (G) <= nb; j += 8 / (G))                                              \
+            HN(rows8_heads)(sc + j, G, J->qs, k + j * st, st, J->d);                         \
+        HN(rows8_heads_tail)(sc + j, G, J->qs, k + j * st, st, nb - j, J->d);                \
+    }
+HALF_SC8_HEADS(2)
+HALF_SC8_HEADS(4)
+HALF_SC8_HEADS(8)
+#undef HALF_SC8_HEADS
 
 /* ------------------------------------------------------------------------ */
 /* AVX-512 (d a multiple of 16)                                             */
@@ -362,6 +431,8 @@ static void HN(bind_convert)(struct kv_dec_job *J, int is_v)
 #ifdef KV_X86
         if (isa >= KV_ISA_AVX2)
             J->scores = HN(sc_avx2);
+        if (isa >= KV_ISA_AVX2 && d % 8 == 0 && (g == 2 || g == 4 || g == 8))
+            J->scores = g == 2 ? HN(sc8_heads2) : g == 4 ? HN(sc8_heads4) : HN(sc8_heads8);
         if (isa >= KV_ISA_AVX512 && d % 16 == 0)
             J->scores = g == 2   ? HN(sc_heads2)
                         : g == 4 ? HN(sc_heads4)
