@@ -88,10 +88,13 @@ static size_t many_floats(const struct kv_attn_params *p, int32_t n)
  * kv_attn_workspace_bytes accepts (its own bound on their sizes). */
 static int many_joinable(const struct kv_attn_params *p, int32_t n)
 {
-    for (int32_t i = 0; i < n; i++)
-        if (p[i].n_q != 1 || p[i].mass != NULL || p[i].n_threads != p[0].n_threads ||
-            kv_attn_workspace_bytes(&p[i]) == 0 || kv_attn_workspace_bytes(&p[i]) == SIZE_MAX)
+    for (int32_t i = 0; i < n; i++) {
+        if (p[i].n_q != 1 || p[i].mass != NULL || p[i].n_threads != p[0].n_threads)
             return 0;
+        const size_t ws = kv_attn_workspace_bytes(&p[i]);
+        if (ws == 0 || ws == SIZE_MAX)
+            return 0;
+    }
     return 1;
 }
 
