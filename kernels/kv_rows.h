@@ -203,6 +203,40 @@ KV_INLINE2 __m128 kv_hsum4x4(const __m256 *a)
     return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
+/* sc[h * DEC_KB + rr] <- o[h*nr + rr]: the sums of a GQA score pass of
+ * nr = n/g rows, to the heads' rows of sc */
+KV_INLINE void kv_put_heads(float *sc, const int g, const float *o, const int n)
+{
+    const int nr = n / g;
+    for (int h = 0; h < g; h++)
+        memcpy(sc + (size_t)h * DEC_KB, o + h * nr, (size_t)nr * sizeof(float));
+}
+
+/* The score kernel FN over a block for the G heads of a kv head: passes of
+ * LANES/G rows by ROWS(sc, g, nr, q, r, stride, d), then the rows left one
+ * at a time (nr = 1, all heads); Q the job's query field (qs, or a dtype's
+ * reordered qx). */
+#define KV_SC_HEADS(FN, TARGET, LANES, ROWS, Q, G)                                           \
+    TARGET static void FN(float *sc, const struct kv_dec_job *J, const struct kv_rows_side *s, \
+                          const char *k, const char *kqp, int32_t nb)                        \
+    {                                                                                        \
+        (void)kqp;                                                                           \
+        const size_t st = s->stride;                                                         \
+        int32_t j = 0;                                                                       \
+        for (; j + (LANES) / (G) <= nb; j += (LANES) / (G))                                  \
+            ROWS(sc + j, G, (LANES) / (G), J->Q, k + j * st, st, J->d);                      \
+        for (; j < nb; j++)                                                                  \
+            ROWS(sc + j, G, 1, J->Q, k + j * st, st, J->d);                                  \
+    }
+
+/* kv_put_heads of accumulator u = h*nr + rr summed (nr = 8/g rows) */
+KV_INLINE2 void kv_store_heads8(float *sc, const int g, const __m256 *a)
+{
+    float o[8];
+    _mm256_storeu_ps(o, kv_hsum8x8(a));
+    kv_put_heads(sc, g, o, 8);
+}
+
 KV_INLINE512 __m512 kv_load_u8x16(const uint8_t *p)
 {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
@@ -253,14 +287,12 @@ KV_INLINE512 void kv_qrows_finish(float *o, const int nr, const __m512 *tot, con
     }
 }
 
-/* sc[h * DEC_KB + rr] <- accumulator u = h*nr + rr summed (nr = 16/g rows) */
+/* kv_put_heads of accumulator u = h*nr + rr summed (nr = 16/g rows) */
 KV_INLINE512 void kv_store_heads(float *sc, const int g, const __m512 *a)
 {
-    const int nr = 16 / g;
     float o[16];
     _mm512_storeu_ps(o, kv_hsum16x16(a));
-    for (int h = 0; h < g; h++)
-        memcpy(sc + (size_t)h * DEC_KB, o + h * nr, (size_t)nr * sizeof(float));
+    kv_put_heads(sc, g, o, 16);
 }
 
 /* a[h*ch + c] += pr[h][j] * vv[c]: one row's chunks into the g heads'

@@ -102,24 +102,10 @@ KV_INLINE512 void bf16_eo_rows(float *sc, const int g, const int nr, const float
     }
 }
 
-#define BF16_SC_EO(G)                                                                        \
-    KV_TARGET_AVX512 static void bf16_sc_eo##G(float *sc, const struct kv_dec_job *J,        \
-                                               const struct kv_rows_side *s, const char *k,  \
-                                               const char *kqp, int32_t nb)                  \
-    {                                                                                        \
-        (void)kqp;                                                                           \
-        const size_t st = s->stride;                                                         \
-        int32_t j = 0;                                                                       \
-        for (; j + 16 / (G) <= nb; j += 16 / (G))                                            \
-            bf16_eo_rows(sc + j, G, 16 / (G), J->qx, k + j * st, st, J->d);                  \
-        for (; j < nb; j++)                                                                  \
-            bf16_eo_rows(sc + j, G, 1, J->qx, k + j * st, st, J->d);                         \
-    }
-BF16_SC_EO(1)
-BF16_SC_EO(2)
-BF16_SC_EO(4)
-BF16_SC_EO(8)
-#undef BF16_SC_EO
+KV_SC_HEADS(bf16_sc_eo1, KV_TARGET_AVX512, 16, bf16_eo_rows, qx, 1)
+KV_SC_HEADS(bf16_sc_eo2, KV_TARGET_AVX512, 16, bf16_eo_rows, qx, 2)
+KV_SC_HEADS(bf16_sc_eo4, KV_TARGET_AVX512, 16, bf16_eo_rows, qx, 4)
+KV_SC_HEADS(bf16_sc_eo8, KV_TARGET_AVX512, 16, bf16_eo_rows, qx, 8)
 
 /* acc_h (d) += sum_j pr[h][j] * v_j for the g heads, ch chunks of 32
  * elements a pass (2 g ch accumulators, at most 16), each row's chunk

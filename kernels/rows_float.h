@@ -174,62 +174,50 @@ KV_TARGET_AVX2 static void HN(pv_avx2)(float *acc, size_t acc_stride, float *msu
 }
 
 /*
- * GQA scores on AVX2 (g in 2, 4, 8; d a multiple of 8): each 8-element
- * chunk of a K row is read (and converted) once for all g heads of its kv
- * head, where sc_avx2 reads it once per head; 8/g rows a pass, accumulator
- * u = h*nr + rr. The values stay per head (pv_avx2): a fused value pass
- * walks a block's V rows one 64-byte line per row at a time, and on the
- * AVX2 EPYC it measured slower for f32 (cold, T 32768, 32/8: 24.7 against
- * 20.1 ms at head_dim 128) and no faster for f16 (12.8 against 12.5 ms).
+ * GQA scores (g in 2, 4, 8), written once for AVX2 and AVX-512: ROWS(sc, g,
+ * nr, qs, r, st, d) scores nr rows (nr * g <= LANES) for the g heads of a
+ * kv head, each chunk of a K row read (and converted) once for all of
+ * them, where the one-head kernels read it once per head; accumulator u =
+ * h*nr + rr. KV_SC_HEADS (kv_rows.h) runs a block through it. Only the
+ * vector type and its operations differ between the levels.
+ *
+ * On AVX2 the values stay per head (pv_avx2): a value pass fused over the
+ * heads walks a block's V rows one 64-byte line per row at a time, and on
+ * the AVX2 EPYC it measured slower for f32 (cold, T 32768, 32/8: 24.7
+ * against 20.1 ms at head_dim 128) and no faster for f16 (12.8 against
+ * 12.5 ms). AVX-512 fuses both sides (pv_heads below).
  */
-KV_INLINE2 void HN(rows8_heads)(float *sc, const int g, const float *qs, const char *r,
-                                size_t st, int32_t d)
-{
-    const int nr = 8 / g;
-    __m256 a[8];
-    for (int u = 0; u < 8; u++)
-        a[u] = _mm256_setzero_ps();
-    for (int32_t e = 0; e < d; e += 8) {
-        __m256 kv[8];
-        for (int rr = 0; rr < nr; rr++)
-            kv[rr] = half_ld8(HROW(r, rr, st) + e);
-        for (int h = 0; h < g; h++) {
-            const __m256 qh = _mm256_loadu_ps(qs + (size_t)h * d + e);
-            for (int rr = 0; rr < nr; rr++)
-                a[h * nr + rr] = _mm256_fmadd_ps(qh, kv[rr], a[h * nr + rr]);
-        }
-    }
-    float o[8];
-    _mm256_storeu_ps(o, kv_hsum8x8(a));
-    for (int h = 0; h < g; h++)
-        memcpy(sc + (size_t)h * DEC_KB, o + h * nr, (size_t)nr * sizeof(float));
-}
-
-/* the rows left over by the passes of nr: one head at a time */
-KV_INLINE2 void HN(rows8_heads_tail)(float *sc, const int g, const float *qs, const char *r,
-                                     size_t st, int32_t nb, int32_t d)
-{
-    for (int32_t h = 0; h < g; h++)
-        for (int32_t j = 0; j < nb; j++)
-            HN(rows8)(sc + (size_t)h * DEC_KB + j, 1, qs + (size_t)h * d, r + j * st, st, d);
-}
-
-#define HALF_SC8_HEADS(G)                                                                    \
-    KV_TARGET_AVX2 static void HN(sc8_heads##G)(float *sc, const struct kv_dec_job *J,       \
-                                                const struct kv_rows_side *s, const char *k,  \
-                                                const char *kqp, int32_t nb)                 \
+#define HALF_ROWS_HEADS(ROWS, INL, V, LANES, ZERO, LDQ, FMA, STORE, HSUM)                    \
+    INL void HN(ROWS)(float *sc, const int g, const int nr, const float *qs, const char *r,  \
+                      size_t st, int32_t d)                                                  \
     {                                                                                        \
-        (void)kqp;                                                                           \
-        const size_t st = s->stride;                                                         \
-        int32_t j = 0;                                                                       \
-        for (; j + 8 / (G) <= nb; j += 8 / (G))                                              \
-            HN(rows8_heads)(sc + j, G, J->qs, k + j * st, st, J->d);                         \
-        HN(rows8_heads_tail)(sc + j, G, J->qs, k + j * st, st, nb - j, J->d);                \
+        V a[LANES];                                                                          \
+        for (int u = 0; u < g * nr; u++)                                                     \
+            a[u] = ZERO();                                                                   \
+        for (int32_t e = 0; e < d; e += (LANES)) {                                           \
+            V kv[(LANES) / 2];                                                               \
+            for (int rr = 0; rr < nr; rr++)                                                  \
+                kv[rr] = half_ld##LANES(HROW(r, rr, st) + e);                                \
+            for (int h = 0; h < g; h++) {                                                    \
+                const V qh = LDQ(qs + (size_t)h * d + e);                                    \
+                for (int rr = 0; rr < nr; rr++)                                              \
+                    a[h * nr + rr] = FMA(qh, kv[rr], a[h * nr + rr]);                        \
+            }                                                                                \
+        }                                                                                    \
+        if (nr * g == (LANES)) {                                                             \
+            STORE(sc, g, a);                                                                 \
+        } else {                                                                             \
+            for (int h = 0; h < g; h++)                                                      \
+                for (int rr = 0; rr < nr; rr++)                                              \
+                    sc[(size_t)h * DEC_KB + rr] = HSUM(a[h * nr + rr]);                      \
+        }                                                                                    \
     }
-HALF_SC8_HEADS(2)
-HALF_SC8_HEADS(4)
-HALF_SC8_HEADS(8)
-#undef HALF_SC8_HEADS
+
+HALF_ROWS_HEADS(rows8_heads, KV_INLINE2, __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps,
+                _mm256_fmadd_ps, kv_store_heads8, kv_hsum8)
+KV_SC_HEADS(HN(sc8_heads2), KV_TARGET_AVX2, 8, HN(rows8_heads), qs, 2)
+KV_SC_HEADS(HN(sc8_heads4), KV_TARGET_AVX2, 8, HN(rows8_heads), qs, 4)
+KV_SC_HEADS(HN(sc8_heads8), KV_TARGET_AVX2, 8, HN(rows8_heads), qs, 8)
 
 /* ------------------------------------------------------------------------ */
 /* AVX-512 (d a multiple of 16)                                             */
@@ -275,44 +263,12 @@ KV_TARGET_AVX512 static void HN(sc_512)(float *sc, const struct kv_dec_job *J,
 
 /* GQA (g in 2, 4, 8): sc (g, DEC_KB) for rows j0 .. j0 + 16/g - 1, each
  * chunk converted once for all g heads: accumulator u = h*nr + r */
-KV_INLINE512 void HN(rows_heads)(float *sc, const int g, const float *qs, const char *r,
-                                 size_t st, int32_t d)
-{
-    const int nr = 16 / g;
-    __m512 a[16];
-    for (int u = 0; u < 16; u++)
-        a[u] = _mm512_setzero_ps();
-    for (int32_t e = 0; e < d; e += 16) {
-        for (int rr = 0; rr < nr; rr++) {
-            __m512 kv = half_ld16(HROW(r, rr, st) + e);
-            for (int h = 0; h < g; h++)
-                a[h * nr + rr] = _mm512_fmadd_ps(_mm512_loadu_ps(qs + (size_t)h * d + e), kv,
-                                                 a[h * nr + rr]);
-        }
-    }
-    kv_store_heads(sc, g, a);
-}
-
-#define HALF_SC_HEADS(G)                                                                     \
-    KV_TARGET_AVX512 static void HN(sc_heads##G)(float *sc, const struct kv_dec_job *J,      \
-                                                 const struct kv_rows_side *s, const char *k, \
-                                                 const char *kqp, int32_t nb)                \
-    {                                                                                        \
-        (void)kqp;                                                                           \
-        const size_t st = s->stride;                                                         \
-        const int32_t step = 16 / (G);                                                       \
-        int32_t j = 0;                                                                       \
-        for (; j + step <= nb; j += step)                                                    \
-            HN(rows_heads)(sc + j, G, J->qs, k + j * st, st, J->d);                          \
-        for (int32_t h = 0; h < (G); h++)                                                    \
-            for (int32_t jj = j; jj < nb; jj++)                                              \
-                HN(rows16)(sc + (size_t)h * DEC_KB + jj, 1, J->qs + (size_t)h * J->d,        \
-                           k + jj * st, st, J->d);                                           \
-    }
-HALF_SC_HEADS(2)
-HALF_SC_HEADS(4)
-HALF_SC_HEADS(8)
-#undef HALF_SC_HEADS
+HALF_ROWS_HEADS(rows_heads, KV_INLINE512, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps,
+                _mm512_fmadd_ps, kv_store_heads, _mm512_reduce_add_ps)
+KV_SC_HEADS(HN(sc_heads2), KV_TARGET_AVX512, 16, HN(rows_heads), qs, 2)
+KV_SC_HEADS(HN(sc_heads4), KV_TARGET_AVX512, 16, HN(rows_heads), qs, 4)
+KV_SC_HEADS(HN(sc_heads8), KV_TARGET_AVX512, 16, HN(rows_heads), qs, 8)
+#undef HALF_ROWS_HEADS
 
 /* a (d) += sum_j pi[j] * v_j, 64 elements a pass; even and odd rows
  * accumulate apart so eight FMA chains are in flight */
