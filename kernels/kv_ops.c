@@ -180,31 +180,40 @@ static void dot_rows4_pf(float *dots, const float *x, const float *w, int M, int
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 /*
- * dots[m * 4 + r] = x[m] . W row r for 4 consecutive rows of W and M <= 2
- * rows of x (K a multiple of 8), a register tile: each load of W feeds M
- * FMAs and each load of x four. 8 accumulators, the 4 W vectors and x fill
- * 13 of the 16 ymm registers; x is pinned in one (the empty asm), since gcc
- * otherwise reads it from memory in each of the four FMAs and the loads,
- * not the FMAs, set the pace. It also asks for the next four rows of W,
- * which the hardware prefetcher does not reach in time while the FMAs run.
- * Measured on the AVX2 AMD EPYC, the default model's weight GEMMs (51 MB
- * of W, 2 threads, median of 41 or 61 passes, interleaved runs): M 8
- * 3.8-4.1 ms with dot_rows (one row of W against four of x, a load per
- * FMA) against 3.0-3.2 ms; M 4 2.6-2.7 against 2.0-2.2; M 1 unchanged.
- * Each (m, r) has one accumulator whatever M is, so a row of x gets the
- * same bits alone as in a batch (check_ops; the serving test's exact
- * tokens rest on it).
+ * dots[m * 4 + r] = x[m] . W row r for 4 rows of W, rs floats apart, and
+ * M <= 2 rows of x (K a multiple of 8), a register tile: each load of W
+ * feeds M FMAs and each load of x four. 8 accumulators, the 4 W vectors and
+ * x fill 13 of the 16 ymm registers; x is pinned in one (the empty asm),
+ * since gcc otherwise reads it from memory in each of the four FMAs and the
+ * loads, not the FMAs, set the pace. Measured on the AVX2 AMD EPYC, the
+ * default model's weight GEMMs (51 MB of W, 2 threads, median of 41 or 61
+ * passes, interleaved runs): M 8 3.8-4.1 ms with dot_rows (one row of W
+ * against four of x, a load per FMA) against 3.0-3.2 ms; M 4 2.6-2.7
+ * against 2.0-2.2; M 1 unchanged.
+ *
+ * gemv_rows feeds it four streams: the tile's rows lie a quarter of the
+ * chunk apart (rs), so each core reads four sequential runs of W at once,
+ * as the roofline's read test does, where four adjacent rows are one run.
+ * One run a core leaves DRAM under its limit, and software prefetch of the
+ * next rows did not make up for it. Same machine, same GEMMs, median of 31
+ * passes, 6 rounds of three builds in turn, four streams over one run:
+ * M 1 0.70x [0.60-0.89], M 2 0.76x, M 8 0.83x (about 2.8 -> 2.1 ms at M 1);
+ * four streams with a prefetch of each one's next row: 0.80x, 0.80x, 0.87x.
+ *
+ * Each (m, r) has one accumulator whatever M is and wherever the row sits
+ * in the tile, so a row of x gets the same bits alone as in a batch
+ * (check_ops; the serving test's exact tokens rest on it).
  */
 #define GEMV_TILE_M 2
 
 /* columns k .. k+7 of the tile, x pinned */
 static inline __attribute__((always_inline)) void dot_tile_8(__m256 a[][4], const float *x,
                                                               const float *w, int M, int64_t K,
-                                                              int64_t k)
+                                                              int64_t k, int64_t rs)
 {
     __m256 wv[4];
     for (int r = 0; r < 4; r++)
-        wv[r] = _mm256_loadu_ps(w + r * K + k);
+        wv[r] = _mm256_loadu_ps(w + r * rs + k);
     for (int m = 0; m < M; m++) {
         __m256 xv = _mm256_loadu_ps(x + m * K + k);
         __asm__("" : "+x"(xv));
@@ -215,23 +224,20 @@ static inline __attribute__((always_inline)) void dot_tile_8(__m256 a[][4], cons
 
 static inline __attribute__((always_inline)) void dot_tile_body(float *dots, const float *x,
                                                                  const float *w, int M,
-                                                                 int64_t K)
+                                                                 int64_t K, int64_t rs)
 {
     __m256 a[GEMV_TILE_M][4];
     for (int m = 0; m < M; m++)
         for (int r = 0; r < 4; r++)
             a[m][r] = _mm256_setzero_ps();
     int64_t k = 0;
-    /* two vectors of each row per trip: half the loop's overhead, and one
-     * prefetch per 64-byte line */
+    /* two vectors of each row per trip: half the loop's overhead */
     for (; k + 16 <= K; k += 16) {
-        for (int r = 0; r < 4; r++)
-            __builtin_prefetch(w + (4 + r) * K + k, 0, 3);
-        dot_tile_8(a, x, w, M, K, k);
-        dot_tile_8(a, x, w, M, K, k + 8);
+        dot_tile_8(a, x, w, M, K, k, rs);
+        dot_tile_8(a, x, w, M, K, k + 8, rs);
     }
     if (k < K) /* K % 16 == 8 */
-        dot_tile_8(a, x, w, M, K, k);
+        dot_tile_8(a, x, w, M, K, k, rs);
     /* the four rows' sums side by side: hadd within lanes, then the lanes */
     for (int m = 0; m < M; m++) {
         const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[m][0], a[m][1]),
@@ -242,24 +248,24 @@ static inline __attribute__((always_inline)) void dot_tile_body(float *dots, con
 }
 
 /* (one copy per M, so the tile's loops unroll into registers) */
-static void dot_tile(float *dots, const float *x, const float *w, int M, int64_t K)
+static void dot_tile(float *dots, const float *x, const float *w, int M, int64_t K, int64_t rs)
 {
     if (M == 1)
-        dot_tile_body(dots, x, w, 1, K);
+        dot_tile_body(dots, x, w, 1, K, rs);
     else
-        dot_tile_body(dots, x, w, GEMV_TILE_M, K);
+        dot_tile_body(dots, x, w, GEMV_TILE_M, K, rs);
 }
 #endif
 
 #if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
-/* out rows m0 .. m0+mb-1, columns n .. n+3 = d (mb x 4) + beta * out */
-static inline void put_tile(float *out, const float *d, int mb, int64_t N, int64_t n, int64_t m0,
-                            float beta)
+/* out rows m0 .. m0+mb-1, columns n + r * cs (r < 4) = d (mb x 4) + beta * out */
+static inline void put_tile(float *out, const float *d, int mb, int64_t N, int64_t n, int64_t cs,
+                            int64_t m0, float beta)
 {
     for (int64_t m = 0; m < mb; m++) {
         float *o = out + (m0 + m) * N + n;
         for (int64_t r = 0; r < 4; r++)
-            o[r] = beta == 0.0f ? d[m * 4 + r] : d[m * 4 + r] + beta * o[r];
+            o[r * cs] = beta == 0.0f ? d[m * 4 + r] : d[m * 4 + r] + beta * o[r * cs];
     }
 }
 #endif
@@ -268,13 +274,14 @@ static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int
                       int64_t K, float beta, int64_t n0, int64_t n1)
 {
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-    if (K % 8 == 0 && N % 4 == 0) {
-        for (int64_t n = n0; n < n1; n += 4)
+    if (K % 8 == 0 && (n1 - n0) % 4 == 0) {
+        const int64_t q = (n1 - n0) / 4; /* rows of each of the four streams */
+        for (int64_t n = n0; n < n0 + q; n++)
             for (int64_t m0 = 0; m0 < M; m0 += GEMV_TILE_M) {
                 const int mb = M - m0 < GEMV_TILE_M ? (int)(M - m0) : GEMV_TILE_M;
                 float d[GEMV_TILE_M * 4];
-                dot_tile(d, x + m0 * K, w + n * K, mb, K);
-                put_tile(out, d, mb, N, n, m0, beta);
+                dot_tile(d, x + m0 * K, w + n * K, mb, K, q * K);
+                put_tile(out, d, mb, N, n, q, m0, beta);
             }
         return;
     }
@@ -289,7 +296,7 @@ static void gemv_rows(float *out, const float *x, const float *w, int64_t M, int
                     dot_rows4_pf(d, x, w + n * K, mb, K);
                 else
                     dot_rows4(d, x + m0 * K, w + n * K, mb, K);
-                put_tile(out, d, mb, N, n, m0, beta);
+                put_tile(out, d, mb, N, n, 1, m0, beta);
             }
         return;
     }
