@@ -195,7 +195,7 @@ KV_TARGET_AVX2 static void HN(pv_avx2)(float *acc, size_t acc_stride, float *msu
         for (int u = 0; u < g * nr; u++)                                                     \
             a[u] = ZERO();                                                                   \
         for (int32_t e = 0; e < d; e += (LANES)) {                                           \
-            V kv[(LANES) / 2];                                                               \
+            V kv[LANES]; /* nr <= LANES / g: sized for any g */                              \
             for (int rr = 0; rr < nr; rr++)                                                  \
                 kv[rr] = half_ld##LANES(HROW(r, rr, st) + e);                                \
             for (int h = 0; h < g; h++) {                                                    \
@@ -261,8 +261,6 @@ KV_TARGET_AVX512 static void HN(sc_512)(float *sc, const struct kv_dec_job *J,
     }
 }
 
-/* GQA (g in 2, 4, 8): sc (g, DEC_KB) for rows j0 .. j0 + 16/g - 1, each
- * chunk converted once for all g heads: accumulator u = h*nr + r */
 HALF_ROWS_HEADS(rows_heads, KV_INLINE512, __m512, 16, _mm512_setzero_ps, _mm512_loadu_ps,
                 _mm512_fmadd_ps, kv_store_heads, _mm512_reduce_add_ps)
 KV_SC_HEADS(HN(sc_heads2), KV_TARGET_AVX512, 16, HN(rows_heads), qs, 2)
