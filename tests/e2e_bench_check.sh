@@ -8,8 +8,10 @@
 # regress; 3 when the rerun is noisy, or regresses after a noisy first run;
 # several gating metrics combine as compare does (2 over 1 over 3 over 0).
 # The ab mode (`make bench-check BASE=REV`) under the same rules: its
-# rounds alternate base and new (AB BA AB), each side merged per row, and
-# a bad BASE or AB_ROUNDS is refused before anything runs.
+# rounds alternate base and new (AB BA AB), each side merged per row, it
+# gates on the step and attention times where the stored baseline gates
+# on attn_vs_rest, and a bad BASE or AB_ROUNDS is refused before anything
+# runs.
 # Usage: bash tests/e2e_bench_check.sh (KVLAB is not used: nothing runs)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +24,8 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # the stand-in: `sweep ... --out F` creates F; `compare` exits with the
-# next status of $FAKE_CODES (0 once they run out); both logged
+# next status of $FAKE_CODES (0 once they run out); both logged, compare
+# with its --metric
 # the file is a one-row sweep, so median_rows.awk can merge the ab mode's
 # runs; the log names the binary (fake_kvlab, fake_base)
 cat >"$TMP/fake_kvlab" <<'EOF'
@@ -38,7 +41,12 @@ sweep)
     echo "sweep ${0##*/}" >>"$FAKE_LOG" ;;
 compare)
     n=$(grep -c '^compare' "$FAKE_LOG")
-    echo compare >>"$FAKE_LOG"
+    prev= metric=
+    for a in "$@"; do
+        [ "$prev" = --metric ] && metric=$a
+        prev=$a
+    done
+    echo "compare $metric" >>"$FAKE_LOG"
     # shellcheck disable=SC2086
     set -- $FAKE_CODES
     shift "$n" 2>/dev/null || set --
@@ -55,7 +63,8 @@ check() {
     : >"$TMP/log"
     FAKE_LOG="$TMP/log" FAKE_CODES="$codes" KVLAB="$TMP/fake_kvlab" \
         BASELINE="$TMP/baseline.csv" BENCH_CHECK_ARGS="--quiet" BENCH_CHECK_INFO="" \
-        BENCH_CHECK_METRICS="$metrics" CHECK_CSV="$TMP/check.csv" \
+        BENCH_CHECK_AB_INFO="" BENCH_CHECK_METRICS="$metrics" \
+        BENCH_CHECK_AB_METRICS="${AB_METRICS-$metrics}" CHECK_CSV="$TMP/check.csv" \
         bash "$SCRIPT" "$mode" >"$TMP/out" 2>"$TMP/err"
     local rc=$? n
     n=$(grep -c '^sweep' "$TMP/log")
@@ -102,6 +111,18 @@ check "ab: regression confirmed" "1 1" 1 12 attn_vs_rest:15 ab
 check "ab: regression not confirmed" "1 0" 0 12 attn_vs_rest:15 ab
 check "ab: noisy, then a regression" "3 1" 3 12 attn_vs_rest:15 ab
 AB_ROUNDS=1 check "ab: one round" "0" 0 2 attn_vs_rest:15 ab
+# what gates: against a stored baseline attn_vs_rest; interleaved, where
+# the host's drift falls on both sides, the step and attention times (the
+# ratio would read a faster rest of the step as slower attention)
+gates() { awk '/^compare/ { printf "%s%s", sep, $2; sep = " " }' "$TMP/log"; }
+AB_METRICS='' check "ab: the default gate" "0" 0 6 attn_vs_rest:15 ab
+if [ "$(gates)" = "step_ns_median attn_ns_median" ]; then ok; else
+    bad "ab: gated on '$(gates)', want 'step_ns_median attn_ns_median'"
+fi
+AB_METRICS='' check "ab: a slower step" "1 0 1 0" 1 12 attn_vs_rest:15 ab
+: >"$TMP/baseline.csv"
+AB_METRICS=step_ns_median:15 check "check: the stored baseline's gate" "0" 0 1
+if [ "$(gates)" = attn_vs_rest ]; then ok; else bad "check: gated on '$(gates)', want attn_vs_rest"; fi
 # refused before anything runs, with one line
 for r in 0 -1 x 1.5 ""; do
     AB_ROUNDS=$r check "ab: AB_ROUNDS='$r'" "0" 2 0 attn_vs_rest:15 ab

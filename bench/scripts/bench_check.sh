@@ -25,9 +25,18 @@
 # noisy first run (a regression counts only when two measurements in a row
 # show it).
 #
+# What gates: against a stored baseline, attn_vs_rest (BENCH_CHECK_METRICS):
+# attention in units of the rest of the same steps, so a host that drifted
+# since the baseline cancels. Interleaved (ab), the drift falls on both
+# sides, and the ratio would confound a change to the rest of the step with
+# attention (a weight GEMV 0.7x as fast read as attention 1.5-1.8x slower,
+# with attention itself 0.90-1.20x): there the step and the attention times
+# gate (BENCH_CHECK_AB_METRICS) and the ratio is shown (BENCH_CHECK_AB_INFO).
+#
 # From the environment (the Makefile passes its variables): KVLAB BASELINE
 # BASELINE_RUNS BENCH_CHECK_ARGS BENCH_CHECK_METRICS BENCH_CHECK_INFO
-# COMPARE_FLAGS, and for ab: BASE or BASE_KVLAB, AB_ROUNDS.
+# COMPARE_FLAGS, and for ab: BASE or BASE_KVLAB, AB_ROUNDS,
+# BENCH_CHECK_AB_METRICS, BENCH_CHECK_AB_INFO.
 set -u
 : "${KVLAB:?}" "${BENCH_CHECK_ARGS:?}"
 BASELINE_RUNS=${BASELINE_RUNS:-3}
@@ -165,6 +174,8 @@ check | ab)
             exit 2 ;;
         esac
         build_base || exit 2
+        BENCH_CHECK_METRICS=${BENCH_CHECK_AB_METRICS:-step_ns_median:15 attn_ns_median:15}
+        BENCH_CHECK_INFO=${BENCH_CHECK_AB_INFO-attn_vs_rest:15}
         BASELINE=$CHECK_CSV.base
         against="BASE=${BASE:-$base_kvlab}, measured interleaved"
     else
