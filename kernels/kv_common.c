@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #endif
 #include <string.h>
 #include <time.h>
@@ -173,8 +176,50 @@ int64_t kv_cpu_now_ns(void)
 
 static _Atomic size_t l3_override;
 
-
 void kv_l3_bytes_override(size_t bytes) { atomic_store(&l3_override, bytes); }
+
+/* Reads a small sysfs file into buf; 0 when it cannot. */
+static int read_small(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n > 0;
+}
+
+size_t kv_l3_bytes_sysfs(const char *cache_dir)
+{
+    char path[512], buf[64];
+    for (int i = 0; i < 16; i++) {
+        if (snprintf(path, sizeof(path), "%s/index%d/level", cache_dir, i) >= (int)sizeof(path))
+            return 0;
+        if (!read_small(path, buf, sizeof(buf)))
+            continue; /* numbering may have gaps */
+        if (strtol(buf, NULL, 10) != 3)
+            continue;
+        snprintf(path, sizeof(path), "%s/index%d/size", cache_dir, i);
+        if (!read_small(path, buf, sizeof(buf)))
+            return 0;
+        char *end;
+        const char *num = buf + strspn(buf, " \t");
+        if (*num < '0' || *num > '9')
+            return 0; /* strtoull would take a sign */
+        errno = 0;
+        unsigned long long v = strtoull(num, &end, 10);
+        if (errno != 0 || v == 0)
+            return 0;
+        unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+        if (shift == 0 && *end != '\n' && *end != '\0')
+            return 0;
+        if (v > (SIZE_MAX >> shift))
+            return 0;
+        return (size_t)v << shift;
+    }
+    return 0;
+}
 
 size_t kv_l3_bytes(void)
 {
@@ -184,12 +229,19 @@ size_t kv_l3_bytes(void)
         return v;
     v = atomic_load(&cached);
     if (v == 0) {
-        v = (size_t)32 << 20;
+        /* sysfs first: it gives the L3 one core shares (a CCX on AMD),
+         * where glibc's sysconf can report a whole socket's, 8x too much
+         * on a Zen 3 EPYC VM */
+        v = kv_l3_bytes_sysfs("/sys/devices/system/cpu/cpu0/cache");
 #ifdef _SC_LEVEL3_CACHE_SIZE
-        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-        if (l3 > 0)
-            v = (size_t)l3;
+        if (v == 0) {
+            long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+            if (l3 > 0)
+                v = (size_t)l3;
+        }
 #endif
+        if (v == 0)
+            v = (size_t)32 << 20;
         atomic_store(&cached, v);
     }
     return v;

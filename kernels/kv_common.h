@@ -173,9 +173,15 @@ int64_t kv_cpu_now_ns(void);
 /* ------------------------------------------------------------------------ */
 /* Machine                                                                  */
 
-/* Bytes of the last-level (L3) cache, read once; 32 MiB when the system
- * does not say. The decode kernel prefetches only past this size. */
+/* Bytes of the L3 cache that CPU 0 shares, read once from sysfs, else
+ * from sysconf, else 32 MiB. The decode kernel prefetches only past half
+ * of it; the roofline and cold kernel timings size their arrays by it. */
 size_t kv_l3_bytes(void);
+
+/* The size of the level-3 entry under cache_dir (laid out as
+ * /sys/devices/system/cpu/cpuN/cache); 0 when there is none or it does
+ * not parse. */
+size_t kv_l3_bytes_sysfs(const char *cache_dir);
 
 /* Makes kv_l3_bytes return `bytes` from now on (0: the system's value
  * again); lets tests run the prefetching decode path on small caches. */

@@ -19,7 +19,11 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../kvlab.h"
 
@@ -99,6 +103,65 @@ START_TEST(test_common)
     ck_assert_int_eq(kv_isa_from_name(NULL), -1);
     ck_assert_int_eq(kv_isa_from_name("sse9"), -1);
     ck_assert_uint_eq(kv_rng_next(NULL), 0);
+}
+END_TEST
+
+/* Writes text to dir/name, making dir/index<i> as needed. */
+static void put_cache_file(const char *dir, int i, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/index%d", dir, i);
+    mkdir(path, 0700); /* may exist */
+    snprintf(path, sizeof(path), "%s/index%d/%s", dir, i, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The L3 is found by its level, not its index, and a size that does not
+ * parse or overflows reads 0 (the caller then falls back to sysconf). */
+START_TEST(test_l3_sysfs)
+{
+    char dir[] = "/tmp/kvlab_l3_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_uint_eq(kv_l3_bytes_sysfs(dir), 0); /* no entries */
+    put_cache_file(dir, 0, "level", "1\n");
+    put_cache_file(dir, 0, "size", "32K\n");
+    put_cache_file(dir, 2, "level", "2\n"); /* index1 missing: a gap */
+    put_cache_file(dir, 2, "size", "512K\n");
+    ck_assert_uint_eq(kv_l3_bytes_sysfs(dir), 0); /* no level 3 */
+    put_cache_file(dir, 3, "level", "3\n");
+    put_cache_file(dir, 3, "size", "32768K\n");
+    ck_assert_uint_eq(kv_l3_bytes_sysfs(dir), (size_t)32 << 20);
+    put_cache_file(dir, 3, "size", "105M\n");
+    ck_assert_uint_eq(kv_l3_bytes_sysfs(dir), (size_t)105 << 20);
+    put_cache_file(dir, 3, "size", "4194304\n");
+    ck_assert_uint_eq(kv_l3_bytes_sysfs(dir), (size_t)4 << 20);
+    const char *bad[] = {"", "K\n", "32X\n", "-5K\n", "-1\n", "0K\n", "99999999999999999999G\n",
+                         "18014398509481984G\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        put_cache_file(dir, 3, "size", bad[i]);
+        ck_assert_msg(kv_l3_bytes_sysfs(dir) == 0, "size \"%s\" was accepted", bad[i]);
+    }
+    ck_assert_uint_eq(kv_l3_bytes_sysfs("/nonexistent/kvlab"), 0);
+    char path[600];
+    for (int i = 0; i <= 3; i++) {
+        snprintf(path, sizeof(path), "%s/index%d/level", dir, i);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/index%d/size", dir, i);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/index%d", dir, i);
+        rmdir(path);
+    }
+    ck_assert_int_eq(rmdir(dir), 0);
+
+    /* where this machine's sysfs names an L3, that is what kv_l3_bytes
+     * says, whatever sysconf reports (8x more on a Zen 3 EPYC VM) */
+    size_t sys = kv_l3_bytes_sysfs("/sys/devices/system/cpu/cpu0/cache");
+    kv_l3_bytes_override(0);
+    if (sys != 0)
+        ck_assert_uint_eq(kv_l3_bytes(), sys);
 }
 END_TEST
 
@@ -755,6 +818,7 @@ static Suite *api_suite(void)
     Suite *s = suite_create("api_errors");
     TCase *tc = tcase_create("kernels");
     tcase_add_test(tc, test_common);
+    tcase_add_test(tc, test_l3_sysfs);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_quant);
     tcase_add_test(tc, test_ops);

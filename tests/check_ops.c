@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../kernels/kv_ops.h"
 
@@ -581,7 +582,14 @@ START_TEST(test_blas_single_stops_threads)
                 n);
     const int started = task_count();
     kv_blas_single();
-    const int after = task_count();
+    /* pthread_join returns once the kernel clears the thread's tid, which
+     * happens before its /proc/self/task entry goes: wait for the entry,
+     * up to a second (a thread that was not stopped never leaves) */
+    int after = task_count();
+    for (int i = 0; i < 1000 && after > before; i++) {
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        after = task_count();
+    }
     ck_assert_int_eq(openblas_get_num_threads(), 1);
     if (openblas_get_parallel() == 1 && before > 0 && started > before)
         ck_assert_int_eq(after, before);

@@ -9,6 +9,8 @@
  */
 #include "sysinfo.h"
 
+#include "../../kernels/kv_common.h"
+
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,10 +151,8 @@ void kv_sysinfo_collect(struct kv_sysinfo *si)
 
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     si->ncpu = n > 0 ? (int)n : 1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    si->l3_bytes = l3 > 0 ? l3 : 0;
-#endif
+    /* the same figure the kernels and the roofline size themselves by */
+    si->l3_bytes = (long)kv_l3_bytes();
 }
 
 size_t kv_peak_rss_bytes(void)
