@@ -150,6 +150,12 @@ struct kv_attn_params {
     int32_t q_pos0;     /* absolute position of query 0 (same for every sequence) */
     float scale;        /* usually 1/sqrt(head_dim) */
     int32_t n_threads;  /* OpenMP threads to use (>= 1) */
+    /* Nonzero: the caller knows the K/V rows were evicted from the caches
+     * since it last read them (a model's step streams more weight bytes
+     * than the L3 between two calls of a layer), so a decode call reads
+     * them as rows from DRAM whatever their size. 0: judged by their size
+     * against the L3. Changes speed, never a result. */
+    int32_t evicted;
     /* Optional output: the attention mass per (sequence, query head, key)
      * (header comment), mass_len floats, at least batch * n_heads * n_keys.
      * NULL: not computed (the default; costs nothing). */

@@ -451,9 +451,15 @@ static void dec_block(float *part, const struct kv_attn_layout *L, const struct 
  * earlier try fused f32 too: 0.85x at 64 8/8 but 1.11x at 128 8/8, so f32
  * keeps the loop below. From the L3 the short runs' calls cost more than
  * they overlap (hot, T 2048: 1.58-1.79x at 64 8/8, 1.12-1.15x at 128
- * 32/8), so only a call whose rows come from DRAM (dec_from_dram, past
- * half the L3, as prefetch_block) runs fused. Sub-runs of 8-32 rows lost
- * the cold gain.
+ * 32/8), so only a call whose rows come from DRAM runs fused: past half
+ * the L3 (dec_from_dram, as prefetch_block), or said evicted by its caller
+ * (kv_attn_params.evicted), as in a model's step, whose weights stream
+ * through the L3 between two calls of a layer. There, 6 interleaved rounds
+ * of `kvlab sweep --strategies dynamic-f16,dynamic-bf16,quantized-int8
+ * --seq-lens 512,2048,8192` gave attention 0.85-0.89x at T 2048 and 8192
+ * (0.97-0.99x at 512); the step's prefetch_block stays off by that flag, as
+ * it made int8's attention 1.13-1.22x. Sub-runs of 8-32 rows lost the cold
+ * gain.
  *
  * The plain path only: rows read in place, no group parameters, no mask
  * or mass. Built for AVX2 without AVX-512 (as prefetch_run), where it was
@@ -535,7 +541,7 @@ static void fold_msum(float *part, const struct kv_attn_layout *L, float *msum, 
  */
 static void dec_chunk(float *part, float *scratch, const struct kv_attn_layout *L,
                       const struct kv_attn_params *p, const struct kv_view *view, int32_t b,
-                      int32_t h, int64_t v0, int64_t v1, const float *qs, int prefetch,
+                      int32_t h, int64_t v0, int64_t v1, const float *qs, int prefetch, int fuse,
                       size_t n_keys)
 {
     const int32_t g = L->g, d = p->head_dim;
@@ -599,7 +605,7 @@ static void dec_chunk(float *part, float *scratch, const struct kv_attn_layout *
                 }
             }
             const int32_t end = t0 + (int32_t)e;
-            if (prefetch && dec_fused(&D, Ep, g, d)) {
+            if (fuse && dec_fused(&D, Ep, g, d)) {
                 dec_run_fused(part, L, &X, &D, d, t0 + (int32_t)a, end, msum_ng);
                 continue;
             }
@@ -667,7 +673,8 @@ struct dec_job {
     const struct kv_attn_params *p;
     const struct kv_view *view;
     const struct kv_attn_layout *L;
-    int prefetch;
+    int prefetch; /* dec_from_dram: prefetch_block on */
+    int fuse;     /* that, or the caller says the rows were evicted: dec_run_fused on */
     size_t n_keys;
     int64_t rows_per_chunk;
     size_t per_thread; /* floats of scratch per worker (the largest of a many job's) */
@@ -707,7 +714,7 @@ static void dec_item(const struct dec_job *J, int64_t it, int worker)
     int64_t v1 = v0 + chunk < nv ? v0 + chunk : nv;
     size_t r0 = (size_t)b * H + (size_t)h * g;
     dec_chunk(J->parts + (size_t)it * g * L->slot, J->scratch + (size_t)worker * J->per_thread, L,
-              p, J->view, b, h, v0, v1, J->qs + r0 * d, J->prefetch, J->n_keys);
+              p, J->view, b, h, v0, v1, J->qs + r0 * d, J->prefetch, J->fuse, J->n_keys);
 }
 
 /* Split-K chunks [c0, c1) of one call. */
@@ -794,6 +801,7 @@ void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
         .view = view,
         .L = L,
         .prefetch = dec_from_dram(p, view),
+        .fuse = p->evicted != 0 || dec_from_dram(p, view),
         .n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0,
         .per_thread = L->per_thread,
     };
@@ -832,6 +840,7 @@ void kv_attn_decode_many(float *const *out, const float *const *q, const struct 
     int64_t first[KV_ATTN_MANY_MAX + 1];
     size_t off = 0, per = 0;
     double bytes = 0.0;
+    int evicted = 0;
     first[0] = 0;
     for (int32_t i = 0; i < n; i++) {
         J[i] = (struct dec_job){.out = out[i], .qs = ws + off, .parts = ws + off + L[i].qs,
@@ -839,6 +848,7 @@ void kv_attn_decode_many(float *const *out, const float *const *q, const struct 
         off += L[i].qs + L[i].parts;
         per = L[i].per_thread > per ? L[i].per_thread : per;
         bytes += (double)kv_attn_span_bytes(&p[i], &view[i]);
+        evicted |= p[i].evicted != 0;
         first[i + 1] = first[i] + (int64_t)p[i].batch * p[i].n_kv_heads * L[i].splits;
     }
     /* from DRAM or not as one call over every cache would be */
@@ -847,6 +857,7 @@ void kv_attn_decode_many(float *const *out, const float *const *q, const struct 
         J[i].scratch = ws + off;
         J[i].per_thread = per;
         J[i].prefetch = prefetch;
+        J[i].fuse = prefetch || evicted;
         dec_rows(&J[i], dec_scale, (int64_t)p[i].batch * p[i].n_heads, (double)p[i].head_dim);
     }
     const struct dec_many M = {.J = J, .first = first, .n = n};

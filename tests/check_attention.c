@@ -293,6 +293,9 @@ static void seq_paged_build(struct fixture *f, int32_t n_pages)
     f->n_spans = 1;
 }
 
+/* kv_attn_params.evicted of the fixtures built while it is set */
+static int32_t fixture_evicted;
+
 static void fixture_build(struct fixture *f, const struct acase *c, uint64_t seed)
 {
     memset(f, 0, sizeof(*f));
@@ -558,7 +561,8 @@ static void fixture_build(struct fixture *f, const struct acase *c, uint64_t see
     f->p = (struct kv_attn_params){.batch = c->batch, .n_q = c->n_q, .n_heads = c->heads,
                                    .n_kv_heads = c->kv_heads, .head_dim = d,
                                    .q_pos0 = T - c->n_q,
-                                   .scale = 1.0f / sqrtf((float)d), .n_threads = c->threads};
+                                   .scale = 1.0f / sqrtf((float)d), .n_threads = c->threads,
+                                   .evicted = fixture_evicted};
     f->view = (struct kv_view){
         .spans = f->spans, .n_spans = f->n_spans,
         .mask = {.window = c->window, .n_sink = c->n_sink,
@@ -1231,6 +1235,19 @@ START_TEST(test_table_prefetch)
 }
 END_TEST
 
+/* The decode cases again as a model step calls them, its rows said to be
+ * evicted (kv_attn_params.evicted: 16-bit rows then run fused at any size);
+ * that must change no output either. */
+START_TEST(test_table_evicted)
+{
+    if (table[_i].n_q != 1)
+        return;
+    fixture_evicted = 1;
+    run_case_isas(&table[_i], 200 + _i);
+    fixture_evicted = 0;
+}
+END_TEST
+
 /* A padded query sees nothing: its output is exactly zero. */
 START_TEST(test_padded_query_zero)
 {
@@ -1722,6 +1739,7 @@ static Suite *attention_suite(void)
     tcase_set_timeout(tc, 300); /* twice over every case (the mass), under ASan too */
     tcase_add_loop_test(tc, test_table, 0, N_TABLE);
     tcase_add_loop_test(tc, test_table_prefetch, 0, N_TABLE);
+    tcase_add_loop_test(tc, test_table_evicted, 0, N_TABLE);
     tcase_add_test(tc, test_padded_query_zero);
     suite_add_tcase(s, tc);
     tc = tcase_create("counts");

@@ -314,6 +314,10 @@ static struct kv_attn_params attn_params_for(const struct kv_model_config *c,
         .q_pos0 = 0,
         .scale = 1.0f / sqrtf((float)(c->dim / c->n_heads)),
         .n_threads = n_threads,
+        /* between two steps' calls of a layer the step streams every
+         * weight: past the L3's size they evict the layer's K/V rows, which
+         * the kernel then reads as from DRAM at any T */
+        .evicted = kv_model_weight_bytes(c) > kv_l3_bytes(),
     };
 }
 
