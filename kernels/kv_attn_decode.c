@@ -495,13 +495,8 @@ static void dec_run_fused(float *part, const struct kv_attn_layout *L, struct de
     int32_t t = t0, nb = end - t < DEC_KB ? end - t : DEC_KB;
     J->scores(cur, J, &J->k, kb + (size_t)t * J->k.stride, NULL, nb);
     dec_softmax(part, L, X, cur, d, nb, msum_ng);
-    for (;;) {
-        const int32_t tn = t + nb, nn = end - tn < DEC_KB ? end - tn : DEC_KB;
-        if (nn <= 0) {
-            J->pv(part, L->slot, X->msum, X->w, cur, J, &J->v, vb + (size_t)t * J->v.stride, NULL,
-                  nb);
-            return;
-        }
+    for (int32_t tn = t + nb; tn < end; tn = t + nb) {
+        const int32_t nn = end - tn < DEC_KB ? end - tn : DEC_KB;
         for (int32_t j = 0; j < nb || j < nn; j += R) {
             if (j < nn)
                 J->scores(nxt + j, J, &J->k, kb + (size_t)(tn + j) * J->k.stride, NULL,
@@ -517,6 +512,7 @@ static void dec_run_fused(float *part, const struct kv_attn_layout *L, struct de
         t = tn;
         nb = nn;
     }
+    J->pv(part, L->slot, X->msum, X->w, cur, J, &J->v, vb + (size_t)t * J->v.stride, NULL, nb);
 }
 
 /* part_i (d) += msum_i (ng) spread over each group's elements, msum <- 0 */
