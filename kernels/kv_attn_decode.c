@@ -471,15 +471,16 @@ static void dec_block(float *part, const struct kv_attn_layout *L, const struct 
 #define DEC_FUSE_ROWS 0
 #endif
 
+static int dtype_is_half(enum kv_dtype t) { return t == KV_DTYPE_F16 || t == KV_DTYPE_BF16; }
+
 /* Whether span D's rows run fused (above): 16-bit rows on both sides, read
  * in place, and room for a second score buffer in ktile (g <= d). */
 static int dec_fused(const struct dec_span *D, const struct dec_extra *Ep, int32_t g, int32_t d)
 {
-    const enum kv_dtype kt = D->s->k.dtype, vt = D->s->v.dtype;
     return DEC_FUSE_ROWS > 0 && Ep == NULL && D->s->page_tokens == 0 && !D->k_generic &&
            !D->k_channel && D->J.k_tile == NULL && !D->v_generic && D->J.v_tile == NULL &&
-           !D->k_qp && !D->v_qp && g <= d && (kt == KV_DTYPE_F16 || kt == KV_DTYPE_BF16) &&
-           (vt == KV_DTYPE_F16 || vt == KV_DTYPE_BF16);
+           !D->k_qp && !D->v_qp && g <= d && dtype_is_half(D->s->k.dtype) &&
+           dtype_is_half(D->s->v.dtype);
 }
 
 /* Rows [t0, end) of span D, fused as above: part as dec_block leaves it. */
