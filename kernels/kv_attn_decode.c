@@ -788,6 +788,7 @@ void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
 {
     const int32_t d = p->head_dim, S = L->splits;
     const int64_t items = (int64_t)p->batch * p->n_kv_heads, rows = (int64_t)p->batch * p->n_heads;
+    const int prefetch = dec_from_dram(p, view);
     struct dec_job J = {
         .out = out,
         .qs = ws,
@@ -797,8 +798,8 @@ void kv_attn_decode(float *out, const float *q, const struct kv_attn_params *p,
         .p = p,
         .view = view,
         .L = L,
-        .prefetch = dec_from_dram(p, view),
-        .fuse = p->evicted != 0 || dec_from_dram(p, view),
+        .prefetch = prefetch,
+        .fuse = prefetch || p->evicted != 0,
         .n_keys = p->mass != NULL ? (size_t)kv_view_keys(view) : 0,
         .per_thread = L->per_thread,
     };
