@@ -73,6 +73,8 @@ struct dec_span {
                                         scaled queries (dec_scores_channel) */
     int32_t k_block;                 /* k_channel: tokens per qparams block */
     size_t row_bytes;                /* the longer of a K and a V row (prefetch) */
+    int streams;                     /* both sides' kernels ask for their rows ahead
+                                        (kv_rows_ahead): no prefetch_block */
 };
 
 static void side_of(struct kv_rows_side *r, const struct kv_tensor *t, int32_t d)
@@ -82,6 +84,7 @@ static void side_of(struct kv_rows_side *r, const struct kv_tensor *t, int32_t d
     r->ng = r->group > 0 ? d / r->group : 1;
     r->stride = t->row_stride;
     r->qp_stride = t->qp_row_stride;
+    r->bytes = kv_dtype_row_bytes(t->dtype, d);
 }
 
 /*
@@ -92,10 +95,11 @@ static void side_of(struct kv_rows_side *r, const struct kv_tensor *t, int32_t d
  * are read directly as codes.
  */
 static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int32_t h,
-                     int32_t g, int32_t d, const float *qs, float *qsum, float *qx)
+                     int32_t g, int32_t d, const float *qs, float *qsum, float *qx, int from_dram)
 {
     struct kv_dec_job *J = &D->J;
     memset(D, 0, sizeof *D);
+    J->from_dram = from_dram;
     D->s = s;
     D->k = kv_tensor_of_seq(&s->k, b);
     D->v = kv_tensor_of_seq(&s->v, b);
@@ -139,6 +143,11 @@ static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int
         kv_rows_bind_f32(J, 0);
     if (D->v_generic || J->v_tile != NULL)
         kv_rows_bind_f32(J, 1);
+    if (D->k_generic || J->k_tile != NULL) /* its kernels read the tile */
+        J->k.ahead = 0;
+    if (D->v_generic || J->v_tile != NULL)
+        J->v.ahead = 0;
+    D->streams = J->k.ahead > 0 && J->v.ahead > 0;
     D->k_qp = kv_type_traits[s->k.dtype].has_qparams && !D->k_generic && J->k_tile == NULL &&
               !D->k_channel;
     D->v_qp = kv_type_traits[s->v.dtype].has_qparams && !D->v_generic && J->v_tile == NULL;
@@ -159,7 +168,10 @@ static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int
 
 /*
  * Asks for the K and V rows of the next block while this one computes. Only
- * when the call's K/V are likely to come from DRAM (dec_from_dram): there it
+ * when the call's K/V are likely to come from DRAM (dec_from_dram), and
+ * only for a span whose kernels do not ask for their rows themselves
+ * (D->streams: kv_rows_ahead, which is what works on the AVX-512 Xeon,
+ * where this burst read the same as no prefetch): there it
  * lifted f32 decode at T = 131072 from ~64% to ~90% of the read bandwidth
  * (GQA 32/8: 32.7 -> 26.6 ms), but from L3 the extra load slots cost more
  * than the latency they hide (T = 8192: 599 -> 797 us).
@@ -463,7 +475,9 @@ static void dec_block(float *part, const struct kv_attn_layout *L, const struct 
  *
  * The plain path only: rows read in place, no group parameters, no mask
  * or mass. Built for AVX2 without AVX-512 (as prefetch_run), where it was
- * measured; the AVX-512 kernels keep the block loop until an A/B there.
+ * measured. On the AVX-512 Xeon it read as the block loop (0.91-1.07x at
+ * the same shapes, 4 rounds) and so did sub-runs of 8; there the kernels
+ * ask for their rows ahead instead (kv_rows_ahead).
  */
 #if defined(__AVX2__) && !defined(__AVX512F__)
 #define DEC_FUSE_ROWS 4
@@ -590,7 +604,7 @@ static void dec_chunk(float *part, float *scratch, const struct kv_attn_layout *
             if (a >= e)
                 continue;
             if (!bound) {
-                dec_bind(&D, s, b, h, g, d, qs, X.qsum, X.qx);
+                dec_bind(&D, s, b, h, g, d, qs, X.qsum, X.qx, fuse);
                 bound = 1;
                 if (D.v_qp && msum_group != 0 && msum_group != D.J.v.group) {
                     fold_msum(part, L, X.msum, d, msum_group);
@@ -608,7 +622,7 @@ static void dec_chunk(float *part, float *scratch, const struct kv_attn_layout *
             }
             for (int32_t t = t0 + (int32_t)a; t < end; t += DEC_KB) {
                 int32_t nb = end - t < DEC_KB ? end - t : DEC_KB;
-                if (prefetch && t + DEC_KB < end)
+                if (prefetch && !D.streams && t + DEC_KB < end)
                     prefetch_block(&D, t + DEC_KB,
                                    end - t - DEC_KB < DEC_KB ? end - t - DEC_KB : DEC_KB);
                 dec_block(part, L, &X, &D, d, t, nb, msum_ng, Ep);
@@ -671,7 +685,8 @@ struct dec_job {
     const struct kv_view *view;
     const struct kv_attn_layout *L;
     int prefetch; /* dec_from_dram: prefetch_block on */
-    int fuse;     /* that, or the caller says the rows were evicted: dec_run_fused on */
+    int fuse;     /* that, or the caller says the rows were evicted: dec_run_fused and
+                     kv_rows_ahead on */
     size_t n_keys;
     int64_t rows_per_chunk;
     size_t per_thread; /* floats of scratch per worker (the largest of a many job's) */

@@ -41,6 +41,9 @@ struct kv_rows_side {
     enum kv_dtype dt;
     int32_t group, ng; /* elements per qparams pair, pairs per row */
     size_t stride, qp_stride;
+    size_t bytes;    /* one row's elements: what kv_rows_ahead asks for */
+    int32_t ahead;   /* kv_rows_ahead's distance in rows, 0 off: set by a bind whose
+                        kernels call it, where the job's rows come from DRAM */
 };
 
 struct kv_dec_job;
@@ -76,6 +79,8 @@ struct kv_dec_job {
                                     may keep its own form of qs (bf16: evens and odds
                                     apart per 32 elements; the integer dtypes on AVX2:
                                     an integer form, rows_int.h) */
+    int from_dram;               /* the rows come from DRAM: a bind whose kernels
+                                    prefetch sets its side's ahead (kv_rows_ahead) */
     int k_channel;               /* keys quantized per channel: the driver scales the
                                     queries per block (dec_scores_channel) and
                                     uses qx itself */
@@ -212,6 +217,50 @@ KV_INLINE void kv_put_heads(float *sc, const int g, const float *o, const int n)
         memcpy(sc + (size_t)h * DEC_KB, o + h * nr, (size_t)nr * sizeof(float));
 }
 
+/*
+ * Rows from DRAM: asks for the n rows s->ahead rows on from r, as a kernel
+ * reaches r. A thread that reads its rows and then computes on them leaves
+ * the memory system idle while it computes; the hardware prefetcher runs
+ * only a short way ahead of the demand loads. Asked row by row as the
+ * kernel goes, the next rows arrive while this one's arithmetic runs. A
+ * burst of a whole block at its start (prefetch_block) fills the miss
+ * buffers at once and stalls the loads behind it instead. Measured on the
+ * AVX-512 Xeon (2 threads, cold, 3 interleaved rounds of `kvlab kernel`
+ * against the build with the block prefetch, head_dim 64/128 x heads
+ * 8/8, 32/8): at T 32768 f16 0.68-0.79x, bf16 0.70-0.90x, int8
+ * 0.68-0.94x, f32 0.84-0.85x at 32/8 (at 8/8 it read at the DRAM rate
+ * already); at T 4096 0.55-0.88x. 32 rows ahead gave the same as 16.
+ * Where the arithmetic is the longer part the prefetches only add
+ * instructions (int2: 1.00-1.15x; int4 with one head: 1.06-1.13x), so
+ * those kernels leave ahead 0 (INT_AHEAD_MIN_G). From the L3 they cost up
+ * to 1.15x (hot, T 8192), so only a job from DRAM sets it. The AVX2
+ * kernels do not call it: on the AVX2 EPYC the K/V interleave
+ * (dec_run_fused) is what worked.
+ */
+#define KV_ROWS_AHEAD 16
+
+KV_INLINE void kv_rows_ahead(const struct kv_rows_side *s, const char *r, int n)
+{
+    if (s->ahead == 0)
+        return;
+    uintptr_t p = (uintptr_t)(r + (size_t)s->ahead * s->stride);
+    for (int u = 0; u < n; u++, p += s->stride)
+        for (uintptr_t a = p & ~(uintptr_t)63; a < p + s->bytes; a += 64)
+            __builtin_prefetch((const void *)a, 0, 3);
+}
+
+/* kv_rows_ahead for the rows' group parameters, qp the first row's */
+KV_INLINE void kv_rows_ahead_qp(const struct kv_rows_side *s, const char *qp, int n)
+{
+    if (s->ahead == 0 || s->qp_stride == 0)
+        return;
+    uintptr_t p = (uintptr_t)(qp + (size_t)s->ahead * s->qp_stride);
+    const size_t bytes = (size_t)s->ng * sizeof(struct kv_qparams);
+    for (int u = 0; u < n; u++, p += s->qp_stride)
+        for (uintptr_t a = p & ~(uintptr_t)63; a < p + bytes; a += 64)
+            __builtin_prefetch((const void *)a, 0, 3);
+}
+
 /* The score kernel FN over a block for the G heads of a kv head: passes of
  * LANES/G rows by ROWS(sc, g, nr, q, r, stride, d), then the rows left one
  * at a time (nr = 1, all heads); Q the job's query field (qs, or a dtype's
@@ -223,10 +272,14 @@ KV_INLINE void kv_put_heads(float *sc, const int g, const float *o, const int n)
         (void)kqp;                                                                           \
         const size_t st = s->stride;                                                         \
         int32_t j = 0;                                                                       \
-        for (; j + (LANES) / (G) <= nb; j += (LANES) / (G))                                  \
+        for (; j + (LANES) / (G) <= nb; j += (LANES) / (G)) {                                \
+            kv_rows_ahead(s, k + j * st, (LANES) / (G));                                     \
             ROWS(sc + j, G, (LANES) / (G), J->Q, k + j * st, st, J->d);                      \
-        for (; j < nb; j++)                                                                  \
+        }                                                                                    \
+        for (; j < nb; j++) {                                                                \
+            kv_rows_ahead(s, k + j * st, 1);                                                 \
             ROWS(sc + j, G, 1, J->Q, k + j * st, st, J->d);                                  \
+        }                                                                                    \
     }
 
 /* kv_put_heads of accumulator u = h*nr + rr summed (nr = 8/g rows) */

@@ -111,8 +111,10 @@ KV_SC_HEADS(bf16_sc_eo8, KV_TARGET_AVX512, 16, bf16_eo_rows, qx, 8)
  * elements a pass (2 g ch accumulators, at most 16), each row's chunk
  * loaded and split once for all heads */
 KV_INLINE512 void bf16_eo_pv(float *acc, size_t acc_stride, const float *pr, const int g,
-                             const int ch, const char *v0, size_t st, int32_t nb, int32_t d)
+                             const int ch, const char *v0, const struct kv_rows_side *s,
+                             int32_t nb, int32_t d)
 {
+    const size_t st = s->stride;
     /* natural order <-> evens then odds of a 32-element chunk */
     const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
@@ -129,6 +131,8 @@ KV_INLINE512 void bf16_eo_pv(float *acc, size_t acc_stride, const float *pr, con
             }
         for (int32_t j = 0; j < nb; j++) {
             __m512 ve[4], vo[4];
+            if (e0 == 0)
+                kv_rows_ahead(s, v0 + (size_t)j * st, 1);
             for (int c = 0; c < ch; c++)
                 bf16_eo_ld((const uint16_t *)(v0 + (size_t)j * st) + e0 + 32 * c, &ve[c], &vo[c]);
             for (int h = 0; h < g; h++) {
@@ -168,7 +172,7 @@ static int bf16_eo_ch(int32_t g, int32_t d)
         (void)msum;                                                                          \
         (void)w;                                                                             \
         (void)vqp;                                                                           \
-        bf16_eo_pv(acc, acc_stride, pr, G, CH, v0, s->stride, nb, J->d);                     \
+        bf16_eo_pv(acc, acc_stride, pr, G, CH, v0, s, nb, J->d);                             \
     }
 BF16_PV_EO(1, 1)
 BF16_PV_EO(1, 2)

@@ -254,10 +254,16 @@ KV_TARGET_AVX512 static void HN(sc_512)(float *sc, const struct kv_dec_job *J,
         const float *q = J->qs + (size_t)i * J->d;
         float *o = sc + (size_t)i * DEC_KB;
         int32_t j = 0;
-        for (; j + 8 <= nb; j += 8)
+        for (; j + 8 <= nb; j += 8) {
+            if (i == 0)
+                kv_rows_ahead(s, k + j * st, 8);
             HN(rows16)(o + j, 8, q, k + j * st, st, J->d);
-        for (; j < nb; j++)
+        }
+        for (; j < nb; j++) {
+            if (i == 0)
+                kv_rows_ahead(s, k + j * st, 1);
             HN(rows16)(o + j, 1, q, k + j * st, st, J->d);
+        }
     }
 }
 
@@ -269,10 +275,12 @@ KV_SC_HEADS(HN(sc_heads8), KV_TARGET_AVX512, 16, HN(rows_heads), qs, 8)
 #undef HALF_ROWS_HEADS
 
 /* a (d) += sum_j pi[j] * v_j, 64 elements a pass; even and odd rows
- * accumulate apart so eight FMA chains are in flight */
-KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const char *v0, size_t st, int32_t nb,
-                                int32_t d)
+ * accumulate apart so eight FMA chains are in flight. The first pass asks
+ * for the rows ahead where pf is set (kv_rows_ahead). */
+KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const struct kv_rows_side *s, int pf,
+                                const char *v0, int32_t nb, int32_t d)
 {
+    const size_t st = s->stride;
     int32_t e = 0;
     for (; e + 64 <= d; e += 64) {
         __m512 a0 = _mm512_loadu_ps(a + e), a1 = _mm512_loadu_ps(a + e + 16);
@@ -282,6 +290,8 @@ KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const char *v0, size_
         int32_t j = 0;
         for (; j + 2 <= nb; j += 2) {
             const HALF_T *v = HROW(v0, j, st) + e, *x = HROW(v0, j + 1, st) + e;
+            if (pf && e == 0)
+                kv_rows_ahead(s, (const char *)HROW(v0, j, st), 2);
             __m512 pj = _mm512_set1_ps(pi[j]), pk = _mm512_set1_ps(pi[j + 1]);
             a0 = _mm512_fmadd_ps(pj, half_ld16(v), a0);
             a1 = _mm512_fmadd_ps(pj, half_ld16(v + 16), a1);
@@ -294,6 +304,8 @@ KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const char *v0, size_
         }
         if (j < nb) {
             const HALF_T *v = HROW(v0, j, st) + e;
+            if (pf && e == 0)
+                kv_rows_ahead(s, (const char *)HROW(v0, j, st), 1);
             __m512 pj = _mm512_set1_ps(pi[j]);
             a0 = _mm512_fmadd_ps(pj, half_ld16(v), a0);
             a1 = _mm512_fmadd_ps(pj, half_ld16(v + 16), a1);
@@ -307,8 +319,11 @@ KV_INLINE512 void HN(pv_row512)(float *a, const float *pi, const char *v0, size_
     }
     for (; e < d; e += 16) {
         __m512 a0 = _mm512_loadu_ps(a + e);
-        for (int32_t j = 0; j < nb; j++)
+        for (int32_t j = 0; j < nb; j++) {
+            if (pf && e == 0)
+                kv_rows_ahead(s, (const char *)HROW(v0, j, st), 1);
             a0 = _mm512_fmadd_ps(_mm512_set1_ps(pi[j]), half_ld16(HROW(v0, j, st) + e), a0);
+        }
         _mm512_storeu_ps(a + e, a0);
     }
 }
@@ -322,15 +337,17 @@ KV_TARGET_AVX512 static void HN(pv_512)(float *acc, size_t acc_stride, float *ms
     (void)w;
     (void)vqp;
     for (int32_t i = 0; i < J->g; i++)
-        HN(pv_row512)(acc + (size_t)i * acc_stride, pr + (size_t)i * DEC_KB, v0, s->stride, nb,
+        HN(pv_row512)(acc + (size_t)i * acc_stride, pr + (size_t)i * DEC_KB, s, i == 0, v0, nb,
                       J->d);
 }
 
 /* GQA (g in 2, 4, 8; d a multiple of 256/g): acc_h (d) += sum_j pr[h][j] *
  * v_j, each V chunk converted once for all heads, 16/g chunks a pass */
 KV_INLINE512 void HN(pv_heads)(float *acc, size_t acc_stride, const float *pr, const int g,
-                               const char *v0, size_t st, int32_t nb, int32_t d)
+                               const char *v0, const struct kv_rows_side *s, int32_t nb,
+                               int32_t d)
 {
+    const size_t st = s->stride;
     const int ch = 16 / g;
     for (int32_t e0 = 0; e0 < d; e0 += 16 * ch) {
         __m512 a[16];
@@ -339,6 +356,8 @@ KV_INLINE512 void HN(pv_heads)(float *acc, size_t acc_stride, const float *pr, c
                 a[h * ch + c] = _mm512_loadu_ps(acc + (size_t)h * acc_stride + e0 + 16 * c);
         for (int32_t j = 0; j < nb; j++) {
             const HALF_T *v = HROW(v0, j, st) + e0;
+            if (e0 == 0)
+                kv_rows_ahead(s, (const char *)HROW(v0, j, st), 1);
             __m512 vv[8];
             for (int c = 0; c < ch; c++)
                 vv[c] = half_ld16(v + 16 * c);
@@ -360,7 +379,7 @@ KV_INLINE512 void HN(pv_heads)(float *acc, size_t acc_stride, const float *pr, c
         (void)msum;                                                                          \
         (void)w;                                                                             \
         (void)vqp;                                                                           \
-        HN(pv_heads)(acc, acc_stride, pr, G, v0, s->stride, nb, J->d);                       \
+        HN(pv_heads)(acc, acc_stride, pr, G, v0, s, nb, J->d);                               \
     }
 HALF_PV_HEADS(2)
 HALF_PV_HEADS(4)
@@ -387,11 +406,13 @@ static void HN(bind_convert)(struct kv_dec_job *J, int is_v)
             J->scores = HN(sc_avx2);
         if (isa >= KV_ISA_AVX2 && d % 8 == 0 && (g == 2 || g == 4 || g == 8))
             J->scores = g == 2 ? HN(sc8_heads2) : g == 4 ? HN(sc8_heads4) : HN(sc8_heads8);
-        if (isa >= KV_ISA_AVX512 && d % 16 == 0)
+        if (isa >= KV_ISA_AVX512 && d % 16 == 0) {
             J->scores = g == 2   ? HN(sc_heads2)
                         : g == 4 ? HN(sc_heads4)
                         : g == 8 ? HN(sc_heads8)
                                  : HN(sc_512);
+            J->k.ahead = J->from_dram ? KV_ROWS_AHEAD : 0;
+        }
 #endif
         return;
     }
@@ -403,6 +424,8 @@ static void HN(bind_convert)(struct kv_dec_job *J, int is_v)
         J->pv = g == 2 ? HN(pv_heads2) : g == 4 ? HN(pv_heads4) : HN(pv_heads8);
     else if (isa >= KV_ISA_AVX512 && d % 16 == 0)
         J->pv = HN(pv_512);
+    if (isa >= KV_ISA_AVX512 && d % 16 == 0)
+        J->v.ahead = J->from_dram ? KV_ROWS_AHEAD : 0;
 #endif
 }
 

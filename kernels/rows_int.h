@@ -42,6 +42,11 @@
  *                       bytes at row byte o, dequantized (qp: the row's)
  *     INT_PV_CH(g)       chunks a fused value pass keeps per head
  *     INT_NR_MID         rows a one-head score call takes between 16 and 1
+ *     INT_AHEAD_MIN_G    the fewest heads a kv head for which the kernels ask
+ *                       for their rows ahead where they come from DRAM
+ *                       (kv_rows_ahead; 1: PFX_pv_row calls it too), 0 never:
+ *                       it pays only where the DRAM time exceeds the
+ *                       arithmetic
  *     PFX_rows_x16, PFX_rows_n, PFX_pv_row  the one-head (MHA) kernels,
  *                       whose form differs by dtype (group form or table)
  *
@@ -596,9 +601,14 @@ static void IN(bind_isc)(struct kv_dec_job *J)
             const float *q = J->qs + (size_t)i * J->d, *qsum = J->qsum + (size_t)i * s->ng;  \
             float *o = sc + (size_t)i * DEC_KB;                                              \
             int32_t j = 0;                                                                   \
-            for (; j + 16 <= nb; j += 16)                                                    \
+            for (; j + 16 <= nb; j += 16) {                                                  \
+                if (i == 0) {                                                                \
+                    kv_rows_ahead(s, k + j * st, 16);                                        \
+                    kv_rows_ahead_qp(s, kqp + j * qst, 16);                                  \
+                }                                                                            \
                 IN(rows_x16)(o + j, q, qsum, k + j * st, st, kqp + j * qst, qst, D, GR,      \
                              (D) / (GR));                                                    \
+            }                                                                                \
             for (; j + INT_NR_MID <= nb; j += INT_NR_MID)                                    \
                 IN(rows_n)(o + j, INT_NR_MID, q, qsum, k + j * st, st, kqp + j * qst, qst,   \
                            D, GR, (D) / (GR));                                               \
@@ -658,9 +668,10 @@ KV_INLINE void IN(rows_heads)(float *sc, const int g, const float *qs, const cha
  * read holds more than ch chunks, a read split over INT_NC / ch passes.
  */
 KV_INLINE void IN(pv_heads)(float *acc, size_t acc_stride, const float *pr, const int g,
-                            const char *v0, size_t stride, const char *vqp0, size_t qst,
+                            const struct kv_rows_side *s, const char *v0, const char *vqp0,
                             int32_t nb, int32_t d, int32_t group)
 {
+    const size_t stride = s->stride, qst = s->qp_stride;
     const int ch = INT_PV_CH(g);
     const int nu = ch >= INT_NC ? ch / INT_NC : 1, per = ch >= INT_NC ? INT_NC : ch;
     for (int32_t o0 = 0; o0 < d * INT_BITS / 8; o0 += 16 * nu) {
@@ -679,6 +690,10 @@ KV_INLINE void IN(pv_heads)(float *acc, size_t acc_stride, const float *pr, cons
             for (int32_t j = 0; j < nb; j++) {
                 const uint8_t *row = (const uint8_t *)(v0 + (size_t)j * stride);
                 const struct kv_qparams *qp = kv_rows_qp(vqp0, qst, j);
+                if (o0 == 0 && k0 == 0) {
+                    kv_rows_ahead(s, (const char *)row, 1);
+                    kv_rows_ahead_qp(s, (const char *)qp, 1);
+                }
                 __m512 vv[16];
                 for (int u = 0; u < nu; u++) {
                     __m512 x[INT_NC];
@@ -705,8 +720,11 @@ KV_INLINE void IN(pv_heads)(float *acc, size_t acc_stride, const float *pr, cons
         const size_t st = s->stride, qst = s->qp_stride;                                     \
         const int32_t step = 16 / (G);                                                       \
         int32_t j = 0;                                                                       \
-        for (; j + step <= nb; j += step)                                                    \
+        for (; j + step <= nb; j += step) {                                                  \
+            kv_rows_ahead(s, k + j * st, step);                                              \
+            kv_rows_ahead_qp(s, kqp + j * qst, step);                                        \
             IN(rows_heads)(sc + j, G, J->qs, k + j * st, st, kqp + j * qst, qst, D, GR);     \
+        }                                                                                    \
         for (int32_t h = 0; h < (G); h++) {                                                  \
             const float *q = J->qs + (size_t)h * J->d, *qsum = J->qsum + (size_t)h * s->ng;  \
             for (int32_t jj = j; jj < nb; jj++)                                              \
@@ -722,7 +740,7 @@ KV_INLINE void IN(pv_heads)(float *acc, size_t acc_stride, const float *pr, cons
         (void)msum;                                                                          \
         (void)w;                                                                             \
         (void)J;                                                                             \
-        IN(pv_heads)(acc, acc_stride, pr, G, v0, s->stride, vqp, s->qp_stride, nb, D, GR);   \
+        IN(pv_heads)(acc, acc_stride, pr, G, s, v0, vqp, nb, D, GR);                         \
     }
 INT_SHAPES(INT_FUSED, 2)
 INT_SHAPES(INT_FUSED, 4)
@@ -782,8 +800,12 @@ static void IN(bind_512)(struct kv_dec_job *J, int is_v, int32_t g, int32_t d, i
             J->k_tile = tile[shape];
     } else if (is_v) {
         J->pv = pv[gi][shape];
+        J->v.ahead =
+            J->from_dram && INT_AHEAD_MIN_G > 0 && g >= INT_AHEAD_MIN_G ? KV_ROWS_AHEAD : 0;
     } else {
         J->scores = sc[gi][shape];
+        J->k.ahead =
+            J->from_dram && INT_AHEAD_MIN_G > 0 && g >= INT_AHEAD_MIN_G ? KV_ROWS_AHEAD : 0;
     }
 }
 #endif

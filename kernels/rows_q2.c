@@ -124,6 +124,7 @@ KV_INLINE void int_pv8(__m256 *x, const uint8_t *p)
 #define INT_FUSED_OK(g, d) 1 /* runs of 64: every d the level takes */
 #define INT_PV_CH(g) ((g) == 8 ? 2 : 4) /* g * ch accumulators <= 16, a read at most */
 #define INT_NR_MID 4
+#define INT_AHEAD_MIN_G 0 /* the arithmetic is the longer at every shape */
 
 /* Bytes o .. o+15 of a row (o a multiple of 16) hold the run at element
  * 4o: chunk k (elements 4o + 16k ..) is lane c's bits 2k, 2k+1. VPERMILPS

@@ -80,6 +80,7 @@ KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int
 #define INT_FUSED_OK(g, d) ((d) % (256 / (g)) == 0)
 #define INT_PV_CH(g) (16 / (g))
 #define INT_NR_MID 8
+#define INT_AHEAD_MIN_G 2 /* one head: the arithmetic is the longer */
 
 #define KV_IOTA16 _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 

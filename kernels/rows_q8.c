@@ -75,6 +75,7 @@ KV_INLINE void int_isc_codes(__m256i *x, const uint8_t *p, int full)
 #define INT_FUSED_OK(g, d) ((d) % (256 / (g)) == 0)
 #define INT_PV_CH(g) (16 / (g))
 #define INT_NR_MID 4
+#define INT_AHEAD_MIN_G 1
 
 /* The 16 elements of the row from element o on (o a multiple of 16, so the
  * chunk lies in one group), dequantized in a register. */
@@ -226,10 +227,12 @@ static void pv_weights_512(float *w, float *msum_i, const float *pi, const char 
 }
 
 /* a (d) += sum_j w[group of e][j] * codes_j[e], 64 elements a pass;
- * w is (ng, DEC_KB) here, as pv_weights_512 writes it */
-KV_INLINE void pv_q8_512(float *a, const float *w, const char *v0, size_t stride, int32_t nb,
-                         int32_t d, int32_t group)
+ * w is (ng, DEC_KB) here, as pv_weights_512 writes it. The first pass asks
+ * for the rows ahead (kv_rows_ahead). */
+KV_INLINE void pv_q8_512(float *a, const float *w, const struct kv_rows_side *s, const char *v0,
+                         const char *vqp, int32_t nb, int32_t d, int32_t group)
 {
+    const size_t stride = s->stride;
     int32_t e = 0;
     for (; e + 64 <= d; e += 64) {
         const int32_t g0 = e / group, g1 = (e + 16) / group, g2 = (e + 32) / group,
@@ -238,6 +241,10 @@ KV_INLINE void pv_q8_512(float *a, const float *w, const char *v0, size_t stride
         __m512 a2 = _mm512_loadu_ps(a + e + 32), a3 = _mm512_loadu_ps(a + e + 48);
         for (int32_t j = 0; j < nb; j++) {
             const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + e;
+            if (e == 0) {
+                kv_rows_ahead(s, (const char *)c, 1);
+                kv_rows_ahead_qp(s, vqp + (size_t)j * s->qp_stride, 1);
+            }
             a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)g0 * DEC_KB + j]), kv_load_u8x16(c), a0);
             a1 = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)g1 * DEC_KB + j]), kv_load_u8x16(c + 16), a1);
             a2 = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)g2 * DEC_KB + j]), kv_load_u8x16(c + 32), a2);
@@ -253,6 +260,10 @@ KV_INLINE void pv_q8_512(float *a, const float *w, const char *v0, size_t stride
         __m512 a0 = _mm512_loadu_ps(a + e);
         for (int32_t j = 0; j < nb; j++) {
             const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + e;
+            if (e == 0) {
+                kv_rows_ahead(s, (const char *)c, 1);
+                kv_rows_ahead_qp(s, vqp + (size_t)j * s->qp_stride, 1);
+            }
             a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)g0 * DEC_KB + j]), kv_load_u8x16(c), a0);
         }
         _mm512_storeu_ps(a + e, a0);
@@ -265,7 +276,7 @@ KV_INLINE void q8_pv_row(float *a, float *w, float *msum_i, const float *pi,
                          int32_t nb, int32_t d, int32_t group)
 {
     pv_weights_512(w, msum_i, pi, vqp, s->qp_stride, nb, s->ng);
-    pv_q8_512(a, w, v0, s->stride, nb, d, group);
+    pv_q8_512(a, w, s, v0, vqp, nb, d, group);
 }
 #endif /* __AVX512F__ */
 

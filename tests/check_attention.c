@@ -1552,6 +1552,61 @@ END_TEST
  * (2 qmax)) of the query, a whole number of steps, the group's largest
  * element kept, a zero group zero; the float dtypes never use one.
  */
+/* Which bound kernels ask for their rows ahead (kv_rows_ahead): only where
+ * the job's rows come from DRAM (from the L3 the prefetches cost more than
+ * they hide), only in the AVX-512 kernels, and only for the formats whose
+ * DRAM time exceeds their arithmetic there (int4 from 2 heads a kv head,
+ * int2 never); a side read through a tile never. */
+START_TEST(test_rows_ahead_policy)
+{
+    static const struct {
+        enum kv_dtype dt;
+        kv_rows_bind_fn bind;
+        int min_g, runtime; /* runtime: chosen by kv_isa(), else by the build */
+    } f[] = {{KV_DTYPE_F32, kv_rows_bind_f32, 1, 1}, {KV_DTYPE_F16, kv_rows_bind_f16, 1, 1},
+             {KV_DTYPE_BF16, kv_rows_bind_bf16, 1, 1}, {KV_DTYPE_Q8, kv_rows_bind_q8, 1, 0},
+             {KV_DTYPE_Q4, kv_rows_bind_q4, 2, 0}, {KV_DTYPE_Q2, kv_rows_bind_q2, 0, 0}};
+    enum { D = 128, GMAX = 8 };
+    static float qs[GMAX * D], qsum[GMAX * D], qx[4 * GMAX * D];
+    int avx512_build = 0;
+#ifdef __AVX512F__
+    avx512_build = 1;
+#endif
+    int seen = 0;
+    const enum kv_isa top = kv_isa();
+    for (int lim = 0; lim < 2; lim++) {
+        kv_isa_limit(lim == 0 ? KV_ISA_COUNT : KV_ISA_AVX2);
+        const int avx512_run = kv_isa() >= KV_ISA_AVX512;
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            for (int g = 1; g <= 4; g *= 4)
+                for (int fd = 0; fd < 2; fd++)
+                    for (int is_v = 0; is_v < 2; is_v++) {
+                        const int q = kv_type_traits[f[i].dt].has_qparams;
+                        const struct kv_rows_side side = {
+                            .dt = f[i].dt, .group = q ? 32 : 0, .ng = q ? D / 32 : 1,
+                            .stride = 2 * kv_dtype_row_bytes(f[i].dt, D),
+                            .qp_stride = q ? (size_t)(D / 32) * sizeof(struct kv_qparams) : 0,
+                            .bytes = kv_dtype_row_bytes(f[i].dt, D)};
+                        struct kv_dec_job J = {.g = g, .d = D, .qs = qs, .qsum = qsum, .qx = qx,
+                                               .from_dram = fd, .k = side, .v = side};
+                        f[i].bind(&J, is_v);
+                        const int tiled = is_v ? J.v_tile != NULL : J.k_tile != NULL;
+                        const int level = f[i].runtime ? avx512_run : avx512_build;
+                        const int want = fd && level && f[i].min_g > 0 && g >= f[i].min_g && !tiled;
+                        const int32_t got = is_v ? J.v.ahead : J.k.ahead;
+                        ck_assert_msg(got == (want ? KV_ROWS_AHEAD : 0),
+                                      "dtype %d g %d from_dram %d %s isa %d: ahead %d, want %d",
+                                      (int)f[i].dt, g, fd, is_v ? "V" : "K", (int)kv_isa(),
+                                      (int)got, want ? KV_ROWS_AHEAD : 0);
+                        seen += want;
+                    }
+    }
+    kv_isa_limit(KV_ISA_COUNT);
+    if (top >= KV_ISA_AVX512)
+        ck_assert_int_gt(seen, 0); /* the policy is not "never" where it can apply */
+}
+END_TEST
+
 START_TEST(test_query_int_form)
 {
     const int32_t d = 128, groups[] = {16, 32, 64, 128};
@@ -1749,6 +1804,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_view_shape_rejects);
     tcase_add_test(tc, test_workspace_independent_of_keys);
     tcase_add_test(tc, test_query_int_form);
+    tcase_add_test(tc, test_rows_ahead_policy);
     tcase_add_test(tc, test_attn_many);
     suite_add_tcase(s, tc);
     return s;

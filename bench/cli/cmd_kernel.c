@@ -398,9 +398,12 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
         views[s] = (struct kv_view){.spans = &spans[s], .n_spans = 1, .batch = 1,
                                     .n_kv_heads = hkv, .head_dim = d};
     }
+    /* cold: each set is read after the others have evicted it, whatever
+     * its own size against the L3 (kv_attn_params.evicted) */
     struct kv_attn_params p = {.batch = 1, .n_q = nq, .n_heads = o->heads, .n_kv_heads = hkv,
                                .head_dim = d, .q_pos0 = T - nq,
-                               .scale = 1.0f / sqrtf((float)d), .n_threads = o->threads};
+                               .scale = 1.0f / sqrtf((float)d), .n_threads = o->threads,
+                               .evicted = sets > 1};
     size_t wsb = kv_attn_workspace_bytes(&p);
     ws = kv_alloc(wsb);
     if (ws == NULL) {
