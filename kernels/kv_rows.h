@@ -227,15 +227,16 @@ KV_INLINE void kv_put_heads(float *sc, const int g, const float *o, const int n)
  * buffers at once and stalls the loads behind it instead. Measured on the
  * AVX-512 Xeon (2 threads, cold, 3 interleaved rounds of `kvlab kernel`
  * against the build with the block prefetch, head_dim 64/128 x heads
- * 8/8, 32/8): at T 32768 f16 0.68-0.79x, bf16 0.70-0.90x, int8
- * 0.68-0.94x, f32 0.84-0.85x at 32/8 (at 8/8 it read at the DRAM rate
- * already); at T 4096 0.55-0.88x. 32 rows ahead gave the same as 16.
- * Where the arithmetic is the longer part the prefetches only add
- * instructions (int2: 1.00-1.15x; int4 with one head: 1.06-1.13x), so
- * those kernels leave ahead 0 (INT_AHEAD_MIN_G). From the L3 they cost up
- * to 1.15x (hot, T 8192), so only a job from DRAM sets it. The AVX2
- * kernels do not call it: on the AVX2 EPYC the K/V interleave
- * (dec_run_fused) is what worked.
+ * 8/8, 32/8), at T 32768: f16 0.68-0.79x, bf16 0.70-0.90x, int8
+ * 0.68-0.94x, int4 0.77-0.99x, f32 0.84-0.85x at 32/8 (at 8/8 it read at
+ * the DRAM rate already); at T 4096 0.55-0.88x. 32 rows ahead, or a fixed
+ * 2-8 KB, did no better than 16 rows. The value kernels must ask too: int8
+ * with its keys alone read 1.10x at 128 8/8, with both 0.85x. Where the
+ * arithmetic is the longer part the prefetches only add instructions
+ * (int2: 0.96-1.12x), so its kernels leave ahead 0 (INT_AHEAD). From the
+ * L3 they cost up to 1.15x (hot, T 8192), so only a job from DRAM sets
+ * it. The AVX2 kernels do not call it: on the AVX2 EPYC the K/V
+ * interleave (dec_run_fused) is what worked.
  */
 #define KV_ROWS_AHEAD 16
 

@@ -42,11 +42,10 @@
  *                       bytes at row byte o, dequantized (qp: the row's)
  *     INT_PV_CH(g)       chunks a fused value pass keeps per head
  *     INT_NR_MID         rows a one-head score call takes between 16 and 1
- *     INT_AHEAD_MIN_G    the fewest heads a kv head for which the kernels ask
- *                       for their rows ahead where they come from DRAM
- *                       (kv_rows_ahead; 1: PFX_pv_row calls it too), 0 never:
- *                       it pays only where the DRAM time exceeds the
- *                       arithmetic
+ *     INT_AHEAD          1: the kernels ask for their rows ahead where they
+ *                       come from DRAM (kv_rows_ahead; PFX_pv_row too), 0:
+ *                       never, as it pays only where the DRAM time exceeds
+ *                       the arithmetic
  *     PFX_rows_x16, PFX_rows_n, PFX_pv_row  the one-head (MHA) kernels,
  *                       whose form differs by dtype (group form or table)
  *
@@ -801,11 +800,11 @@ static void IN(bind_512)(struct kv_dec_job *J, int is_v, int32_t g, int32_t d, i
     } else if (is_v) {
         J->pv = pv[gi][shape];
         J->v.ahead =
-            J->from_dram && INT_AHEAD_MIN_G > 0 && g >= INT_AHEAD_MIN_G ? KV_ROWS_AHEAD : 0;
+            J->from_dram && INT_AHEAD ? KV_ROWS_AHEAD : 0;
     } else {
         J->scores = sc[gi][shape];
         J->k.ahead =
-            J->from_dram && INT_AHEAD_MIN_G > 0 && g >= INT_AHEAD_MIN_G ? KV_ROWS_AHEAD : 0;
+            J->from_dram && INT_AHEAD ? KV_ROWS_AHEAD : 0;
     }
 }
 #endif

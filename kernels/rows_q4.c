@@ -80,7 +80,7 @@ KV_INLINE void int_sc8(__m256 *x, const uint8_t *row, int32_t g0, int32_t e, int
 #define INT_FUSED_OK(g, d) ((d) % (256 / (g)) == 0)
 #define INT_PV_CH(g) (16 / (g))
 #define INT_NR_MID 8
-#define INT_AHEAD_MIN_G 2 /* one head: the arithmetic is the longer */
+#define INT_AHEAD 1
 
 #define KV_IOTA16 _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 
@@ -170,9 +170,10 @@ KV_INLINE void q4_rows_x16(float *o, const float *q, const float *qsum, const ch
 }
 
 /* a (d) += sum_j pi[j] * dequantized v_row(j), int4, by table */
-KV_INLINE void pv_q4_tbl(float *a, const float *pi, const char *v0, size_t stride,
-                         const char *vqp0, size_t qst, int32_t nb, int32_t d, int32_t group)
+KV_INLINE void pv_q4_tbl(float *a, const float *pi, const struct kv_rows_side *s,
+                         const char *v0, const char *vqp0, int32_t nb, int32_t d, int32_t group)
 {
+    const size_t stride = s->stride, qst = s->qp_stride;
     const int32_t half = group / 2, nbytes = d / 2;
     int32_t o = 0;
     for (; o + 32 <= nbytes; o += 32) {
@@ -183,6 +184,10 @@ KV_INLINE void pv_q4_tbl(float *a, const float *pi, const char *v0, size_t strid
         for (int32_t j = 0; j < nb; j++) {
             const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + o;
             const struct kv_qparams *qp = kv_rows_qp(vqp0, qst, j);
+            if (o == 0) {
+                kv_rows_ahead(s, (const char *)c, 1);
+                kv_rows_ahead_qp(s, (const char *)qp, 1);
+            }
             __m512 p = _mm512_set1_ps(pi[j]);
             __m512 tA = q4_table(qp + gA), tB = q4_table(qp + gB);
             __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
@@ -202,6 +207,10 @@ KV_INLINE void pv_q4_tbl(float *a, const float *pi, const char *v0, size_t strid
         __m512 a0 = _mm512_loadu_ps(a + eA), a1 = _mm512_loadu_ps(a + eA + half);
         for (int32_t j = 0; j < nb; j++) {
             const uint8_t *c = (const uint8_t *)(v0 + (size_t)j * stride) + o;
+            if (o == 0) {
+                kv_rows_ahead(s, (const char *)c, 1);
+                kv_rows_ahead_qp(s, vqp0 + (size_t)j * qst, 1);
+            }
             __m512 p = _mm512_set1_ps(pi[j]);
             __m512 tA = q4_table(kv_rows_qp(vqp0, qst, j) + gA);
             __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)c));
@@ -220,7 +229,7 @@ KV_INLINE void q4_pv_row(float *a, float *w, float *msum_i, const float *pi,
 {
     (void)w;
     (void)msum_i;
-    pv_q4_tbl(a, pi, v0, s->stride, vqp, s->qp_stride, nb, d, group);
+    pv_q4_tbl(a, pi, s, v0, vqp, nb, d, group);
 }
 #endif /* __AVX512F__ */
 

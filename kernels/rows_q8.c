@@ -75,7 +75,7 @@ KV_INLINE void int_isc_codes(__m256i *x, const uint8_t *p, int full)
 #define INT_FUSED_OK(g, d) ((d) % (256 / (g)) == 0)
 #define INT_PV_CH(g) (16 / (g))
 #define INT_NR_MID 4
-#define INT_AHEAD_MIN_G 1
+#define INT_AHEAD 1
 
 /* The 16 elements of the row from element o on (o a multiple of 16, so the
  * chunk lies in one group), dequantized in a register. */

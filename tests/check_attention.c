@@ -1555,8 +1555,8 @@ END_TEST
 /* Which bound kernels ask for their rows ahead (kv_rows_ahead): only where
  * the job's rows come from DRAM (from the L3 the prefetches cost more than
  * they hide), only in the AVX-512 kernels, and only for the formats whose
- * DRAM time exceeds their arithmetic there (int4 from 2 heads a kv head,
- * int2 never); a side read through a tile never. */
+ * DRAM time exceeds their arithmetic there (int2 never); a side read
+ * through a tile never. */
 START_TEST(test_rows_ahead_policy)
 {
     static const struct {
@@ -1565,7 +1565,7 @@ START_TEST(test_rows_ahead_policy)
         int min_g, runtime; /* runtime: chosen by kv_isa(), else by the build */
     } f[] = {{KV_DTYPE_F32, kv_rows_bind_f32, 1, 1}, {KV_DTYPE_F16, kv_rows_bind_f16, 1, 1},
              {KV_DTYPE_BF16, kv_rows_bind_bf16, 1, 1}, {KV_DTYPE_Q8, kv_rows_bind_q8, 1, 0},
-             {KV_DTYPE_Q4, kv_rows_bind_q4, 2, 0}, {KV_DTYPE_Q2, kv_rows_bind_q2, 0, 0}};
+             {KV_DTYPE_Q4, kv_rows_bind_q4, 1, 0}, {KV_DTYPE_Q2, kv_rows_bind_q2, 0, 0}};
     enum { D = 128, GMAX = 8 };
     static float qs[GMAX * D], qsum[GMAX * D], qx[4 * GMAX * D];
     int avx512_build = 0;
