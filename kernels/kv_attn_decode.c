@@ -99,7 +99,9 @@ static void dec_bind(struct dec_span *D, const struct kv_span *s, int32_t b, int
 {
     struct kv_dec_job *J = &D->J;
     memset(D, 0, sizeof *D);
-    J->from_dram = from_dram;
+    /* a page run's rows ahead lie past its page, in another sequence's or
+     * none: paged spans keep the page-aware prefetch_block */
+    J->from_dram = from_dram && s->page_tokens == 0;
     D->s = s;
     D->k = kv_tensor_of_seq(&s->k, b);
     D->v = kv_tensor_of_seq(&s->v, b);
