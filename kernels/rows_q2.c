@@ -222,10 +222,9 @@ KV_INLINE void int_deq16(__m512 *x, const uint8_t *p, const struct kv_qparams *q
 
 /* a (d) += sum_j w[j][group] * codes_j, w (nb, ng) as kv_rows_pv_weights
  * writes it: a pass over the rows per 64-element run, four accumulators */
-KV_INLINE void pv_q2_512(float *a, const float *w, const struct kv_rows_side *s, const char *v0,
-                         const char *vqp, int32_t nb, int32_t d, int32_t group)
+KV_INLINE void pv_q2_512(float *a, const float *w, const char *v0, size_t stride, int32_t nb,
+                         int32_t d, int32_t group)
 {
-    const size_t stride = s->stride;
     const __m512 iota = KV_Q2_IOTA;
     const int32_t ng = d / group;
     for (int32_t e0 = 0; e0 < d; e0 += 64) {
@@ -236,10 +235,6 @@ KV_INLINE void pv_q2_512(float *a, const float *w, const struct kv_rows_side *s,
             ak[k] = _mm512_loadu_ps(a + e0 + 16 * k);
         }
         for (int32_t j = 0; j < nb; j++) {
-            if (e0 == 0) {
-                kv_rows_ahead(s, v0 + (size_t)j * stride, 1);
-                kv_rows_ahead_qp(s, vqp + (size_t)j * s->qp_stride, 1);
-            }
             __m512i x = q2_load16((const uint8_t *)(v0 + (size_t)j * stride) + e0 / 4);
             const float *wj = w + (size_t)j * ng;
             for (int k = 0; k < 4; k++)
@@ -256,7 +251,7 @@ KV_INLINE void q2_pv_row(float *a, float *w, float *msum_i, const float *pi,
                          int32_t nb, int32_t d, int32_t group)
 {
     kv_rows_pv_weights(w, msum_i, pi, s, vqp, nb);
-    pv_q2_512(a, w, s, v0, vqp, nb, d, group);
+    pv_q2_512(a, w, v0, s->stride, nb, d, group);
 }
 #endif /* __AVX512F__ */
 #endif /* __AVX2__ */
