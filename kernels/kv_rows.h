@@ -77,8 +77,8 @@ struct kv_dec_job {
     const float *qsum;           /* (g, k.ng) per-group sums of qs (quantized keys) */
     float *qx;                   /* (2 g d) floats of scratch where a key side's bind
                                     may keep its own form of qs (bf16: evens and odds
-                                    apart per 32 elements; the integer dtypes on AVX2:
-                                    an integer form, rows_int.h) */
+                                    apart per 32 elements; the integer dtypes on AVX2
+                                    and with VNNI: an integer form, rows_int.h) */
     int from_dram;               /* the rows come from DRAM: a bind whose kernels
                                     prefetch sets its side's ahead (kv_rows_ahead) */
     int k_channel;               /* keys quantized per channel: the driver scales the

@@ -35,6 +35,10 @@
  *     int_isc_codes(x, p, full)  x[INT_NC] <- the codes of a read at p (8
  *                       bits: one a byte, 32 bytes or 16 and zeros when
  *                       !full; 16 bits: 16 bytes, one code a 16-bit lane)
+ *   AVX-512 with VNNI integer scores (optional; int4 and int2, groups of 32):
+ *     INT_VNNI          defined where they are built
+ *     int_vnni_codes(row, rd)  elements 64 rd .. 64 rd + 63 of a row, one
+ *                       byte each in element order (an __m512i)
  *   AVX-512:
  *     INT_512_OK(d, group), INT_FUSED_OK(g, d)  the shapes taken, the GQA
  *                       ones fused in registers (others: an L1 tile)
@@ -771,6 +775,213 @@ INT_TILE(IN(tile), d, s->group)
 #endif /* __AVX512F__ */
 #endif /* __AVX2__ */
 
+#ifdef INT_VNNI
+/*
+ * Integer scores with VNNI (VPDPBUSD) for int4 and int2 rows of a multiple
+ * of 64 elements in groups of 32. The query of each head is quantized once
+ * per bind to int8 per key group (kv_rows_query_int's form); each 64
+ * elements of a row become 64 one-byte codes in element order
+ * (int_vnni_codes), and one VPDPBUSD per head takes the 64 products where
+ * the float kernels take a conversion or table lookup and four FMAs.
+ *
+ * The design decision: a group's scale is applied after its sum, not per
+ * lane. A call forms 16 units (head h, row r, read rd: u = h R n + r n +
+ * rd, n reads a row, R = 16 / (g n) rows a call); one tree of 32-bit adds
+ * reduces their 16 vectors to each unit's two group sums (32 lanes), and
+ * only those are converted, scaled (key scale x query step) and given the
+ * min terms, in lane orders fixed per call shape that the bind writes.
+ * The error stays the AVX2 integer scores' (docs/performance.md).
+ */
+#define INT_VNNI_QBITS 8
+
+static inline int IN(vnni_fits)(int32_t d, int32_t group, int32_t g)
+{
+    return d % 64 == 0 && group == 32 && (g == 1 || g == 2 || g == 4 || g == 8) &&
+           g * (d / 64) <= 16;
+}
+
+/* J->qx (2 g d floats, g d >= 64): the int8 codes (g, d); then per lane of
+ * the two reduced vectors the query step (32 floats) and the query group
+ * sum (32); the lanes' offsets into a call's qparams as int8, scale (32)
+ * and min (32); then per (head, group) the step and the sum (the last
+ * rows' scalar path): g d / 4 + 80 + g d / 16 floats */
+struct IN(vform) {
+    const int8_t *q8;
+    const float *qs, *qm, *step, *sum;
+    const int8_t *is, *im;
+};
+
+static inline struct IN(vform) IN(vform)(float *qx, int32_t g, int32_t d)
+{
+    float *v = qx + (size_t)g * d / 4;
+    const size_t gng = (size_t)g * (d / 32);
+    return (struct IN(vform)){(const int8_t *)qx, v,           v + 32,
+                             v + 80,             v + 80 + gng, (const int8_t *)(v + 64),
+                             (const int8_t *)(v + 72)};
+}
+
+/* 16 vectors of 32-bit sums a[u] -> v01 lanes [u0-3 lo | u0-3 hi | u4-7 lo
+ * | u4-7 hi], v23 the same for u8-15 (lo: the 32 elements of a read's
+ * first group) */
+KV_INLINE void IN(vreduce)(__m512i *v01, __m512i *v23, const __m512i *a)
+{
+    __m512i t[8], w[4];
+    for (int p = 0; p < 8; p++)
+        t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * p], a[2 * p + 1]),
+                                _mm512_unpackhi_epi32(a[2 * p], a[2 * p + 1]));
+    for (int p = 0; p < 4; p++)
+        w[p] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * p], t[2 * p + 1]),
+                                _mm512_unpackhi_epi64(t[2 * p], t[2 * p + 1]));
+    *v01 = _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], 0x88),
+                            _mm512_shuffle_i32x4(w[0], w[1], 0xDD));
+    *v23 = _mm512_add_epi32(_mm512_shuffle_i32x4(w[2], w[3], 0x88),
+                            _mm512_shuffle_i32x4(w[2], w[3], 0xDD));
+}
+
+/* one head's score of row c from its int8 query (the rows a call leaves) */
+static float IN(vone)(const int8_t *q8, const float *step, const float *sum, const uint8_t *c,
+                     const struct kv_qparams *qp, int32_t d)
+{
+    float s = 0.0f;
+    for (int32_t gi = 0; gi < d / 32; gi++) {
+        int32_t dot = 0;
+        for (int32_t e = gi * 32; e < gi * 32 + 32; e++)
+            dot += int_code_at(c, e, 32, d) * q8[e];
+        s += (float)dot * (qp[gi].scale * step[gi]) + qp[gi].min * sum[gi];
+    }
+    return s;
+}
+
+KV_INLINE void IN(vscores)(float *sc, const struct kv_dec_job *J, const struct kv_rows_side *s,
+                          const char *k, const char *kqp, int32_t nb, const int g,
+                          const int32_t d)
+{
+    const int n = d / 64, ng = d / 32, R = 16 / (g * n), nq = R * ng * 2;
+    const size_t st = s->stride, qst = s->qp_stride;
+    const struct IN(vform) f = IN(vform)(J->qx, g, d);
+    const __m512 qs01 = _mm512_loadu_ps(f.qs), qs23 = _mm512_loadu_ps(f.qs + 16);
+    const __m512 qm01 = _mm512_loadu_ps(f.qm), qm23 = _mm512_loadu_ps(f.qm + 16);
+#define INT_VIDX(p) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p)))
+    const __m512i is01 = INT_VIDX(f.is), is23 = INT_VIDX(f.is + 16);
+    const __m512i im01 = INT_VIDX(f.im), im23 = INT_VIDX(f.im + 16);
+#undef INT_VIDX
+    /* a call's qparams: two vectors, four for one head (64 floats) */
+    const __mmask16 m0 = nq >= 16 ? 0xFFFF : (__mmask16)((1u << nq) - 1);
+    const __mmask16 m1 = nq >= 32 ? 0xFFFF : nq > 16 ? (__mmask16)((1u << (nq - 16)) - 1) : 0;
+    const int packed = qst == (size_t)ng * sizeof(struct kv_qparams);
+    float qpt[64];
+    int32_t j = 0;
+    for (; j + R <= nb; j += R) {
+        kv_rows_ahead(s, k + (size_t)j * st, R);
+        kv_rows_ahead_qp(s, kqp + (size_t)j * qst, R);
+        __m512i a[16];
+        for (int r = 0; r < R; r++)
+            for (int rd = 0; rd < n; rd++) {
+                const __m512i x = int_vnni_codes(k + (size_t)(j + r) * st, rd);
+                for (int h = 0; h < g; h++)
+                    a[h * R * n + r * n + rd] =
+                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), x,
+                                            _mm512_loadu_si512(f.q8 + (size_t)h * d + 64 * rd));
+            }
+        __m512i v01, v23;
+        IN(vreduce)(&v01, &v23, a);
+        const float *qp = (const float *)(kqp + (size_t)j * qst);
+        if (!packed) {
+            for (int r = 0; r < R; r++)
+                memcpy(qpt + r * ng * 2, kqp + (size_t)(j + r) * qst,
+                       (size_t)ng * sizeof(struct kv_qparams));
+            qp = qpt;
+        }
+        const __m512 p0 = _mm512_maskz_loadu_ps(m0, qp), p1 = _mm512_maskz_loadu_ps(m1, qp + 16);
+        const __m512 p2 = g == 1 ? _mm512_loadu_ps(qp + 32) : p0;
+        const __m512 p3 = g == 1 ? _mm512_loadu_ps(qp + 48) : p1;
+        const __m512 f01 =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(v01),
+                            _mm512_mul_ps(_mm512_permutex2var_ps(p0, is01, p1), qs01),
+                            _mm512_mul_ps(_mm512_permutex2var_ps(p0, im01, p1), qm01));
+        const __m512 f23 =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(v23),
+                            _mm512_mul_ps(_mm512_permutex2var_ps(p2, is23, p3), qs23),
+                            _mm512_mul_ps(_mm512_permutex2var_ps(p2, im23, p3), qm23));
+        __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(f01, f23, 0x88),
+                                 _mm512_shuffle_f32x4(f01, f23, 0xDD));
+        for (int w = n; w > 1; w /= 2) /* a row's reads: summed into its first lane */
+            u = _mm512_add_ps(u, _mm512_permutexvar_ps(
+                                     _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
+                                                                        8, 9, 10, 11, 12, 13,
+                                                                        14, 15),
+                                                      _mm512_set1_epi32(w / 2)),
+                                     u));
+        float o[16];
+        _mm512_storeu_ps(o, u);
+        for (int h = 0; h < g; h++)
+            for (int r = 0; r < R; r++)
+                sc[(size_t)h * DEC_KB + j + r] = o[(h * R + r) * n];
+    }
+    for (; j < nb; j++) /* the rows a call of R leaves */
+        for (int h = 0; h < g; h++)
+            sc[(size_t)h * DEC_KB + j] =
+                IN(vone)(f.q8 + (size_t)h * d, f.step + h * ng, f.sum + h * ng,
+                        (const uint8_t *)(k + (size_t)j * st),
+                        (const struct kv_qparams *)(kqp + (size_t)j * qst), d);
+}
+
+#define Q2V_SHAPE(G, D, SUF)                                                                 \
+    static void IN(vsc##G##SUF)(float *sc, const struct kv_dec_job *J,                        \
+                               const struct kv_rows_side *s, const char *k, const char *kqp, \
+                               int32_t nb)                                                   \
+    {                                                                                        \
+        IN(vscores)(sc, J, s, k, kqp, nb, G, D);                                              \
+    }
+#define Q2V_G(G) Q2V_SHAPE(G, 64, _d64) Q2V_SHAPE(G, 128, _d128) Q2V_SHAPE(G, J->d, )
+Q2V_G(1)
+Q2V_G(2)
+Q2V_G(4)
+Q2V_G(8)
+#undef Q2V_G
+#undef Q2V_SHAPE
+
+static void IN(bind_vnni)(struct kv_dec_job *J)
+{
+    static const kv_rows_scores_fn sc[4][3] = {{IN(vsc1_d64), IN(vsc1_d128), IN(vsc1)},
+                                               {IN(vsc2_d64), IN(vsc2_d128), IN(vsc2)},
+                                               {IN(vsc4_d64), IN(vsc4_d128), IN(vsc4)},
+                                               {IN(vsc8_d64), IN(vsc8_d128), IN(vsc8)}};
+    const int32_t g = J->g, d = J->d, n = d / 64, ng = d / 32, R = 16 / (g * n);
+    const struct IN(vform) f = IN(vform)(J->qx, g, d);
+    int8_t *q8 = (int8_t *)J->qx;
+    float *vs = (float *)f.qs, *step = (float *)f.step, *sum = (float *)f.sum;
+    int8_t *idx = (int8_t *)f.is;
+    for (int32_t h = 0; h < g; h++) {
+        const float *q = J->qs + (size_t)h * d;
+        for (int32_t gi = 0; gi < ng; gi++) {
+            const float amax = kv_rows_amax(q + gi * 32, 32), qstep = kv_rows_qstep(amax, 127);
+            float sm = 0.0f;
+            for (int32_t e = gi * 32; e < gi * 32 + 32; e++) {
+                const int32_t c = kv_rows_qcode(q[e], amax, 127);
+                q8[(size_t)h * d + e] = (int8_t)c;
+                sm += (float)c * qstep;
+            }
+            step[h * ng + gi] = qstep;
+            sum[h * ng + gi] = sm;
+        }
+    }
+    for (int ab = 0; ab < 2; ab++)
+        for (int lane = 0; lane < 16; lane++) {
+            const int blk = lane / 4, u = ab * 8 + blk / 2 * 4 + lane % 4;
+            const int h = u / (R * n), r = u % (R * n) / n, gi = 2 * (u % n) + blk % 2;
+            const int base = g == 1 ? ab * 32 : 0; /* where the vectors read qparams */
+            vs[ab * 16 + lane] = step[h * ng + gi];
+            vs[32 + ab * 16 + lane] = sum[h * ng + gi];
+            idx[ab * 16 + lane] = (int8_t)((r * ng + gi) * 2 - base); /* 0 .. 31 */
+            idx[32 + ab * 16 + lane] = (int8_t)((r * ng + gi) * 2 + 1 - base);
+        }
+    const int gi = g == 1 ? 0 : g == 2 ? 1 : g == 4 ? 2 : 3;
+    J->scores = sc[gi][d == 64 ? 0 : d == 128 ? 1 : 2];
+    J->k.ahead = J->from_dram && INT_AHEAD ? KV_ROWS_AHEAD : 0;
+}
+#endif /* INT_VNNI */
+
 /* ------------------------------------------------------------------------ */
 /* Binding                                                                  */
 
@@ -817,6 +1028,10 @@ static int IN(int_query)(int32_t d, int32_t group, int32_t g)
     (void)d;
     (void)group;
     (void)g;
+#ifdef INT_VNNI_QBITS
+    if (IN(vnni_fits)(d, group, g))
+        return INT_VNNI_QBITS;
+#endif
 #ifdef __AVX512F__
     if (INT_512_OK(d, group))
         return 0;
@@ -841,6 +1056,12 @@ static void IN(bind)(struct kv_dec_job *J, int is_v)
     (void)g;
     (void)d;
     (void)group;
+#ifdef INT_VNNI_QBITS
+    if (!is_v && !J->k_channel && IN(vnni_fits)(d, group, g)) {
+        IN(bind_vnni)(J);
+        return;
+    }
+#endif
 #ifdef __AVX512F__
     if (INT_512_OK(d, group)) {
         IN(bind_512)(J, is_v, g, d, group == 32 && d == 64 ? 0 : group == 32 && d == 128 ? 1 : 2);

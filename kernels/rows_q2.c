@@ -256,6 +256,22 @@ KV_INLINE void q2_pv_row(float *a, float *w, float *msum_i, const float *pi,
 #endif /* __AVX512F__ */
 #endif /* __AVX2__ */
 
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#define INT_VNNI 1 /* integer scores with VPDPBUSD (rows_int.h) */
+
+/* elements 64 rd .. 64 rd + 63 of a row as one byte each: their run's 16
+ * bytes in every 128-bit lane, lane k shifted right by 2k bits */
+KV_INLINE __m512i int_vnni_codes(const char *row, int rd)
+{
+    const __m512i sh = _mm512_setr_epi32(0, 0, 0, 0, 0x20002, 0x20002, 0x20002, 0x20002,
+                                         0x40004, 0x40004, 0x40004, 0x40004, 0x60006, 0x60006,
+                                         0x60006, 0x60006);
+    const __m128i b = _mm_loadu_si128((const __m128i *)row + rd);
+    return _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i32x4(b), sh),
+                            _mm512_set1_epi8(3));
+}
+#endif
+
 #include "rows_int.h"
 
 void kv_rows_bind_q2(struct kv_dec_job *J, int is_v)

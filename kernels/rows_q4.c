@@ -233,6 +233,21 @@ KV_INLINE void q4_pv_row(float *a, float *w, float *msum_i, const float *pi,
 }
 #endif /* __AVX512F__ */
 
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#define INT_VNNI 1 /* integer scores with VPDPBUSD (rows_int.h), groups of 32 */
+
+/* elements 64 rd .. 64 rd + 63 of a row in groups of 32 as one byte each:
+ * the low nibbles of a group's 16 bytes, then their high nibbles */
+KV_INLINE __m512i int_vnni_codes(const char *row, int rd)
+{
+    const __m512i b = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)row + rd));
+    const __m512i sh = _mm512_setr_epi32(0, 0, 0, 0, 0x40004, 0x40004, 0x40004, 0x40004, 0, 0,
+                                         0, 0, 0x40004, 0x40004, 0x40004, 0x40004);
+    return _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i32x4(b, b, 0x50), sh),
+                            _mm512_set1_epi8(0x0F));
+}
+#endif
+
 #include "rows_int.h"
 
 void kv_rows_bind_q4(struct kv_dec_job *J, int is_v) { q4_bind(J, is_v); }

@@ -1648,6 +1648,94 @@ START_TEST(test_query_int_form)
 }
 END_TEST
 
+/*
+ * Every bound integer score kernel against the scalar truth, row by row:
+ * int8, int4 and int2 keys at head_dim 64, 128 and 256, groups of 16, 32
+ * and 64, 1 to 8 heads a kv head, whole blocks and blocks with rows left
+ * over, qparams packed and padded (a call may read a block of them at
+ * once), on the query form kv_rows_int_query names (the f32 query where it
+ * names none). A side the bind serves through a tile is the f32 kernels'.
+ */
+START_TEST(test_rows_int_scores)
+{
+    static const struct {
+        enum kv_dtype dt;
+        kv_rows_bind_fn bind;
+    } f[] = {{KV_DTYPE_Q8, kv_rows_bind_q8}, {KV_DTYPE_Q4, kv_rows_bind_q4},
+             {KV_DTYPE_Q2, kv_rows_bind_q2}};
+    enum { DMAX = 256, GMAX = 8, NB = DEC_KB };
+    static const int32_t ds[] = {64, 128, 256}, groups[] = {16, 32, 64}, gs[] = {1, 2, 3, 4, 8};
+    static float qs[GMAX * DMAX], qt[GMAX * DMAX], qsum[GMAX * DMAX], qx[2 * GMAX * DMAX];
+    static float kd[NB * DMAX], sc[GMAX * DEC_KB];
+    static uint8_t codes[NB * 2 * DMAX];
+    static struct kv_qparams qp[NB * (DMAX / 16 + 2)];
+    int checked = 0;
+    rng_state = 5;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+            for (size_t gri = 0; gri < sizeof groups / sizeof groups[0]; gri++)
+                for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++)
+                    for (int pad = 0; pad < 2; pad++) {
+                        const int32_t d = ds[di], group = groups[gri], g = gs[gi], ng = d / group;
+                        const size_t rb = kv_dtype_row_bytes(f[i].dt, d), st = rb + 16 * pad;
+                        const int32_t qpr = ng + 2 * pad; /* qparams a row, padded */
+                        for (int32_t j = 0; j < NB; j++) {
+                            for (int32_t e = 0; e < d; e++)
+                                kd[j * d + e] = (float)rnd(-1, 1);
+                            kv_quantize_row(codes + j * st, qp + j * qpr, kd + j * d, f[i].dt,
+                                            d, group);
+                            kv_dequantize_row(kd + j * d, codes + j * st, qp + j * qpr, f[i].dt,
+                                              d, group);
+                        }
+                        for (int32_t e = 0; e < g * d; e++)
+                            qs[e] = (float)rnd(-1, 1);
+                        const int bits = kv_rows_int_query(f[i].dt, d, group, g);
+                        for (int32_t h = 0; h < g; h++) {
+                            for (int32_t c = 0; c < ng; c++) {
+                                float s = 0.0f;
+                                for (int32_t e = c * group; e < (c + 1) * group; e++)
+                                    s += qs[h * d + e];
+                                qsum[h * ng + c] = s;
+                            }
+                            if (bits)
+                                kv_rows_query_int(qt + h * d, qs + h * d, d, group, bits);
+                            else
+                                memcpy(qt + h * d, qs + h * d, (size_t)d * sizeof(float));
+                        }
+                        const struct kv_rows_side side = {
+                            .dt = f[i].dt, .group = group, .ng = ng, .stride = st,
+                            .qp_stride = (size_t)qpr * sizeof(struct kv_qparams), .bytes = rb};
+                        struct kv_dec_job J = {.g = g, .d = d, .qs = qs, .qsum = qsum, .qx = qx,
+                                               .k = side, .v = side};
+                        f[i].bind(&J, 0);
+                        if (J.k_tile != NULL)
+                            continue;
+                        ck_assert(J.scores != NULL);
+                        for (int32_t nb = NB; nb >= NB - 3; nb -= 3) {
+                            for (size_t u = 0; u < sizeof sc / sizeof sc[0]; u++)
+                                sc[u] = NAN;
+                            J.scores(sc, &J, &J.k, (const char *)codes, (const char *)qp, nb);
+                            for (int32_t h = 0; h < g; h++)
+                                for (int32_t j = 0; j < nb; j++) {
+                                    double want = 0.0, mag = 0.0;
+                                    for (int32_t e = 0; e < d; e++) {
+                                        want += (double)qt[h * d + e] * kd[j * d + e];
+                                        mag += fabs((double)qt[h * d + e] * kd[j * d + e]);
+                                    }
+                                    const double got = sc[h * DEC_KB + j];
+                                    ck_assert_msg(fabs(got - want) <= 1e-5 * mag + 1e-6,
+                                                  "dtype %d d %d group %d g %d pad %d nb %d: "
+                                                  "score[%d][%d] %.7g, want %.7g (bits %d)",
+                                                  (int)f[i].dt, d, group, g, pad, nb, h, j, got,
+                                                  want, bits);
+                                    checked++;
+                                }
+                        }
+                    }
+    ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
 /* The workspace depends on the call's shape, never on the number of keys. */
 START_TEST(test_workspace_independent_of_keys)
 {
@@ -1805,6 +1893,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_workspace_independent_of_keys);
     tcase_add_test(tc, test_query_int_form);
     tcase_add_test(tc, test_rows_ahead_policy);
+    tcase_add_test(tc, test_rows_int_scores);
     tcase_add_test(tc, test_attn_many);
     suite_add_tcase(s, tc);
     return s;
