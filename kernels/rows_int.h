@@ -35,10 +35,16 @@
  *     int_isc_codes(x, p, full)  x[INT_NC] <- the codes of a read at p (8
  *                       bits: one a byte, 32 bytes or 16 and zeros when
  *                       !full; 16 bits: 16 bytes, one code a 16-bit lane)
- *   AVX-512 with VNNI integer scores (optional; int4 and int2, groups of 32):
- *     INT_VNNI          defined where they are built
- *     int_vnni_codes(row, rd)  elements 64 rd .. 64 rd + 63 of a row, one
- *                       byte each in element order (an __m512i)
+ *   AVX-512 with VNNI integer scores (optional; groups of 32):
+ *     INT_VNNI_QBITS    defined where they are built: 8, an int8 query
+ *                       against 64 codes a read (VPDPBUSD), or 16, an int16
+ *                       query against 32 codes widened to 16 bits (VPDPWSSD)
+ *     INT_VNNI_MAX_G    the most heads a kv head they take (where the float
+ *                       kernels' one dequantization per chunk for all heads
+ *                       is cheaper, they keep them)
+ *     int_vnni_codes(row, rd)  read rd of a row (64 or 32 elements on from
+ *                       64 rd or 32 rd), one code a byte or a 16-bit lane,
+ *                       in element order (an __m512i)
  *   AVX-512:
  *     INT_512_OK(d, group), INT_FUSED_OK(g, d)  the shapes taken, the GQA
  *                       ones fused in registers (others: an L1 tile)
@@ -775,47 +781,57 @@ INT_TILE(IN(tile), d, s->group)
 #endif /* __AVX512F__ */
 #endif /* __AVX2__ */
 
-#ifdef INT_VNNI
+#ifdef INT_VNNI_QBITS
 /*
- * Integer scores with VNNI (VPDPBUSD) for int4 and int2 rows of a multiple
- * of 64 elements in groups of 32. The query of each head is quantized once
- * per bind to int8 per key group (kv_rows_query_int's form); each 64
- * elements of a row become 64 one-byte codes in element order
- * (int_vnni_codes), and one VPDPBUSD per head takes the 64 products where
- * the float kernels take a conversion or table lookup and four FMAs.
+ * Integer scores with VNNI for rows in groups of 32. The query of each
+ * head is quantized once per bind per key group (kv_rows_query_int's form):
+ * int4 and int2 against an int8 query, 64 codes a VPDPBUSD; int8 against an
+ * int16 query (an int8 one would double its error), 32 codes a VPDPWSSD.
+ * One instruction per head takes a read's products where the float kernels
+ * take a conversion or table lookup and an FMA per 16.
  *
  * The design decision: a group's scale is applied after its sum, not per
  * lane. A call forms 16 units (head h, row r, read rd: u = h R n + r n +
  * rd, n reads a row, R = 16 / (g n) rows a call); one tree of 32-bit adds
- * reduces their 16 vectors to each unit's two group sums (32 lanes), and
+ * reduces their 16 vectors to each unit's two half sums (32 lanes: a
+ * read's two groups, or its group in two halves), and
  * only those are converted, scaled (key scale x query step) and given the
  * min terms, in lane orders fixed per call shape that the bind writes.
  * The error stays the AVX2 integer scores' (docs/performance.md).
  */
-#define INT_VNNI_QBITS 8
+#define INT_VEL (INT_VNNI_QBITS == 8 ? 64 : 32) /* elements a read */
+#define INT_VGPR (INT_VEL / 32)                  /* groups a read */
+#if INT_VNNI_QBITS == 8
+typedef int8_t IN(vq_t);
+#define INT_VQMAX 127
+#else
+typedef int16_t IN(vq_t);
+#define INT_VQMAX 32767
+#endif
 
 static inline int IN(vnni_fits)(int32_t d, int32_t group, int32_t g)
 {
-    return d % 64 == 0 && group == 32 && (g == 1 || g == 2 || g == 4 || g == 8) &&
-           g * (d / 64) <= 16;
+    return d % INT_VEL == 0 && group == 32 && (g == 1 || g == 2 || g == 4 || g == 8) &&
+           g <= INT_VNNI_MAX_G && g * (d / INT_VEL) <= 16;
 }
 
-/* J->qx (2 g d floats, g d >= 64): the int8 codes (g, d); then per lane of
- * the two reduced vectors the query step (32 floats) and the query group
- * sum (32); the lanes' offsets into a call's qparams as int8, scale (32)
- * and min (32); then per (head, group) the step and the sum (the last
- * rows' scalar path): g d / 4 + 80 + g d / 16 floats */
+/* J->qx (2 g d floats, g d >= 64): the query's codes (g, d); then per lane
+ * of the two reduced vectors the query step (32 floats) and the query
+ * group sum (32, 0 in a group's second half); the lanes' offsets into a
+ * call's qparams as int8, scale (32) and min (32); then per (head, group)
+ * the step and the sum (the last rows' scalar path): at most g d / 2 + 80
+ * + g d / 16 floats */
 struct IN(vform) {
-    const int8_t *q8;
+    const IN(vq_t) *q8;
     const float *qs, *qm, *step, *sum;
     const int8_t *is, *im;
 };
 
 static inline struct IN(vform) IN(vform)(float *qx, int32_t g, int32_t d)
 {
-    float *v = qx + (size_t)g * d / 4;
+    float *v = qx + (size_t)g * d * INT_VNNI_QBITS / 32;
     const size_t gng = (size_t)g * (d / 32);
-    return (struct IN(vform)){(const int8_t *)qx, v,           v + 32,
+    return (struct IN(vform)){(const IN(vq_t) *)qx, v,           v + 32,
                              v + 80,             v + 80 + gng, (const int8_t *)(v + 64),
                              (const int8_t *)(v + 72)};
 }
@@ -839,7 +855,7 @@ KV_INLINE void IN(vreduce)(__m512i *v01, __m512i *v23, const __m512i *a)
 }
 
 /* one head's score of row c from its int8 query (the rows a call leaves) */
-static float IN(vone)(const int8_t *q8, const float *step, const float *sum, const uint8_t *c,
+static float IN(vone)(const IN(vq_t) *q8, const float *step, const float *sum, const uint8_t *c,
                      const struct kv_qparams *qp, int32_t d)
 {
     float s = 0.0f;
@@ -856,7 +872,7 @@ KV_INLINE void IN(vscores)(float *sc, const struct kv_dec_job *J, const struct k
                           const char *k, const char *kqp, int32_t nb, const int g,
                           const int32_t d)
 {
-    const int n = d / 64, ng = d / 32, R = 16 / (g * n), nq = R * ng * 2;
+    const int n = d / INT_VEL, ng = d / 32, R = 16 / (g * n), nq = R * ng * 2;
     const size_t st = s->stride, qst = s->qp_stride;
     const struct IN(vform) f = IN(vform)(J->qx, g, d);
     const __m512 qs01 = _mm512_loadu_ps(f.qs), qs23 = _mm512_loadu_ps(f.qs + 16);
@@ -865,7 +881,7 @@ KV_INLINE void IN(vscores)(float *sc, const struct kv_dec_job *J, const struct k
     const __m512i is01 = INT_VIDX(f.is), is23 = INT_VIDX(f.is + 16);
     const __m512i im01 = INT_VIDX(f.im), im23 = INT_VIDX(f.im + 16);
 #undef INT_VIDX
-    /* a call's qparams: two vectors, four for one head (64 floats) */
+    /* a call's qparams: two vectors, four for 64 floats (int4, int2: one head) */
     const __mmask16 m0 = nq >= 16 ? 0xFFFF : (__mmask16)((1u << nq) - 1);
     const __mmask16 m1 = nq >= 32 ? 0xFFFF : nq > 16 ? (__mmask16)((1u << (nq - 16)) - 1) : 0;
     const int packed = qst == (size_t)ng * sizeof(struct kv_qparams);
@@ -878,10 +894,14 @@ KV_INLINE void IN(vscores)(float *sc, const struct kv_dec_job *J, const struct k
         for (int r = 0; r < R; r++)
             for (int rd = 0; rd < n; rd++) {
                 const __m512i x = int_vnni_codes(k + (size_t)(j + r) * st, rd);
-                for (int h = 0; h < g; h++)
-                    a[h * R * n + r * n + rd] =
-                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), x,
-                                            _mm512_loadu_si512(f.q8 + (size_t)h * d + 64 * rd));
+                for (int h = 0; h < g; h++) {
+                    const __m512i qv = _mm512_loadu_si512(f.q8 + (size_t)h * d + INT_VEL * rd);
+#if INT_VNNI_QBITS == 8
+                    a[h * R * n + r * n + rd] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x, qv);
+#else
+                    a[h * R * n + r * n + rd] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), x, qv);
+#endif
+                }
             }
         __m512i v01, v23;
         IN(vreduce)(&v01, &v23, a);
@@ -893,8 +913,8 @@ KV_INLINE void IN(vscores)(float *sc, const struct kv_dec_job *J, const struct k
             qp = qpt;
         }
         const __m512 p0 = _mm512_maskz_loadu_ps(m0, qp), p1 = _mm512_maskz_loadu_ps(m1, qp + 16);
-        const __m512 p2 = g == 1 ? _mm512_loadu_ps(qp + 32) : p0;
-        const __m512 p3 = g == 1 ? _mm512_loadu_ps(qp + 48) : p1;
+        const __m512 p2 = nq > 32 ? _mm512_loadu_ps(qp + 32) : p0;
+        const __m512 p3 = nq > 32 ? _mm512_loadu_ps(qp + 48) : p1;
         const __m512 f01 =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(v01),
                             _mm512_mul_ps(_mm512_permutex2var_ps(p0, is01, p1), qs01),
@@ -926,20 +946,20 @@ KV_INLINE void IN(vscores)(float *sc, const struct kv_dec_job *J, const struct k
                         (const struct kv_qparams *)(kqp + (size_t)j * qst), d);
 }
 
-#define Q2V_SHAPE(G, D, SUF)                                                                 \
+#define INT_VSHAPE(G, D, SUF)                                                                 \
     static void IN(vsc##G##SUF)(float *sc, const struct kv_dec_job *J,                        \
                                const struct kv_rows_side *s, const char *k, const char *kqp, \
                                int32_t nb)                                                   \
     {                                                                                        \
         IN(vscores)(sc, J, s, k, kqp, nb, G, D);                                              \
     }
-#define Q2V_G(G) Q2V_SHAPE(G, 64, _d64) Q2V_SHAPE(G, 128, _d128) Q2V_SHAPE(G, J->d, )
-Q2V_G(1)
-Q2V_G(2)
-Q2V_G(4)
-Q2V_G(8)
-#undef Q2V_G
-#undef Q2V_SHAPE
+#define INT_VG(G) INT_VSHAPE(G, 64, _d64) INT_VSHAPE(G, 128, _d128) INT_VSHAPE(G, J->d, )
+INT_VG(1)
+INT_VG(2)
+INT_VG(4)
+INT_VG(8)
+#undef INT_VG
+#undef INT_VSHAPE
 
 static void IN(bind_vnni)(struct kv_dec_job *J)
 {
@@ -947,19 +967,21 @@ static void IN(bind_vnni)(struct kv_dec_job *J)
                                                {IN(vsc2_d64), IN(vsc2_d128), IN(vsc2)},
                                                {IN(vsc4_d64), IN(vsc4_d128), IN(vsc4)},
                                                {IN(vsc8_d64), IN(vsc8_d128), IN(vsc8)}};
-    const int32_t g = J->g, d = J->d, n = d / 64, ng = d / 32, R = 16 / (g * n);
+    const int32_t g = J->g, d = J->d, n = d / INT_VEL, ng = d / 32, R = 16 / (g * n);
+    const int32_t nq = R * ng * 2;
     const struct IN(vform) f = IN(vform)(J->qx, g, d);
-    int8_t *q8 = (int8_t *)J->qx;
+    IN(vq_t) *q8 = (IN(vq_t) *)J->qx;
     float *vs = (float *)f.qs, *step = (float *)f.step, *sum = (float *)f.sum;
     int8_t *idx = (int8_t *)f.is;
     for (int32_t h = 0; h < g; h++) {
         const float *q = J->qs + (size_t)h * d;
         for (int32_t gi = 0; gi < ng; gi++) {
-            const float amax = kv_rows_amax(q + gi * 32, 32), qstep = kv_rows_qstep(amax, 127);
+            const float amax = kv_rows_amax(q + gi * 32, 32);
+            const float qstep = kv_rows_qstep(amax, INT_VQMAX);
             float sm = 0.0f;
             for (int32_t e = gi * 32; e < gi * 32 + 32; e++) {
-                const int32_t c = kv_rows_qcode(q[e], amax, 127);
-                q8[(size_t)h * d + e] = (int8_t)c;
+                const int32_t c = kv_rows_qcode(q[e], amax, INT_VQMAX);
+                q8[(size_t)h * d + e] = (IN(vq_t))c;
                 sm += (float)c * qstep;
             }
             step[h * ng + gi] = qstep;
@@ -969,10 +991,12 @@ static void IN(bind_vnni)(struct kv_dec_job *J)
     for (int ab = 0; ab < 2; ab++)
         for (int lane = 0; lane < 16; lane++) {
             const int blk = lane / 4, u = ab * 8 + blk / 2 * 4 + lane % 4;
-            const int h = u / (R * n), r = u % (R * n) / n, gi = 2 * (u % n) + blk % 2;
-            const int base = g == 1 ? ab * 32 : 0; /* where the vectors read qparams */
+            const int h = u / (R * n), r = u % (R * n) / n;
+            const int gi = INT_VGPR * (u % n) + (INT_VGPR == 2 ? blk % 2 : 0);
+            const int base = nq > 32 ? ab * 32 : 0; /* where the vectors read qparams */
             vs[ab * 16 + lane] = step[h * ng + gi];
-            vs[32 + ab * 16 + lane] = sum[h * ng + gi];
+            /* a group in two halves takes its min term once */
+            vs[32 + ab * 16 + lane] = INT_VGPR == 1 && blk % 2 ? 0.0f : sum[h * ng + gi];
             idx[ab * 16 + lane] = (int8_t)((r * ng + gi) * 2 - base); /* 0 .. 31 */
             idx[32 + ab * 16 + lane] = (int8_t)((r * ng + gi) * 2 + 1 - base);
         }
@@ -980,7 +1004,10 @@ static void IN(bind_vnni)(struct kv_dec_job *J)
     J->scores = sc[gi][d == 64 ? 0 : d == 128 ? 1 : 2];
     J->k.ahead = J->from_dram && INT_AHEAD ? KV_ROWS_AHEAD : 0;
 }
-#endif /* INT_VNNI */
+#undef INT_VEL
+#undef INT_VGPR
+#undef INT_VQMAX
+#endif /* INT_VNNI_QBITS */
 
 /* ------------------------------------------------------------------------ */
 /* Binding                                                                  */

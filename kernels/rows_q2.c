@@ -257,7 +257,8 @@ KV_INLINE void q2_pv_row(float *a, float *w, float *msum_i, const float *pi,
 #endif /* __AVX2__ */
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-#define INT_VNNI 1 /* integer scores with VPDPBUSD (rows_int.h) */
+#define INT_VNNI_QBITS 8 /* integer scores with VPDPBUSD (rows_int.h) */
+#define INT_VNNI_MAX_G 8
 
 /* elements 64 rd .. 64 rd + 63 of a row as one byte each: their run's 16
  * bytes in every 128-bit lane, lane k shifted right by 2k bits */

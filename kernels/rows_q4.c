@@ -234,7 +234,8 @@ KV_INLINE void q4_pv_row(float *a, float *w, float *msum_i, const float *pi,
 #endif /* __AVX512F__ */
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-#define INT_VNNI 1 /* integer scores with VPDPBUSD (rows_int.h), groups of 32 */
+#define INT_VNNI_QBITS 8 /* integer scores with VPDPBUSD (rows_int.h) */
+#define INT_VNNI_MAX_G 8
 
 /* elements 64 rd .. 64 rd + 63 of a row in groups of 32 as one byte each:
  * the low nibbles of a group's 16 bytes, then their high nibbles */
