@@ -809,18 +809,24 @@ typedef int16_t IN(vq_t);
 #define INT_VQMAX 32767
 #endif
 
+/* the floats of the query's form in J->qx (IN(vform)) */
+static inline size_t IN(vform_floats)(int32_t g, int32_t d)
+{
+    return (size_t)g * d * INT_VNNI_QBITS / 32 + 80 + 2 * (size_t)g * (d / 32);
+}
+
 static inline int IN(vnni_fits)(int32_t d, int32_t group, int32_t g)
 {
     return d % INT_VEL == 0 && group == 32 && (g == 1 || g == 2 || g == 4 || g == 8) &&
-           g <= INT_VNNI_MAX_G && g * (d / INT_VEL) <= 16;
+           g <= INT_VNNI_MAX_G && g * (d / INT_VEL) <= 16 &&
+           IN(vform_floats)(g, d) <= 2 * (size_t)g * d; /* J->qx's size */
 }
 
 /* J->qx (2 g d floats, g d >= 64): the query's codes (g, d); then per lane
  * of the two reduced vectors the query step (32 floats) and the query
  * group sum (32, 0 in a group's second half); the lanes' offsets into a
  * call's qparams as int8, scale (32) and min (32); then per (head, group)
- * the step and the sum (the last rows' scalar path): at most g d / 2 + 80
- * + g d / 16 floats */
+ * the step and the sum (the last rows' scalar path): IN(vform_floats) */
 struct IN(vform) {
     const IN(vq_t) *q8;
     const float *qs, *qm, *step, *sum;
