@@ -860,7 +860,8 @@ KV_INLINE void IN(vreduce)(__m512i *v01, __m512i *v23, const __m512i *a)
                             _mm512_shuffle_i32x4(w[2], w[3], 0xDD));
 }
 
-/* one head's score of row c from its int8 query (the rows a call leaves) */
+/* one head's score of row c from its integer query (int16 for int8 keys, int8 for
+ * int4 and int2: the rows a call leaves) */
 static float IN(vone)(const IN(vq_t) *q8, const float *step, const float *sum, const uint8_t *c,
                      const struct kv_qparams *qp, int32_t d)
 {
