@@ -7,12 +7,16 @@
  * included), a competitor taking a core, a starved process, hypervisor
  * steal, a storm of involuntary switches, and steps whose spread alone
  * gives interference away; and one real window, to see it reads the
- * machine's counters.
+ * machine's counters. Then the kernel timing protocol's memory across
+ * calls (bench/measure/kernel_timing.c) on a fake machine that is busy or
+ * quiet on demand.
  */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
+#include "../bench/measure/kernel_timing.h"
 #include "../bench/measure/noise.h"
 #include "../bench/measure/stats.h"
 
@@ -199,6 +203,63 @@ START_TEST(test_ci_brackets_the_median)
 }
 END_TEST
 
+/* ---- the kernel timing protocol under a competitor that never stops ---- */
+
+static int fake_disturbed;
+static int64_t fake_busy_total;
+
+/* the machine's busy time as kv_ktime_run reads it: while "disturbed",
+ * other programs took far more than a core between any two reads */
+static int64_t fake_busy_ns(void)
+{
+    if (fake_disturbed)
+        fake_busy_total += 1000000 * MS;
+    return fake_busy_total;
+}
+
+/* 11 ms a call: 5 calls make a pass long enough to be judged
+ * (KV_KTIME_CHECK_MIN_NS) */
+static void sleepy_call(void *ctx, int32_t set)
+{
+    (void)ctx;
+    (void)set;
+    const struct timespec ts = {0, 11 * MS};
+    nanosleep(&ts, NULL);
+}
+
+static int32_t passes_of(struct kv_ktime_busy *busy)
+{
+    struct kv_ktime_params p = {.reps = 5, .n_sets = 1, .label = "check_noise",
+                                .busy = busy, .machine_busy_ns = fake_busy_ns};
+    struct kv_ktime_result r;
+    ck_assert_int_eq(kv_ktime_run(&r, &p, sleepy_call, NULL), 0);
+    ck_assert(r.us_min >= 11000.0 && r.us_min <= r.us_median);
+    return r.passes;
+}
+
+START_TEST(test_ktime_busy_throughout)
+{
+    struct kv_ktime_busy busy = {0};
+    fake_disturbed = 1;
+    /* a burst: measured again, as long as it might end */
+    for (int i = 0; i < KV_KTIME_BUSY_CALLS; i++)
+        ck_assert_int_eq(passes_of(&busy), KV_KTIME_MAX_TRIES);
+    ck_assert_int_eq(busy.streak, KV_KTIME_BUSY_CALLS);
+    /* busy throughout: one pass a call, no pauses */
+    ck_assert_int_eq(passes_of(&busy), 1);
+    ck_assert_int_eq(passes_of(&busy), 1);
+    /* quiet again: a clean pass ends the streak ... */
+    fake_disturbed = 0;
+    ck_assert_int_eq(passes_of(&busy), 1);
+    ck_assert_int_eq(busy.streak, 0);
+    /* ... so the next burst is measured again */
+    fake_disturbed = 1;
+    ck_assert_int_eq(passes_of(&busy), KV_KTIME_MAX_TRIES);
+    /* a call that shares nothing always measures again */
+    ck_assert_int_eq(passes_of(NULL), KV_KTIME_MAX_TRIES);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("noise");
@@ -213,6 +274,10 @@ int main(void)
     tcase_add_test(tc, test_window_reads_the_machine);
     tcase_add_test(tc, test_ci_brackets_the_median);
     suite_add_tcase(s, tc);
+    TCase *tk = tcase_create("kernel_timing");
+    tcase_set_timeout(tk, 60);
+    tcase_add_test(tk, test_ktime_busy_throughout);
+    suite_add_tcase(s, tk);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -326,6 +326,10 @@ static void kernel_call(void *ctx, int32_t set)
 }
 
 /* Fills, times and checks one (T, dtype); 1 on a run-time failure. */
+/* what the run's configurations saw of the machine: one pass each once it
+ * is busy throughout (kernel_timing.h) */
+static struct kv_ktime_busy kernel_busy;
+
 static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, int32_t T,
                           enum kv_dtype dt)
 {
@@ -422,7 +426,8 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
     snprintf(label, sizeof label, "T %d, %s, %s", T, kv_type_traits[dt].name,
              kv_ktime_mode_name(o->mode));
     struct kernel_call call = {out, q, &p, views, ws, wsb};
-    struct kv_ktime_params tp = {.reps = o->reps, .n_sets = sets, .label = label};
+    struct kv_ktime_params tp = {.reps = o->reps, .n_sets = sets, .label = label,
+                                 .busy = &kernel_busy};
     struct kv_ktime_result tr;
     if (kv_ktime_run(&tr, &tp, kernel_call, &call) != 0) {
         fprintf(stderr, "kvlab: kernel: out of memory for the timings\n");
@@ -559,6 +564,7 @@ static int kernel_check(struct kv_cmd_ctx *x)
 {
     struct kernel_opts o;
     kernel_resolve(x, &o);
+    kernel_busy = (struct kv_ktime_busy){0};
     if (o.heads % o.kv_heads != 0) {
         fprintf(stderr, "kvlab: kernel: --kv-heads %d must divide --heads %d\n", o.kv_heads,
                 o.heads);

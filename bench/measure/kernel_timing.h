@@ -20,6 +20,14 @@
  * machine's busy time from /proc/stat minus this process's CPU time, over
  * the pass) is run again after a pause, up to KV_KTIME_MAX_TRIES passes;
  * the pass with the lowest minimum is kept (its min and its median).
+ *
+ * Measuring again pays off when a competitor comes in bursts, not when it
+ * runs throughout: beside three CPU-bound loops every pass of make bench's
+ * kernel part was disturbed, each configuration was timed four times, and
+ * the part took 4.2x its quiet time, its figures disturbed either way.
+ * So the calls of a run share what they saw (struct kv_ktime_busy): after
+ * KV_KTIME_BUSY_CALLS calls in a row with every pass disturbed, a call
+ * makes one pass, until a pass comes out undisturbed again.
  */
 #ifndef KV_KERNEL_TIMING_H
 #define KV_KERNEL_TIMING_H
@@ -35,6 +43,9 @@
 #define KV_KTIME_CHECK_MIN_NS 50000000L
 #define KV_KTIME_MAX_TRIES 4
 #define KV_KTIME_RETRY_PAUSE_NS 300000000L
+/* calls in a row with every pass disturbed after which the machine counts
+ * as busy throughout (one pass a call) */
+#define KV_KTIME_BUSY_CALLS 2
 /* cold: the sets together hold more than this many times the L3 */
 #define KV_KTIME_COLD_FACTOR 2
 
@@ -46,16 +57,24 @@ const char *kv_ktime_mode_name(enum kv_ktime_mode m);
 /* One timed call on operand set `set` (0 <= set < n_sets). */
 typedef void (*kv_ktime_call)(void *ctx, int32_t set);
 
+/* What the calls of one run learned about the machine; zero it once. */
+struct kv_ktime_busy {
+    int32_t streak; /* the latest calls in a row with every pass disturbed */
+};
+
 struct kv_ktime_params {
     int32_t reps;       /* 0: chosen to fill KV_KTIME_TARGET_NS; else at most this */
     int32_t n_sets;     /* call i uses set i % n_sets (1 = hot) */
     const char *label;  /* names the configuration in the "other programs" note */
+    struct kv_ktime_busy *busy; /* shared by a run's calls; NULL: this call alone */
+    /* the machine's busy time (tests pass their own); NULL: kv_machine_busy_ns */
+    int64_t (*machine_busy_ns)(void);
 };
 
 struct kv_ktime_result {
     double us_min, us_median; /* of the kept pass */
     int32_t reps;             /* timed calls per pass */
-    int32_t passes;           /* passes made (1 when undisturbed) */
+    int32_t passes;           /* passes made (1 when undisturbed or busy throughout) */
     double others;            /* cores' worth other programs used in the kept pass */
 };
 

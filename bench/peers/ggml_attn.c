@@ -305,6 +305,10 @@ static size_t set_bytes_of(const struct peer_opts *o, int t, int32_t T, size_t *
     return 2 * *kvb;
 }
 
+/* what the run's configurations saw of the machine (kernel_timing.h), as
+ * kvlab kernel keeps it: the two are timed the same way */
+static struct kv_ktime_busy peer_busy;
+
 /* Builds, fills, times and checks one (T, dtype, layout); prints its row. */
 static int run_one(const struct peer_opts *o, struct ggml_threadpool *tp, int32_t T, int t,
                    enum peer_layout lay)
@@ -381,7 +385,8 @@ static int run_one(const struct peer_opts *o, struct ggml_threadpool *tp, int32_
     char label[128];
     snprintf(label, sizeof label, "ggml T %d, %s, %s, %s", T, pt->name, layout_names[lay],
              kv_ktime_mode_name(o->mode));
-    struct kv_ktime_params kp = {.reps = o->reps, .n_sets = sets, .label = label};
+    struct kv_ktime_params kp = {.reps = o->reps, .n_sets = sets, .label = label,
+                                 .busy = &peer_busy};
     struct kv_ktime_result r;
     if (kv_ktime_run(&r, &kp, peer_call, &c) != 0) {
         fprintf(stderr, "kvlab-peer-ggml: out of memory for the timings\n");
