@@ -325,11 +325,11 @@ static void kernel_call(void *ctx, int32_t set)
     kv_attn(c->out, c->q, c->p, &c->views[set], c->ws, c->wsb);
 }
 
-/* Fills, times and checks one (T, dtype); 1 on a run-time failure. */
 /* what the run's configurations saw of the machine: one pass each once it
  * is busy throughout (kernel_timing.h) */
 static struct kv_ktime_busy kernel_busy;
 
+/* Fills, times and checks one (T, dtype); 1 on a run-time failure. */
 static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, int32_t T,
                           enum kv_dtype dt)
 {
@@ -564,7 +564,6 @@ static int kernel_check(struct kv_cmd_ctx *x)
 {
     struct kernel_opts o;
     kernel_resolve(x, &o);
-    kernel_busy = (struct kv_ktime_busy){0};
     if (o.heads % o.kv_heads != 0) {
         fprintf(stderr, "kvlab: kernel: --kv-heads %d must divide --heads %d\n", o.kv_heads,
                 o.heads);
@@ -621,6 +620,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
 {
     struct kernel_opts o;
     kernel_resolve(x, &o);
+    kernel_busy = (struct kv_ktime_busy){0};
     struct kv_roofline rl = {.read_gbps = NAN, .read_l3_gbps = NAN, .copy_gbps = NAN,
                              .sgemm_gflops = NAN, .read_spread = NAN, .read_l3_spread = NAN,
                              .copy_spread = NAN, .sgemm_spread = NAN};
