@@ -31,6 +31,17 @@ static inline __attribute__((always_inline)) KV_TARGET_AVX2 float kv_hsum8(__m25
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+
+/* v, pinned to a register: the compiler may no longer re-read it from
+ * memory as an instruction's operand. Where a loop reuses a loaded vector
+ * across rows, that re-read is what it would otherwise do, and the loads
+ * then bound the loop (two vector loads a cycle) before the FMAs do. */
+static inline __attribute__((always_inline)) KV_TARGET_AVX512 __m512 kv_in_reg(__m512 v)
+{
+    __asm__("" : "+v"(v));
+    return v;
+}
+
 #endif
 
 #endif /* KV_SIMD_H */
