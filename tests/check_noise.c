@@ -234,6 +234,13 @@ static int32_t passes_of(struct kv_ktime_busy *busy)
     struct kv_ktime_result r;
     ck_assert_int_eq(kv_ktime_run(&r, &p, sleepy_call, NULL), 0);
     ck_assert(r.us_min >= 11000.0 && r.us_min <= r.us_median);
+    /* disturbed in every pass: kept, and marked with the reason */
+    ck_assert_int_eq(r.noisy, fake_disturbed);
+    ck_assert_int_eq(r.noise_reason[0] != '\0', fake_disturbed);
+    if (fake_disturbed) {
+        ck_assert_ptr_nonnull(strstr(r.noise_reason, "other programs used"));
+        ck_assert_ptr_null(strchr(r.noise_reason, ',')); /* a CSV field */
+    }
     return r.passes;
 }
 

@@ -33,7 +33,7 @@ check() { # check DESCRIPTION COMMAND...
 # are skipped by the rate checks.
 RATE_REL_TOL=0.02
 RATE_ABS_TOL=0.0006
-HEADER="head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,ref_us_min,mode,sets,bound_gbps"
+HEADER="head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,ref_us_min,mode,sets,bound_gbps,passes,others,noisy,noise_reason"
 
 # The tiny configuration: GQA 4/2, head_dim 16, group 8, two T, all dtypes
 # (int codes carry a (scale, min) pair per group; f16 and bf16 rows none).
@@ -57,7 +57,11 @@ check "metadata names the group" grep -qx "# group=$G" "$TMP/k.csv"
 check "header is the documented one" test "$(sed -n "${first_data}p" "$TMP/k.csv")" = "$HEADER"
 grep -v '^#' "$TMP/k.csv" | tail -n +2 >"$TMP/rows"
 check "one row per (T, dtype): 12 rows" test "$(wc -l <"$TMP/rows")" = 12
-check "every row has 15 fields" test "$(awk -F, 'NF != 15' "$TMP/rows" | wc -l)" = 0
+check "every row has 19 fields" test "$(awk -F, 'NF != 19' "$TMP/rows" | wc -l)" = 0
+check "every row says its passes (1-4), other programs' cores (>= 0) and noisy 0/1" \
+    test "$(awk -F, '$16 < 1 || $16 > 4 || $17 < 0 || ($18 != 0 && $18 != 1)' "$TMP/rows" | wc -l)" = 0
+check "a noisy row says why, a clean one nothing" \
+    test "$(awk -F, '($18 == 1) != ($19 != "")' "$TMP/rows" | wc -l)" = 0
 check "without --roofline bound_gbps is empty" test "$(awk -F, '$15 != ""' "$TMP/rows" | wc -l)" = 0
 check "cold by default: metadata says mode=cold, the cold total and the DRAM limit" \
     sh -c "grep -qx '# mode=cold' '$TMP/k.csv' && grep -qx '# cold_bytes=$COLD' '$TMP/k.csv' && grep -qx '# limit=read_gbps' '$TMP/k.csv'"
@@ -376,6 +380,27 @@ check "--steps without peers: no peer figure, only not measured" \
     test "$(grep -cE '\| (5\.00|4\.00|3\.50|700|20000) \|' "$TMP/steps0.md")" = 0
 bash "$TABLE" --steps >/dev/null 2>&1
 check "--steps without files exits 2" test $? = 2
+
+# a configuration measured twice, once disturbed throughout: the table
+# takes the clean row though the noisy one is faster, and marks a
+# configuration only when all its rows are noisy
+NH="head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,ref_us_min,mode,sets,bound_gbps,passes,others,noisy,noise_reason"
+{
+    grep '^#' "$TMP/hand.csv"
+    echo "$NH"
+    echo "64,8,8,8192,1,f32,2,900.00,1900.00,37.3,37.3,,cold,30,,1,1.20,1,other programs used 1.20 cores; 1 pass all disturbed (busy throughout)"
+    echo "64,8,8,8192,1,f32,2,1800.00,1900.00,18.641,18.6,,cold,30,,1,0.00,0,"
+    echo "64,8,8,8192,1,int8,2,700.00,710.00,15.0,48.0,,cold,90,,4,0.90,1,other programs used 0.90 cores; 4 passes all disturbed"
+} >"$TMP/noisy.csv"
+bash "$TABLE" "$TMP/noisy.csv" >"$TMP/noisy.md" 2>"$TMP/err"
+rc=$?
+check "table script exits 0 on a CSV with noisy rows (rc=$rc: $(head -c 200 "$TMP/err"))" test "$rc" = 0
+check "noisy: the clean f32 row (1800) is the figure, not the faster noisy one (900)" \
+    grep -qF '| 64, 8/8, 8192 | 1678 | 1800.0 | 93% |' "$TMP/noisy.md"
+check "noisy: the int8 figure, noisy in every row, is marked" grep -qF '| 700.0 (noisy) |' "$TMP/noisy.md"
+check "noisy: the table says 1 of 2 configurations is noisy" \
+    grep -qF '**1 of 2 configurations are noisy**' "$TMP/noisy.md"
+check "noisy: a clean run's table says nothing of noise" test "$(grep -c noisy "$TMP/hand.md")" = 0
 
 # ---------------------------------------------------------------- the plot
 if command -v gnuplot >/dev/null; then

@@ -86,9 +86,16 @@ struct kernel_opts {
  * host's best of those minutes */
 #define KERNEL_PROBE_PASSES 15
 
+/* noisy rows the end-of-run warning names (the rest it counts) */
+#define KERNEL_NOISY_LISTED 8
+
 struct kernel_result {
     double us_min, us_median, gbps, gflops;
     int32_t sets;      /* copies of the cache the calls rotated over */
+    int32_t passes;    /* timing passes made */
+    double others;     /* cores' worth other programs used in the kept pass */
+    int noisy;         /* no pass undisturbed (kernel_timing.h) */
+    char noise_reason[96];
     double ref_us_min; /* NAN when not measured */
     double max_err;    /* max |kv_attn - kv_attn_ref|, NAN when not measured */
 };
@@ -435,6 +442,10 @@ static int kernel_run_one(struct kernel_result *r, const struct kernel_opts *o, 
     }
     r->us_min = tr.us_min;
     r->us_median = tr.us_median;
+    r->passes = tr.passes;
+    r->others = tr.others;
+    r->noisy = tr.noisy;
+    snprintf(r->noise_reason, sizeof r->noise_reason, "%s", tr.noise_reason);
     r->sets = sets;
     r->gbps = (double)bytes / (r->us_min * 1e3);
     r->gflops = flops / (r->us_min * 1e3);
@@ -697,8 +708,10 @@ static int kernel_run(struct kv_cmd_ctx *x)
                    rl.read_gbps, rl.read_l3_gbps, rl.copy_gbps, rl.sgemm_gflops, rl.read_spread,
                    rl.read_l3_spread, KV_ROOFLINE_METHOD);
         printf("head_dim,heads,kv_heads,seq_len,queries,dtype,threads,us_min,us_median,gbps,gflops,"
-               "ref_us_min,mode,sets,bound_gbps\n");
+               "ref_us_min,mode,sets,bound_gbps,passes,others,noisy,noise_reason\n");
     }
+    int n_noisy = 0, n_rows = 0;
+    char noisy_list[KERNEL_NOISY_LISTED * 24] = "";
     for (int si = 0; si < o.n_seq_len; si++) {
         for (int di = 0; di < o.n_dtype; di++) {
             struct kernel_result r;
@@ -724,7 +737,7 @@ static int kernel_run(struct kv_cmd_ctx *x)
                 printf(",%s,%d,", mode, r.sets);
                 if (!isnan(bound))
                     printf("%.3f", bound);
-                printf("\n");
+                printf(",%d,%.3f,%d,%s\n", r.passes, r.others, r.noisy, r.noise_reason);
             } else {
                 printf("T %d, %s, %s (%d cop%s): kv_attn min %.1f us, median %.1f us, %.2f GB/s, %.2f GFLOP/s\n",
                        T, name, mode, r.sets, r.sets == 1 ? "y" : "ies", r.us_min, r.us_median,
@@ -736,12 +749,25 @@ static int kernel_run(struct kv_cmd_ctx *x)
                 if (!isnan(r.ref_us_min))
                     printf("T %d, %s: kv_attn_ref min %.1f us (%.1fx slower); max |kv_attn - ref| = %.2g\n",
                            T, name, r.ref_us_min, r.ref_us_min / r.us_min, r.max_err);
+                if (r.noisy)
+                    printf("T %d, %s: noisy: %s\n", T, name, r.noise_reason);
             }
+            if (r.noisy && n_noisy < KERNEL_NOISY_LISTED)
+                snprintf(noisy_list + strlen(noisy_list), sizeof noisy_list - strlen(noisy_list),
+                         "%sT %d %s", n_noisy > 0 ? ", " : "", T, name);
+            n_noisy += r.noisy;
+            n_rows++;
             fflush(stdout);
         }
     }
     kernel_pool_release();
     kv_read_probe_close(&probe);
+    /* as the sweep ends: the figures are written, but a reader of the
+     * terminal learns which of them another program disturbed */
+    if (n_noisy > 0)
+        fprintf(stderr, "kvlab: kernel: warning: %d of %d rows noisy (other programs ran "
+                        "during every timing pass): %s%s\n",
+                n_noisy, n_rows, noisy_list, n_noisy > KERNEL_NOISY_LISTED ? ", ..." : "");
     return 0;
 }
 

@@ -96,6 +96,8 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
     r->reps = reps;
     r->passes = 0;
     r->others = 0.0;
+    r->noisy = 0;
+    r->noise_reason[0] = '\0';
     /* the warm-up used sets 0 and 1: start the rotation after them */
     int32_t next = 2 % sets;
     int64_t (*busy_ns)(void) = p->machine_busy_ns ? p->machine_busy_ns : kv_machine_busy_ns;
@@ -117,6 +119,8 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
         int64_t wall = kv_now_ns() - wall0, busy1 = busy_ns();
         double others = busy0 < 0 || busy1 < 0 || wall < KV_KTIME_CHECK_MIN_NS ? 0.0 :
                         (double)(busy1 - busy0 - (kv_cpu_now_ns() - cpu0)) / (double)wall;
+        if (others < 0.0) /* /proc/stat's ticks against the process's own clock */
+            others = 0.0;
         double med = kv_stats_median(times, reps); /* sorts: times[0] is the min */
         r->passes++;
         if (times[0] < r->us_min) {
@@ -133,6 +137,13 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
                     attempt + 1 < tries ? ", measuring again" :
                     busy_throughout    ? " (busy throughout: one pass a configuration)" :
                                          ", keeping the best");
+    }
+    if (!clean) {
+        r->noisy = 1;
+        snprintf(r->noise_reason, sizeof r->noise_reason,
+                 "other programs used %.2f cores; %d pass%s all disturbed%s", r->others,
+                 (int)r->passes, r->passes == 1 ? "" : "es",
+                 busy_throughout ? " (busy throughout)" : "");
     }
     if (p->busy != NULL)
         p->busy->streak = clean ? 0 : p->busy->streak + 1;

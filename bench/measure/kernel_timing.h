@@ -28,6 +28,10 @@
  * So the calls of a run share what they saw (struct kv_ktime_busy): after
  * KV_KTIME_BUSY_CALLS calls in a row with every pass disturbed, a call
  * makes one pass, until a pass comes out undisturbed again.
+ *
+ * A configuration none of whose passes came out undisturbed is kept, and
+ * marked (noisy, noise_reason), as the sweep marks its rows: the caller
+ * writes the mark beside the figures and warns at the end of its run.
  */
 #ifndef KV_KERNEL_TIMING_H
 #define KV_KERNEL_TIMING_H
@@ -76,6 +80,8 @@ struct kv_ktime_result {
     int32_t reps;             /* timed calls per pass */
     int32_t passes;           /* passes made (1 when undisturbed or busy throughout) */
     double others;            /* cores' worth other programs used in the kept pass */
+    int noisy;                /* 1: no pass came out undisturbed, the figures are suspect */
+    char noise_reason[96];    /* why, in words without commas ("" when clean) */
 };
 
 /* Sets of `set_bytes` each that a cold measurement rotates over: the least

@@ -49,9 +49,12 @@ $col["head_dim"] == "head_dim" { next }    # a repeated header (concatenated run
     if (BND[n] > 0) nbnd++
     # files from before cold/hot timed one cache over and over: hot
     MO[n] = ("mode" in col) ? $col["mode"] : "hot"
+    # no timing pass undisturbed (kvlab kernel's noisy); files before it: 0
+    NZ[n] = ("noisy" in col) ? $col["noisy"] + 0 : 0
     key = D[n] "," H[n] "," HKV[n] "," T[n] "," Q[n] "," DT[n] "," MO[n]
     if (!(key in row)) order[++nkeys] = key
-    if (!(key in row) || US[n] < US[row[key]]) row[key] = n
+    # a configuration's figure: its best clean row, a noisy one only without
+    if (!(key in row) || (NZ[row[key]] && !NZ[n]) || (NZ[row[key]] == NZ[n] && US[n] < US[row[key]])) row[key] = n
     if (Q[n] == 1) { sk = D[n] "," H[n] "," HKV[n] "," T[n]; if (!(sk in seen)) { seen[sk] = 1; dec[++ndec] = sk } }
     if (Q[n] == 1) {   # per shape the largest T; per shape and dtype the smallest hot T
         sh3 = D[n] "," H[n] "," HKV[n]
@@ -69,6 +72,8 @@ function kv_bytes(d, hkv, t, dt,   rb) {
     return 2.0 * hkv * t * rb
 }
 function us_of(sk, dt, mode,   k) { k = sk ",1," dt "," mode; return (k in row) ? US[row[k]] : -1 }
+# " (noisy)" after the figure of a configuration whose every row is noisy
+function nz(sk, dt, mode,   k) { k = sk ",1," dt "," mode; return (k in row) && NZ[row[k]] ? " (noisy)" : "" }
 function limit_gbps(mode) { return mode == "cold" ? rb : rl3 }
 # the limit row j is held to: its own, measured beside it, else the run's
 function row_limit(j) { return BND[j] > 0 ? BND[j] : limit_gbps(MO[j]) }
@@ -100,6 +105,9 @@ END {
         (nrl > 1 ? sprintf("the best of %d measurements", nrl) : "measured in the same run"), \
         (rb > 0 ? sprintf("%.1f", rb) : "not measured"), (rl3 > 0 ? sprintf("%.1f", rl3) : "not measured"), \
         (sg > 0 ? sprintf("%.0f", sg) : "not measured"), gver
+    for (o = 1; o <= nkeys; o++) if (NZ[row[order[o]]]) nnoisy++
+    if (nnoisy > 0)
+        printf "**%d of %d configurations are noisy**, marked (noisy): other programs ran during every timing pass of each of their rows, so their figures are suspect (`noisy`, `noise_reason` in the CSV); measure them again on a quiet machine.\n\n", nnoisy, nkeys
     if (nbnd > 0)
         print "A row's limit and % of limit use the read bandwidth measured right before and after that row (`bound_gbps`), where the row has one: the host's bandwidth drifts within a run.\n"
 
@@ -121,9 +129,9 @@ END {
             g8 = peer("kernel", "ggml", sh, s[4], "q8_0", "llama", mode)
             g4 = peer("kernel", "ggml", sh, s[4], "q4_0", "llama", mode)
             printf "| %s, %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", \
-                shape(s[1], s[2], s[3]), s[4], (lim > 0 ? sprintf("%.0f", lim) : "not measured"), f1(f), \
+                shape(s[1], s[2], s[3]), s[4], (lim > 0 ? sprintf("%.0f", lim) : "not measured"), f1(f) nz(dec[i], "f32", mode), \
                 (lim > 0 && f > 0) ? pct(lim / f) : "-", (gb > 0 ? sprintf("%.0f (%s)", gb, bt) : "not measured"), \
-                ratio(gb, f), f1(i8), f0(g8), ratio(g8, i8), f1(i4), f0(g4), ratio(g4, i4)
+                ratio(gb, f), f1(i8) nz(dec[i], "int8", mode), f0(g8), ratio(g8, i8), f1(i4) nz(dec[i], "int4", mode), f0(g4), ratio(g4, i4)
         }
     }
 
@@ -215,8 +223,8 @@ END {
     for (o = 1; o <= nkeys; o++) {
         j = row[order[o]]; lg = row_limit(j)
         lim = lg > 0 ? kv_bytes(D[j], HKV[j], T[j], DT[j]) / (lg * 1e3) : -1
-        printf "| %s | %d | %d | %s | %s | %.1f | %.1f | %s | %.1f | %s | %.1f |\n", shape(D[j], H[j], HKV[j]), \
-            T[j], Q[j], DT[j], MO[j], US[j], MED[j], (lim > 0 ? sprintf("%.1f", lim) : "-"), GB[j], \
+        printf "| %s | %d | %d | %s | %s | %.1f%s | %.1f | %s | %.1f | %s | %.1f |\n", shape(D[j], H[j], HKV[j]), \
+            T[j], Q[j], DT[j], MO[j], US[j], (NZ[j] ? " (noisy)" : ""), MED[j], (lim > 0 ? sprintf("%.1f", lim) : "-"), GB[j], \
             (lim > 0 && Q[j] == 1) ? pct(lim / US[j]) : "-", GF[j]
     }
 }
