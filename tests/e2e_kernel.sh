@@ -401,6 +401,17 @@ check "noisy: the int8 figure, noisy in every row, is marked" grep -qF '| 700.0 
 check "noisy: the table says 1 of 2 configurations is noisy" \
     grep -qF '**1 of 2 configurations are noisy**' "$TMP/noisy.md"
 check "noisy: a clean run's table says nothing of noise" test "$(grep -c noisy "$TMP/hand.md")" = 0
+# the headline DRAM limit: the best of the roofline's (20.0) and every cold
+# row's probe (22.5, 19.0), with the lowest beside it; the targets use it too
+{
+    grep '^#' "$TMP/hand.csv"
+    echo "$NH"
+    echo "64,8,8,8192,1,f32,2,1800.00,1900.00,18.641,18.6,,cold,30,22.500,1,0.00,0,"
+    echo "64,8,8,8192,1,int8,2,700.00,710.00,15.0,48.0,,cold,90,19.000,1,0.00,0,"
+} >"$TMP/probes.csv"
+bash "$TABLE" "$TMP/probes.csv" >"$TMP/probes.md" 2>"$TMP/err"
+check "headline: DRAM 22.5 GB/s, the best of 3 measurements, lowest 19.0 ($(head -c 200 "$TMP/err"))" \
+    grep -qF 'Limits (the best of 3 measurements): read bandwidth from DRAM 22.5 (lowest 19.0) GB/s' "$TMP/probes.md"
 
 # ---------------------------------------------------------------- the plot
 if command -v gnuplot >/dev/null; then

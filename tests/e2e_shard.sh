@@ -107,6 +107,18 @@ check "merged metadata: the sweep's schema is 3" grep -qx '# schema=3' "$TMP/mer
 check "merged metadata: partial=0" grep -qx '# partial=0' "$TMP/merged.csv"
 check "merged metadata: each shard's file kept" \
     test "$(grep -c '^# source\.[0-9]*\.file=' "$TMP/merged.csv")" = $N
+# the shards' DRAM read measurements (read_gbps_n, read_gbps_low: a sweep
+# with its roofline) merge into their count and their lowest
+mkdir -p "$TMP/rl"
+for i in $(seq 1 $N); do
+    sed "s/^# limit=read_gbps\$/# limit=read_gbps\n# read_gbps_n=$((i + 2))\n# read_gbps_low=3$i.500/" \
+        "$TMP/shards/shard-$i.csv" >"$TMP/rl/shard-$i.csv"
+done
+"$KVLAB" merge "$TMP/rl/merged.csv" "$TMP"/rl/shard-*.csv 2>"$TMP/err"
+check "merged metadata: read_gbps_n is the shards' sum ($(head -c 200 "$TMP/err"))" \
+    grep -qx "# read_gbps_n=$((N * (N + 1) / 2 + 2 * N))" "$TMP/rl/merged.csv"
+check "merged metadata: read_gbps_low is the shards' lowest" \
+    grep -qx '# read_gbps_low=31.500' "$TMP/rl/merged.csv"
 # the exact columns once more, through compare's own join (exit 0 = no change)
 for metric in flops_step bytes_step cache_bytes copy_bytes_step; do
     "$KVLAB" compare "$TMP/whole.csv" "$TMP/merged.csv" --metric "$metric" --threshold 0 \

@@ -342,5 +342,22 @@ check "--bound: a positive, finite bound_gbps on each of the 4 rows" \
 check "--bound: the metadata says how it was measured" \
     grep -qx '# bound_method=DRAM read test; best of [0-9]* timed passes right before and [0-9]* right after each row.s attempt' "$TMP/bound.csv"
 bad_opt "--bound with --list" --bound --list
+# with the roofline too, the run's headline DRAM figure is the best of all
+# its measurements: the two roofline runs and the probe beside each row
+# shellcheck disable=SC2086
+"$KVLAB" sweep $MODEL --strategies sliding,quantized-int8 --seq-lens 64,128 --reps $REPS \
+    --warmup $WARM --bound --quiet --out "$TMP/best.csv" 2>"$TMP/err"
+rc=$?
+check "--bound with the roofline exits 0 (rc=$rc: $(head -c 300 "$TMP/err"))" test "$rc" = 0
+bc=$(grep -v '^#' "$TMP/best.csv" | head -n 1 | tr ',' '\n' | grep -n -x bound_gbps | cut -d: -f1)
+check "--bound: read_gbps_n counts the 2 roofline runs and the 4 rows' probes" \
+    grep -qx '# read_gbps_n=6' "$TMP/best.csv"
+check "--bound: read_gbps is the best and read_gbps_low the lowest of them, every row's probe between" \
+    awk -F, -v c="${bc:-0}" '/^# read_gbps=/ { split($0, kv, "="); hi = kv[2] + 0 }
+        /^# read_gbps_low=/ { split($0, kv, "="); lo = kv[2] + 0 }
+        !/^#/ && h++ { n++; if (!(c > 0 && $c + 0 <= hi && $c + 0 >= lo)) exit 1 }
+        END { exit !(n == 4 && lo > 0 && lo <= hi) }' "$TMP/best.csv"
+check "--bound: the metadata says the probes count" \
+    grep -qx '# roofline=best of 2 (before and after); DRAM read: also each row.s probe' "$TMP/best.csv"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

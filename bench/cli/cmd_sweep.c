@@ -703,7 +703,8 @@ static int sweep_roofline(struct kv_roofline *rl, struct kv_sweep_config *cfg,
  * did, and a neighbour's burst during one measurement (it happens on
  * shared machines) must not shift every normalised time of the file.
  * 1 when rl now holds the best of two measurements. */
-static int sweep_roofline_again(struct kv_roofline *rl, const struct kv_sweep_config *cfg)
+static int sweep_roofline_again(struct kv_roofline *rl, const struct kv_sweep_config *cfg,
+                                double *read_lo)
 {
     struct kv_roofline_params rp;
     struct kv_roofline rl2;
@@ -711,6 +712,7 @@ static int sweep_roofline_again(struct kv_roofline *rl, const struct kv_sweep_co
     rp.stop = &sweep_signal;
     if (kv_roofline_measure(&rl2, &rp) != KV_OK)
         return 0;
+    *read_lo = fmin(rl->read_gbps, rl2.read_gbps);
     /* each limit with the spread of the measurement it came from */
     if (!(rl->read_gbps >= rl2.read_gbps))
         rl->read_gbps = rl2.read_gbps, rl->read_spread = rl2.read_spread;
@@ -824,6 +826,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
         kv_model_destroy(m);
         return 1;
     }
+    double read_lo = rl.read_gbps;
     /* --bound: the DRAM read test beside every row, its array allocated and
      * touched once, here (sweep.h: cfg.probe) */
     struct kv_read_probe probe = {0};
@@ -863,7 +866,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
         kv_progress("\n");
     int partial = interrupted || s != KV_OK || sweep_signal;
     if (!o->no_roofline && !partial) {
-        if (sweep_roofline_again(&rl, &cfg))
+        if (sweep_roofline_again(&rl, &cfg, &read_lo))
             rl_runs = 2;
         partial = sweep_signal != 0;
     }
@@ -888,6 +891,7 @@ static int sweep_run(struct kv_cmd_ctx *x)
         return 128 + (sweep_signal ? sweep_signal : SIGINT);
     }
     const struct kv_sweepi_file file = {.si = &si, .rl = &rl, .rl_runs = rl_runs,
+                                        .read_lo = read_lo,
                                         .partial = partial, .t0 = t0, .t_sweep = t_sweep,
                                         .plan = plan};
     int32_t n_rows = 0;

@@ -73,6 +73,7 @@ struct kv_sweepi_file {
     const struct kv_sysinfo *si;
     const struct kv_roofline *rl;
     int rl_runs;    /* roofline measurements: 0 (--no-roofline), 1 or 2 */
+    double read_lo; /* the lower DRAM read figure of those (the higher is rl's) */
     int partial;    /* 1: interrupted or failed, the rows finished so far */
     int64_t t0;     /* kv_now_ns() at the start, for wall_s */
     int64_t t_sweep; /* ns of the measuring loop, for sweep_s */

@@ -178,6 +178,33 @@ int32_t kv_sweepi_noisy_rows(const struct kv_sweepi_run *r)
     return n;
 }
 
+/*
+ * The run's DRAM read limit: the best of every measurement of it in the run,
+ * the roofline's before and after the rows and, with --bound, the probe
+ * beside each row, so that the headline figure is not set by whichever
+ * moment the roofline happened to run in (the host's bandwidth drifts:
+ * back-to-back quiet runs read 8-19% apart at the roofline alone). The
+ * probes run the same test with fewer passes. *probes counts the rows
+ * that had one; *lo ends as the lowest of all, so the file shows how far
+ * the measurements ranged. rl->read_spread stays that of the roofline's
+ * own passes, or nan where a probe gave the best.
+ */
+static void read_best(const struct kv_sweepi_run *r, struct kv_roofline *rl, int32_t *probes,
+                      double *lo)
+{
+    for (int32_t si = 0; si < r->cfg->n_strategies; si++)
+        for (int32_t ti = 0; ti < r->cfg->n_lens; ti++) {
+            const double b = r->rows[si][ti].bound_gbps;
+            if (!r->have[si][ti] || !isfinite(b) || b <= 0.0)
+                continue;
+            (*probes)++;
+            if (!(rl->read_gbps >= b))
+                rl->read_gbps = b, rl->read_spread = NAN;
+            if (!(*lo <= b))
+                *lo = b;
+        }
+}
+
 /* Rows ordered by strategy (as listed), then T. */
 static enum kv_status add_rows(struct kv_csv_writer *w, const struct kv_sweepi_run *r)
 {
@@ -288,11 +315,22 @@ enum kv_status kv_sweepi_write_csv(const struct kv_sweepi_run *r, const struct k
     struct kv_csv_writer *w = NULL;
     enum kv_status ws = kv_csv_writer_create(&w);
     if (ws == KV_OK) {
-        set_meta_common(w, f->si, r->cfg, f->rl, x);
+        struct kv_roofline rl = *f->rl;
+        int32_t probes = 0;
+        double lo = f->read_lo;
+        if (f->rl_runs > 0)
+            read_best(r, &rl, &probes, &lo);
+        set_meta_common(w, f->si, r->cfg, &rl, x);
         kv_csv_writer_set_meta(w, "partial", f->partial ? "1" : "0");
-        kv_csv_writer_set_meta(w, "roofline", f->rl_runs == 2 ? "best of 2 (before and after)"
-                                              : f->rl_runs == 1 ? "before the sweep"
-                                                                : "skipped (--no-roofline)");
+        if (f->rl_runs > 0) {
+            kv_csv_writer_set_metaf(w, "roofline", "%s%s", f->rl_runs == 2 ?
+                                    "best of 2 (before and after)" : "before the sweep",
+                                    probes > 0 ? "; DRAM read: also each row's probe" : "");
+            kv_csv_writer_set_metaf(w, "read_gbps_n", "%d", f->rl_runs + probes);
+            kv_csv_writer_set_metaf(w, "read_gbps_low", "%.3f", lo);
+        } else {
+            kv_csv_writer_set_meta(w, "roofline", "skipped (--no-roofline)");
+        }
         kv_csv_writer_set_metaf(w, "wall_s", "%.1f", (double)(kv_now_ns() - f->t0) / 1e9);
         kv_csv_writer_set_metaf(w, "sweep_s", "%.3f", (double)f->t_sweep / 1e9);
         /* rows still noisy after their retries (the `noisy` column), known

@@ -723,6 +723,20 @@ static const char *summary(const struct kv_csv *const *in, int32_t n, const char
         }
         return newest;
     }
+    /* the run's DRAM read measurements (sweep_csv.c's read_best): all the
+     * shards' together, and the lowest of them */
+    if (strcmp(key, "read_gbps_n") == 0 || strcmp(key, "read_gbps_low") == 0) {
+        const int sum = key[10] == 'n';
+        double acc = sum ? 0.0 : NAN;
+        for (int32_t k = 0; k < n; k++) {
+            double v = meta_num(in[k], key);
+            if (!isfinite(v))
+                return "mixed"; /* missing in a shard: not a figure of the whole */
+            acc = sum ? acc + v : !(acc <= v) ? v : acc;
+        }
+        snprintf(buf, len, sum ? "%.0f" : "%.3f", acc);
+        return buf;
+    }
     for (size_t q = 0; q < sizeof best / sizeof best[0]; q++) {
         if (strcmp(key, best[q]) != 0)
             continue;

@@ -20,7 +20,7 @@ FILENAME == peersf { if ($0 !~ /^[ \t]*#/ && $0 !~ /^[ \t]*$/) peer_row(); next 
     if (!meta_line()) { if ($0 ~ /^[ \t]*#[ \t]*kvlab kernel/) LAYOUT = ""; next }   # a run begins
     if (MK == "layout") { LAYOUT = MV; next }
     if (MK ~ /^(read_gbps|read_l3_gbps|copy_gbps|sgemm_gflops)$/) {
-        if (MK == "read_gbps") nrl++
+        if (MK == "read_gbps") { nrl++; if (MV + 0 > 0 && (rlo == "" || MV + 0 < rlo)) rlo = MV + 0 }
         if (!(MK in meta) || MV + 0 > meta[MK] + 0) meta[MK] = MV
     } else if (MK == "date") {
         if (!("date" in meta)) meta["date"] = MV; last_date = MV
@@ -98,12 +98,23 @@ END {
     if (n == 0) { print "kernel_table: no data rows" > "/dev/stderr"; exit 1 }
     if ("group" in meta) group = meta["group"] + 0
     rb = num(meta["read_gbps"]); rl3 = num(meta["read_l3_gbps"]); sg = num(meta["sgemm_gflops"])
+    # the headline read limits: the best of every measurement of them in the
+    # run, the roofline's and the probe beside each row (bound_gbps: DRAM for
+    # cold rows, the L3 for hot), as the sweep's read_gbps; rb_lo the lowest
+    rb_lo = rlo == "" ? rb : rlo
+    for (j = 1; j <= n; j++) {
+        if (BND[j] <= 0) continue
+        if (MO[j] == "cold") { nrl++; if (BND[j] > rb) rb = BND[j]; if (rb_lo <= 0 || BND[j] < rb_lo) rb_lo = BND[j] }
+        else if (BND[j] > rl3) rl3 = BND[j]
+    }
+    if (rb > 0) meta["read_gbps"] = rb          # what the targets are held to, too
+    if (rl3 > 0) meta["read_l3_gbps"] = rl3
     nbest = split("f32 f16 bf16", BEST_OF, " ")   # the decode tables' ggml float column
     gver = ("ggml" in P_VER) ? "ggml of llama.cpp " substr(P_VER["ggml"], 1, 12) " (out/peers.csv)" : "ggml: not measured (no peer rows; make peers)"
     printf "Measured on %s, %s threads, commit %s, %s%s. Limits (%s): read bandwidth from DRAM %s GB/s, from the L3 %s GB/s, sgemm %s GFLOP/s. Peer: %s.\n\n", \
         meta["cpu"], meta["threads"], meta["commit"], meta["date"], (last_date != meta["date"] ? " .. " last_date : ""), \
         (nrl > 1 ? sprintf("the best of %d measurements", nrl) : "measured in the same run"), \
-        (rb > 0 ? sprintf("%.1f", rb) : "not measured"), (rl3 > 0 ? sprintf("%.1f", rl3) : "not measured"), \
+        (rb > 0 ? sprintf("%.1f", rb) (nrl > 1 && rb_lo < rb ? sprintf(" (lowest %.1f)", rb_lo) : "") : "not measured"), (rl3 > 0 ? sprintf("%.1f", rl3) : "not measured"), \
         (sg > 0 ? sprintf("%.0f", sg) : "not measured"), gver
     for (o = 1; o <= nkeys; o++) if (NZ[row[order[o]]]) nnoisy++
     if (nnoisy > 0)
