@@ -726,7 +726,7 @@ static const char *summary(const struct kv_csv *const *in, int32_t n, const char
     /* the run's DRAM read measurements (sweep_csv.c's read_best): all the
      * shards' together, and the lowest of them */
     if (strcmp(key, "read_gbps_n") == 0 || strcmp(key, "read_gbps_low") == 0) {
-        const int sum = key[10] == 'n';
+        const int sum = strcmp(key, "read_gbps_n") == 0;
         double acc = sum ? 0.0 : NAN;
         for (int32_t k = 0; k < n; k++) {
             double v = meta_num(in[k], key);
