@@ -227,6 +227,15 @@ static void sleepy_call(void *ctx, int32_t set)
     nanosleep(&ts, NULL);
 }
 
+/* 1 ms a call: 5 calls make a pass too short to be judged */
+static void quick_call(void *ctx, int32_t set)
+{
+    (void)ctx;
+    (void)set;
+    const struct timespec ts = {0, MS};
+    nanosleep(&ts, NULL);
+}
+
 static int32_t passes_of(struct kv_ktime_busy *busy)
 {
     struct kv_ktime_params p = {.reps = 5, .n_sets = 1, .label = "check_noise",
@@ -254,6 +263,17 @@ START_TEST(test_ktime_busy_throughout)
     ck_assert_int_eq(busy.streak, KV_KTIME_BUSY_CALLS);
     /* busy throughout: one pass a call, no pauses */
     ck_assert_int_eq(passes_of(&busy), 1);
+    ck_assert_int_eq(passes_of(&busy), 1);
+    /* a pass too short to be judged says nothing of the machine: it is not
+     * marked, and the streak goes on */
+    const int32_t streak = busy.streak;
+    struct kv_ktime_params qp = {.reps = 5, .n_sets = 1, .label = "check_noise",
+                                 .busy = &busy, .machine_busy_ns = fake_busy_ns};
+    struct kv_ktime_result qr;
+    ck_assert_int_eq(kv_ktime_run(&qr, &qp, quick_call, NULL), 0);
+    ck_assert_int_eq(qr.passes, 1);
+    ck_assert_int_eq(qr.noisy, 0);
+    ck_assert_int_eq(busy.streak, streak);
     ck_assert_int_eq(passes_of(&busy), 1);
     /* quiet again: a clean pass ends the streak ... */
     fake_disturbed = 0;

@@ -103,7 +103,7 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
     int64_t (*busy_ns)(void) = p->machine_busy_ns ? p->machine_busy_ns : kv_machine_busy_ns;
     const int busy_throughout = p->busy != NULL && p->busy->streak >= KV_KTIME_BUSY_CALLS;
     const int tries = busy_throughout ? 1 : KV_KTIME_MAX_TRIES;
-    int clean = 0;
+    int clean = 0, judged_clean = 0;
     for (int attempt = 0; attempt < tries; attempt++) {
         if (attempt > 0) {
             struct timespec pause = {0, KV_KTIME_RETRY_PAUSE_NS};
@@ -117,7 +117,10 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
             next = next + 1 == sets ? 0 : next + 1;
         }
         int64_t wall = kv_now_ns() - wall0, busy1 = busy_ns();
-        double others = busy0 < 0 || busy1 < 0 || wall < KV_KTIME_CHECK_MIN_NS ? 0.0 :
+        /* /proc/stat counts in ticks: a shorter pass cannot be judged, and
+         * passes as clean without saying the machine is quiet */
+        const int judged = busy0 >= 0 && busy1 >= 0 && wall >= KV_KTIME_CHECK_MIN_NS;
+        double others = !judged ? 0.0 :
                         (double)(busy1 - busy0 - (kv_cpu_now_ns() - cpu0)) / (double)wall;
         if (others < 0.0) /* /proc/stat's ticks against the process's own clock */
             others = 0.0;
@@ -130,6 +133,7 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
         }
         if (others <= KV_KTIME_MAX_OTHERS) {
             clean = 1;
+            judged_clean = judged;
             break;
         }
         kv_progress("# %s: other programs used %.2f cores during timing pass %d%s\n",
@@ -145,8 +149,14 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
                  (int)r->passes, r->passes == 1 ? "" : "es",
                  busy_throughout ? " (busy throughout)" : "");
     }
-    if (p->busy != NULL)
-        p->busy->streak = clean ? 0 : p->busy->streak + 1;
+    /* Only a pass seen to be quiet ends a streak: beside three busy loops,
+     * the short hot passes of make bench's kernel part (1000 reps of a few
+     * us) ended it every few configurations, and each long one after them
+     * was measured four times again (463 retries, 5.0x the quiet time). */
+    if (p->busy != NULL && !clean)
+        p->busy->streak++;
+    else if (p->busy != NULL && judged_clean)
+        p->busy->streak = 0;
     kv_free(times);
     return 0;
 }

@@ -27,7 +27,9 @@
  * the part took 4.2x its quiet time, its figures disturbed either way.
  * So the calls of a run share what they saw (struct kv_ktime_busy): after
  * KV_KTIME_BUSY_CALLS calls in a row with every pass disturbed, a call
- * makes one pass, until a pass comes out undisturbed again.
+ * makes one pass, until a pass comes out undisturbed again. A pass shorter
+ * than KV_KTIME_CHECK_MIN_NS is not judged: it neither marks its
+ * configuration nor ends a streak.
  *
  * A configuration none of whose passes came out undisturbed is kept, and
  * marked (noisy, noise_reason), as the sweep marks its rows: the caller
