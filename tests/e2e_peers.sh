@@ -85,12 +85,51 @@ printf '%s\n' '{"n_gen": 1, "n_depth": 511, "type_k": "q8_0", "samples_ns": [ 30
 check "llama-bench JSON -> rows: T = depth + 1, min and median in us" \
     test "$(cat "$TMP/lb.rows")" = "llama.cpp,abc,step,layers=4;mlp=on,512,q8_0,llama,step,2,4,1000.00,2500.00
 llama.cpp,abc,step,layers=4;mlp=on,2048,q8_0,llama,step,2,1,7000.00,7000.00"
-echo "ggml,v,kernel,head_dim=8;heads=2;kv_heads=2,16,f32,llama,cold,1,5,1.00,2.00" >"$TMP/r1"
+echo "ggml,v,kernel,head_dim=8;heads=2;kv_heads=2,16,f32,llama,cold,1,5,1.00,2.00,0," >"$TMP/r1"
 bash "$ROOT/bench/peers/assemble.sh" peers "$TMP/p.csv" "$TMP/r1" "$TMP/absent" 2>"$TMP/err"
 check "assemble: exit 0 with a missing part" test $? = 0
 check "assemble: metadata, the documented header, the rows" \
-    test "$(grep -v '^#' "$TMP/p.csv")" = "peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median
-ggml,v,kernel,head_dim=8;heads=2;kv_heads=2,16,f32,llama,cold,1,5,1.00,2.00"
+    test "$(grep -v '^#' "$TMP/p.csv")" = "peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median,noisy,noise_reason
+ggml,v,kernel,head_dim=8;heads=2;kv_heads=2,16,f32,llama,cold,1,5,1.00,2.00,0,"
+
+# peers_timed on a fake machine (peers_busy_ticks replaced, as check_noise
+# fakes /proc/stat): while "disturbed", other programs take far more than a
+# core between two reads, less in each run than in the one before
+fake_busy() { # the machine's busy ticks: each read adds $TMP/disturbed, which halves
+    local n d
+    n=$(cat "$TMP/ticks" 2>/dev/null || echo 0) d=$(cat "$TMP/disturbed")
+    n=$((n + d))
+    echo "$n" >"$TMP/ticks"
+    echo $((d / 2)) >"$TMP/disturbed"
+    echo "$n"
+}
+( peers_busy_ticks() { fake_busy; }
+  runs() { echo "row,$(cat "$TMP/runs" 2>/dev/null || echo 0)"; echo $(( $(cat "$TMP/runs" 2>/dev/null || echo 0) + 1 )) >"$TMP/runs"; sleep 0.1; }
+  echo 0 >"$TMP/disturbed"; rm -f "$TMP/runs"
+  peers_timed "$TMP/t.out" "$TMP/t.err" runs 2>"$TMP/t.msg"
+  echo "quiet $? $(cat "$TMP/runs") [$PEERS_MARK] $PEERS_BUSY_STREAK"
+  echo 10000000 >"$TMP/disturbed"; rm -f "$TMP/runs"
+  peers_timed "$TMP/t.out" "$TMP/t.err" runs 2>"$TMP/t.msg"
+  echo "burst $? $(cat "$TMP/runs") [${PEERS_MARK%% *}] $PEERS_BUSY_STREAK $(grep -c 'measuring again' "$TMP/t.msg") $(cat "$TMP/t.out")"
+  rm -f "$TMP/runs"
+  peers_timed "$TMP/t.out" "$TMP/t.err" runs 2>"$TMP/t.msg"
+  echo "throughout $? $(cat "$TMP/runs") [${PEERS_MARK##*(}] $PEERS_BUSY_STREAK"
+  echo 0 >"$TMP/disturbed"; rm -f "$TMP/runs"
+  peers_timed "$TMP/t.out" "$TMP/t.err" runs 2>"$TMP/t.msg"
+  echo "quiet $? $(cat "$TMP/runs") [$PEERS_MARK] $PEERS_BUSY_STREAK"
+  peers_timed "$TMP/t.out" "$TMP/t.err" false
+  echo "failed $?"
+) >"$TMP/timed" 2>&1
+check "peers_timed: a quiet run is run once, unmarked ($(head -n 1 "$TMP/timed"))" \
+    test "$(sed -n 1p "$TMP/timed")" = "quiet 0 1 [0,] 0"
+check "peers_timed: a disturbed run is run again, marked, says so, the second kept ($(sed -n 2p "$TMP/timed"))" \
+    test "$(sed -n 2p "$TMP/timed")" = "burst 0 2 [1,other] 1 1 row,1"
+check "peers_timed: busy throughout, one run, marked so ($(sed -n 3p "$TMP/timed"))" \
+    test "$(sed -n 3p "$TMP/timed")" = "throughout 0 1 [busy throughout)] 2"
+check "peers_timed: a quiet run ends the streak ($(sed -n 4p "$TMP/timed"))" \
+    test "$(sed -n 4p "$TMP/timed")" = "quiet 0 1 [0,] 0"
+check "peers_timed: a failed run fails ($(sed -n 5p "$TMP/timed"))" \
+    test "$(sed -n 5p "$TMP/timed")" = "failed 1"
 check "assemble: the metadata names the date, the CPU and both peers' versions (or why absent)" \
     sh -c "grep -q '^# date=' '$TMP/p.csv' && grep -q '^# cpu=' '$TMP/p.csv' && grep -q '^# llama_cpp_commit=' '$TMP/p.csv' && grep -q '^# torch_version=' '$TMP/p.csv'"
 check "assemble: no temporary file left" test ! -e "$TMP/p.csv.tmp"
@@ -168,8 +207,9 @@ if peers_built; then
         rc=$?
         mode=${hot:+hot}; mode=${mode:-cold}
         check "ggml harness $mode exits 0, its outputs within bound of the reference (rc=$rc: $(tail -n 1 "$TMP/g.err"))" test "$rc" = 0
-        check "ggml harness $mode: 2 T x 5 dtypes x 2 layouts rows of 12 fields" \
-            test "$(awk -F, -v m="$mode" 'NF == 12 && $1 == "ggml" && $3 == "kernel" && $8 == m && $11 > 0 && $12 >= $11' "$TMP/g.rows" | wc -l)" = 20
+        check "ggml harness $mode: 2 T x 5 dtypes x 2 layouts rows of 14 fields, each marked clean or noisy" \
+            test "$(awk -F, -v m="$mode" 'NF == 14 && $1 == "ggml" && $3 == "kernel" && $8 == m && $11 > 0 && $12 >= $11 &&
+                ($13 == 0 && $14 == "" || $13 == 1 && $14 ~ /^other programs used/)' "$TMP/g.rows" | wc -l)" = 20
     done
     "$G" --head-dim 48 --heads 4 --kv-heads 2 --seq-len 64 --dtype q8_0 >/dev/null 2>&1
     check "ggml harness: a head_dim off q8_0's block of 32 exits 2" test $? = 2

@@ -14,7 +14,7 @@ set -u
 kind=$1 out=$2
 shift 2
 case $kind in
-peers) header="peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median" ;;
+peers) header="peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median,noisy,noise_reason" ;;
 accuracy) header="peer,version,model,config,compared_with,steps,agree,first_diff,max_abs_logit_diff,rel_l2" ;;
 *) echo "assemble: unknown kind '$kind'" >&2; exit 2 ;;
 esac

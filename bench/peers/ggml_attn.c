@@ -31,7 +31,7 @@
  *
  * Output: rows of out/peers.csv (notebooks_data/README.md), no header
  * unless --header:
- *   peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median
+ *   peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median,noisy,noise_reason
  *
  *   kvlab-peer-ggml --head-dim D --heads H --kv-heads K --seq-len T[,T...]
  *       [--dtype f32,f16,bf16,q8_0,q4_0] [--layout llama,contig] [--hot]
@@ -401,9 +401,9 @@ static int run_one(const struct peer_opts *o, struct ggml_threadpool *tp, int32_
     }
     fprintf(stderr, "# %s: %d cop%s, min %.1f us, median %.1f us, rel. error %.2g\n", label, sets,
             sets == 1 ? "y" : "ies", r.us_min, r.us_median, err);
-    printf("ggml,%s,kernel,head_dim=%d;heads=%d;kv_heads=%d,%d,%s,%s,%s,%d,%d,%.2f,%.2f\n",
+    printf("ggml,%s,kernel,head_dim=%d;heads=%d;kv_heads=%d,%d,%s,%s,%s,%d,%d,%.2f,%.2f,%d,%s\n",
            o->version, d, H, hkv, T, pt->name, layout_names[lay], kv_ktime_mode_name(o->mode),
-           o->threads, r.reps, r.us_min, r.us_median);
+           o->threads, r.reps, r.us_min, r.us_median, r.noisy, r.noise_reason);
     fflush(stdout);
     rc = 0;
 done:
@@ -466,7 +466,8 @@ static int peer_run(struct kv_cmd_ctx *x)
         return 1;
     }
     if (o.header)
-        printf("peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median\n");
+        printf("peer,version,bench,shape,seq_len,dtype,layout,mode,threads,reps,us_min,us_median,noisy,"
+               "noise_reason\n");
     fprintf(stderr, "# kvlab-peer-ggml: ggml %s, %d threads, head_dim %d, heads %d/%d, %s\n",
             o.version, o.threads, o.head_dim, o.heads, o.kv_heads, kv_ktime_mode_name(o.mode));
     for (int si = 0; si < o.seq_len.n && rc == 0; si++)

@@ -9,6 +9,8 @@
 # peers_convert BIN TOK GGUF  a kvlab checkpoint -> llama.cpp GGUF, with the
 #                             converter's hard-coded metadata corrected
 # peers_llama_bench_rows ...  llama-bench -o jsonl on stdin -> peers.csv rows
+# peers_timed OUT ERR CMD...  CMD's stdout into OUT, stderr into ERR, watching the machine;
+#                             PEERS_MARK: the rows' noisy,noise_reason
 
 PEERS_DIR=${PEERS_DIR:-build/peers}
 PEERS_PY=${PEERS_PY:-/usr/bin/python3}
@@ -85,3 +87,71 @@ peers_llama_bench_rows() { # VERSION SHAPE THREADS
             field("n_depth") + 1, t, th, n, v[1], med
     }'
 }
+
+# A peer times itself, so kvlab cannot judge its passes one by one as it
+# does its own (bench/measure/kernel_timing.c); it judges the peer's whole
+# run by the same signal and the same threshold: the machine's busy time in
+# /proc/stat minus the peer's own CPU time, over the run's wall time. A run
+# other programs disturbed is run once more after a pause, unless the run
+# before it was disturbed too (busy throughout: a second run would be as
+# disturbed and cost as much again); the run that saw less of them is kept,
+# and its rows are marked. Nothing from the peer's output reaches a shell.
+PEERS_MAX_OTHERS=${PEERS_MAX_OTHERS:-0.15}
+PEERS_BUSY_STREAK=0
+peers_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat 2>/dev/null; }
+# PEERS_CPU: the CPU times of this shell and its waited-for children (bash's
+# times, run in this shell: a subshell would count only its own)
+peers_cpu_times() {
+    local f=${TMPDIR:-/tmp}/kvlab_times.$$ a b c d
+    PEERS_CPU=
+    times >"$f" || return 1
+    { read -r a b; read -r c d; } <"$f"
+    rm -f "$f"
+    PEERS_CPU="$a $b $c $d"
+}
+# one run: CMD's stdout into OUT, stderr into ERR; sets PEERS_OTHERS
+# (cores, or "" when it cannot be told)
+peers_run_watched() { # OUT ERR CMD...
+    local out=$1 err=$2 b0 b1 c0 c1 w0 w1 rc hz
+    shift 2
+    hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+    b0=$(peers_busy_ticks); peers_cpu_times; c0=$PEERS_CPU; w0=$(date +%s%N)
+    "$@" >"$out" 2>"$err"; rc=$?
+    w1=$(date +%s%N); peers_cpu_times; c1=$PEERS_CPU; b1=$(peers_busy_ticks)
+    PEERS_OTHERS=$(awk -v b0="$b0" -v b1="$b1" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" -v hz="$hz" '
+        function ms(x,  m) { m = x; sub(/m.*/, "", m); sub(/^[0-9]*m/, "", x); sub(/s$/, "", x); return (m * 60 + x) * 1000 }
+        function cpu(t,  n, v, i, s) { n = split(t, v, " "); if (n != 4) return -1; for (i = 1; i <= n; i++) s += ms(v[i]); return s }
+        BEGIN {
+        if (b0 == "" || b1 == "" || cpu(c0) < 0 || cpu(c1) < 0 || w1 - w0 < 5e7) exit
+        o = ((b1 - b0) * 1000 / hz - (cpu(c1) - cpu(c0))) / ((w1 - w0) / 1e6)
+        printf "%.2f", o < 0 ? 0 : o }')
+    return $rc
+}
+peers_timed() { # OUT ERR CMD...
+    local out=$1 err=$2 first tries=2 rc
+    shift 2
+    [ "$PEERS_BUSY_STREAK" -gt 0 ] && tries=1
+    peers_run_watched "$out" "$err" "$@"; rc=$?
+    first=$PEERS_OTHERS
+    if [ $rc = 0 ] && [ "$tries" = 2 ] && peers_disturbed "$first"; then
+        echo "peers: other programs used $first cores during the run, measuring again" >&2
+        sleep 1
+        mv "$out" "$out.first"
+        if peers_run_watched "$out" "$err" "$@" && awk -v a="$PEERS_OTHERS" -v b="$first" 'BEGIN { exit !(a <= b) }'; then
+            rm -f "$out.first"
+        else
+            mv "$out.first" "$out"; PEERS_OTHERS=$first
+        fi
+    fi
+    [ $rc = 0 ] || return $rc
+    if peers_disturbed "$PEERS_OTHERS"; then
+        PEERS_MARK="1,other programs used $PEERS_OTHERS cores during the peer's run"
+        [ "$tries" = 1 ] && PEERS_MARK="$PEERS_MARK (busy throughout)"
+        PEERS_BUSY_STREAK=$((PEERS_BUSY_STREAK + 1))
+    else
+        PEERS_MARK="0,"
+        [ -n "$PEERS_OTHERS" ] && PEERS_BUSY_STREAK=0
+    fi
+    return 0
+}
+peers_disturbed() { [ -n "$1" ] && awk -v o="$1" -v m="$PEERS_MAX_OTHERS" 'BEGIN { exit !(o > m) }'; }

@@ -72,11 +72,11 @@ if [ "${PEERS_SKIP_LLAMA:-0}" != 1 ] && peers_built; then
         depths=$(echo "$LLAMA_SEQ_LENS" | tr , '\n' | awk '{ printf "%s%d", (NR > 1 ? "," : ""), $1 - 1 }')
         for t in f16 bf16 q8_0 q4_0; do
             note "llama-bench, default model, cache $t, flash attention on, depths $depths"
-            if "$lb" -m "$tmp/default.gguf" -p 0 -n 1 -d "$depths" -r "$LLAMA_REPS" -fa on \
-                -ctk "$t" -ctv "$t" -t "$THREADS" -o jsonl >"$tmp/lb.$t" 2>"$tmp/lb.$t.err" &&
+            if peers_timed "$tmp/lb.$t" "$tmp/lb.$t.err" "$lb" -m "$tmp/default.gguf" -p 0 -n 1 -d "$depths" \
+                -r "$LLAMA_REPS" -fa on -ctk "$t" -ctv "$t" -t "$THREADS" -o jsonl &&
                 peers_llama_bench_rows "$ver" "$DEFAULT_SHAPE" "$THREADS" <"$tmp/lb.$t" >"$tmp/lb.$t.rows" &&
                 [ -s "$tmp/lb.$t.rows" ]; then
-                cat "$tmp/lb.$t.rows" >>"$rows"
+                awk -v m="$PEERS_MARK" '{ print $0 "," m }' "$tmp/lb.$t.rows" >>"$rows"
             else
                 note "llama-bench with cache $t failed ($(tail -n 1 "$tmp/lb.$t.err")); its rows: not measured"
             fi
@@ -131,9 +131,10 @@ if [ "${PEERS_SKIP_TORCH:-0}" != 1 ] && peers_have_torch; then
         # step) T 512: 4.6-4.9 ms passive against 5.6-9.1 ms with the
         # default wait; T 2048: 6.7-9.5 against 7.8-8.8. Timing the peer
         # slower than it can run would flatter kvlab.
-        if OMP_WAIT_POLICY=passive "$PEERS_PY" "$tp" bench --model "$tmp/$name.bin" --mlp "$mlp" --seq-lens "$TORCH_SEQ_LENS" \
-            --none-max "$nmax" --threads "$THREADS" --shape "$shape" >"$tmp/t.$name" 2>"$tmp/t.$name.err"; then
-            cat "$tmp/t.$name" >>"$rows"
+        if peers_timed "$tmp/t.$name" "$tmp/t.$name.err" env OMP_WAIT_POLICY=passive "$PEERS_PY" "$tp" bench \
+            --model "$tmp/$name.bin" --mlp "$mlp" --seq-lens "$TORCH_SEQ_LENS" \
+            --none-max "$nmax" --threads "$THREADS" --shape "$shape"; then
+            awk -v m="$PEERS_MARK" '{ print $0 "," m }' "$tmp/t.$name" >>"$rows"
         else
             note "pytorch ($name) failed ($(tail -n 1 "$tmp/t.$name.err")); its rows: not measured"
         fi

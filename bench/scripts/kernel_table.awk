@@ -119,6 +119,7 @@ END {
     for (o = 1; o <= nkeys; o++) if (NZ[row[order[o]]]) nnoisy++
     if (nnoisy > 0)
         printf "**%d of %d configurations are noisy**, marked (noisy): other programs ran during every timing pass of each of their rows, so their figures are suspect (`noisy`, `noise_reason` in the CSV); measure them again on a quiet machine.\n\n", nnoisy, nkeys
+    if ((pn = peer_noisy_line("kernel")) != "") print pn
     if (nbnd > 0)
         print "A row's limit and % of limit use the read bandwidth measured right before and after that row (`bound_gbps`), where the row has one: the host's bandwidth drifts within a run.\n"
 

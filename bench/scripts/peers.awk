@@ -23,7 +23,7 @@ function kv(s, k,   n, i, a, e) {
 function peer_type_file(k, us, med) {
     if (!(k in P_TUS) || us < P_TUS[k]) { P_TUS[k] = us; P_TMED[k] = med }
 }
-function peer_row(   i, key, sh, us, head) {
+function peer_row(   i, key, sh, us, head, nz) {
     if (!pk_hd) { for (i = 1; i <= NF; i++) pcol[$i] = i; pk_hd = 1
         if (!("us_min" in pcol) || !("peer" in pcol) || !("shape" in pcol)) {
             print "kernel_table: " FILENAME ": not a peers.csv (no peer/shape/us_min column)" > "/dev/stderr"; bad = 1; exit 1 }
@@ -36,10 +36,21 @@ function peer_row(   i, key, sh, us, head) {
     key = head SUBSEP $pcol["dtype"] SUBSEP $pcol["layout"] SUBSEP $pcol["mode"]
     us = num($pcol["us_min"])
     if (us <= 0) return
-    if (!(key in P_US) || us < P_US[key]) { P_US[key] = us; P_MED[key] = num($pcol["us_median"]) }
+    # a row measured while other programs ran (noisy; files before it: 0)
+    # gives way to a clean one of the same key, whatever their figures
+    nz = ("noisy" in pcol) ? $pcol["noisy"] + 0 : 0
+    if ((key in P_US) && nz > P_NZ[key]) return
+    if (!(key in P_US) || nz < P_NZ[key] || us < P_US[key]) { P_US[key] = us; P_MED[key] = num($pcol["us_median"]); P_NZ[key] = nz }
     peer_type_file(head SUBSEP $pcol["dtype"] SUBSEP $pcol["mode"], us, num($pcol["us_median"]))
     peer_type_file(head SUBSEP $pcol["layout"] SUBSEP $pcol["mode"], us, num($pcol["us_median"]))
     P_VER[$pcol["peer"]] = $pcol["version"]
+}
+# a sentence for the tables of BENCH (kernel, step) when some of their peer
+# figures come only from runs other programs disturbed; "" otherwise
+function peer_noisy_line(bench,   k, b, n, m) {
+    for (k in P_NZ) { split(k, b, SUBSEP); if (b[1] != bench) continue; m++; if (P_NZ[k]) n++ }
+    if (n == 0) return ""
+    return sprintf("**%d of %d peer figures are noisy**: other programs ran while the peer measured them (`noisy`, `noise_reason` in out/peers.csv), so the ratios against them are suspect; measure again on a quiet machine.\n", n, m)
 }
 function peer(bench, who, sh, t, dt, lay, mode,   k) {
     k = bench SUBSEP who SUBSEP sh SUBSEP t SUBSEP dt SUBSEP lay SUBSEP mode

@@ -268,6 +268,7 @@ function storage_rows(   i, j, r, found, h, pv, sh, n, TS, k, SEL, rr, tys, nty,
 END {
     if (TG_BAD) exit 2
     if (bad) exit 1
+    if ((pn = peer_noisy_line("step")) != "") print pn
     # ---- the step against its limits
     print "**Whole decode step** (`kvlab sweep`, median step time; limits from the same run; the byte bound uses the DRAM read bandwidth" \
         (OWN_BOUND ? ", measured right before and after each row where the row has it (`bound_gbps`)" : "") "):\n"
