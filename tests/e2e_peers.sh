@@ -103,8 +103,8 @@ fake_busy() { # the machine's busy ticks: each read adds $TMP/disturbed, which h
     echo $((d / 2)) >"$TMP/disturbed"
     echo "$n"
 }
+runs() { echo "row,$(cat "$TMP/runs" 2>/dev/null || echo 0)"; echo $(( $(cat "$TMP/runs" 2>/dev/null || echo 0) + 1 )) >"$TMP/runs"; sleep 0.1; }
 ( peers_busy_ticks() { fake_busy; }
-  runs() { echo "row,$(cat "$TMP/runs" 2>/dev/null || echo 0)"; echo $(( $(cat "$TMP/runs" 2>/dev/null || echo 0) + 1 )) >"$TMP/runs"; sleep 0.1; }
   echo 0 >"$TMP/disturbed"; rm -f "$TMP/runs"
   peers_timed "$TMP/t.out" "$TMP/t.err" runs 2>"$TMP/t.msg"
   echo "quiet $? $(cat "$TMP/runs") [$PEERS_MARK] $PEERS_BUSY_STREAK"
@@ -130,6 +130,14 @@ check "peers_timed: a quiet run ends the streak ($(sed -n 4p "$TMP/timed"))" \
     test "$(sed -n 4p "$TMP/timed")" = "quiet 0 1 [0,] 0"
 check "peers_timed: a failed run fails ($(sed -n 5p "$TMP/timed"))" \
     test "$(sed -n 5p "$TMP/timed")" = "failed 1"
+# busy from the start: the first run is the only one, marked busy throughout
+( peers_busy_ticks() { fake_busy; }
+  echo 10000000 >"$TMP/disturbed"; rm -f "$TMP/runs"
+  peers_timed "$TMP/t.out" "$TMP/t.err" runs 2>"$TMP/t.msg"
+  echo "start $? $(cat "$TMP/runs") [${PEERS_MARK##*(}] $PEERS_BUSY_STREAK"
+) >"$TMP/timed" 2>&1
+check "peers_timed: busy at the start, one run, marked busy throughout ($(cat "$TMP/timed"))" \
+    test "$(cat "$TMP/timed")" = "start 0 1 [busy throughout)] 2"
 check "assemble: the metadata names the date, the CPU and both peers' versions (or why absent)" \
     sh -c "grep -q '^# date=' '$TMP/p.csv' && grep -q '^# cpu=' '$TMP/p.csv' && grep -q '^# llama_cpp_commit=' '$TMP/p.csv' && grep -q '^# torch_version=' '$TMP/p.csv'"
 check "assemble: no temporary file left" test ! -e "$TMP/p.csv.tmp"

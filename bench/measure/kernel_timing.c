@@ -75,6 +75,19 @@ int64_t kv_machine_busy_ns(void)
     return (int64_t)(busy * (1000000000ull / (unsigned long long)tck));
 }
 
+/* the cores other programs used while this process slept KV_KTIME_PROBE_NS;
+ * 0 when the machine cannot be read */
+static double others_while_idle(int64_t (*busy_ns)(void))
+{
+    int64_t wall0 = kv_now_ns(), cpu0 = kv_cpu_now_ns(), busy0 = busy_ns();
+    struct timespec pause = {0, KV_KTIME_PROBE_NS};
+    nanosleep(&pause, NULL);
+    int64_t busy1 = busy_ns(), wall = kv_now_ns() - wall0;
+    if (busy0 < 0 || busy1 < 0 || wall <= 0)
+        return 0.0;
+    return (double)(busy1 - busy0 - (kv_cpu_now_ns() - cpu0)) / (double)wall;
+}
+
 int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
                  kv_ktime_call call, void *ctx)
 {
@@ -101,6 +114,11 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
     /* the warm-up used sets 0 and 1: start the rotation after them */
     int32_t next = 2 % sets;
     int64_t (*busy_ns)(void) = p->machine_busy_ns ? p->machine_busy_ns : kv_machine_busy_ns;
+    if (p->busy != NULL && !p->busy->probed) {
+        p->busy->probed = 1;
+        if (others_while_idle(busy_ns) > KV_KTIME_MAX_OTHERS)
+            p->busy->streak = KV_KTIME_BUSY_CALLS;
+    }
     const int busy_throughout = p->busy != NULL && p->busy->streak >= KV_KTIME_BUSY_CALLS;
     const int tries = busy_throughout ? 1 : KV_KTIME_MAX_TRIES;
     int clean = 0, judged_clean = 0;

@@ -29,7 +29,11 @@
  * KV_KTIME_BUSY_CALLS calls in a row with every pass disturbed, a call
  * makes one pass, until a pass comes out undisturbed again. A pass shorter
  * than KV_KTIME_CHECK_MIN_NS is not judged: it neither marks its
- * configuration nor ends a streak.
+ * configuration nor ends a streak. A run's first call looks at the machine
+ * for KV_KTIME_PROBE_NS first and, when other programs are using it,
+ * starts the run as busy throughout: make bench times the kernel in some
+ * forty processes, and each one learning the load afresh (two
+ * configurations of four passes) cost its kernel part 48 such pairs.
  *
  * A configuration none of whose passes came out undisturbed is kept, and
  * marked (noisy, noise_reason), as the sweep marks its rows: the caller
@@ -52,6 +56,8 @@
 /* calls in a row with every pass disturbed after which the machine counts
  * as busy throughout (one pass a call) */
 #define KV_KTIME_BUSY_CALLS 2
+/* how long a run's first call watches the machine before timing */
+#define KV_KTIME_PROBE_NS 100000000L
 /* cold: the sets together hold more than this many times the L3 */
 #define KV_KTIME_COLD_FACTOR 2
 
@@ -66,6 +72,7 @@ typedef void (*kv_ktime_call)(void *ctx, int32_t set);
 /* What the calls of one run learned about the machine; zero it once. */
 struct kv_ktime_busy {
     int32_t streak; /* the latest calls in a row with every pass disturbed */
+    int32_t probed; /* the machine was looked at before the first call */
 };
 
 struct kv_ktime_params {

@@ -95,7 +95,9 @@ peers_llama_bench_rows() { # VERSION SHAPE THREADS
 # other programs disturbed is run once more after a pause, unless the run
 # before it was disturbed too (busy throughout: a second run would be as
 # disturbed and cost as much again); the run that saw less of them is kept,
-# and its rows are marked. Nothing from the peer's output reaches a shell.
+# and its rows are marked. The first run looks at the machine for 0.2 s
+# before it starts: one that is busy then counts as busy throughout.
+# Nothing from the peer's output reaches a shell.
 PEERS_MAX_OTHERS=${PEERS_MAX_OTHERS:-0.15}
 PEERS_BUSY_STREAK=0
 peers_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat 2>/dev/null; }
@@ -130,6 +132,10 @@ peers_run_watched() { # OUT ERR CMD...
 peers_timed() { # OUT ERR CMD...
     local out=$1 err=$2 first tries=2 rc
     shift 2
+    if [ -z "${PEERS_PROBED:-}" ]; then
+        PEERS_PROBED=1
+        peers_run_watched /dev/null /dev/null sleep 0.2 && peers_disturbed "$PEERS_OTHERS" && PEERS_BUSY_STREAK=1
+    fi
     [ "$PEERS_BUSY_STREAK" -gt 0 ] && tries=1
     peers_run_watched "$out" "$err" "$@"; rc=$?
     first=$PEERS_OTHERS
