@@ -268,20 +268,25 @@ START_TEST(test_ktime_busy_throughout)
     /* busy throughout: one pass a call, no pauses */
     ck_assert_int_eq(passes_of(&busy), 1);
     ck_assert_int_eq(passes_of(&busy), 1);
-    /* a pass too short to be judged says nothing of the machine: it is not
-     * marked, and the streak goes on */
+    /* a pass too short to be judged does not end the streak, and is marked
+     * by it: nothing says the pass was spared */
     const int32_t streak = busy.streak;
     struct kv_ktime_params qp = {.reps = 5, .n_sets = 1, .label = "check_noise",
                                  .busy = &busy, .machine_busy_ns = fake_busy_ns};
     struct kv_ktime_result qr;
     ck_assert_int_eq(kv_ktime_run(&qr, &qp, quick_call, NULL), 0);
     ck_assert_int_eq(qr.passes, 1);
-    ck_assert_int_eq(qr.noisy, 0);
+    ck_assert_int_eq(qr.noisy, 1);
+    ck_assert_ptr_nonnull(strstr(qr.noise_reason, "too short to judge"));
     ck_assert_int_eq(busy.streak, streak);
     ck_assert_int_eq(passes_of(&busy), 1);
     /* quiet again: a clean pass ends the streak ... */
     fake_disturbed = 0;
     ck_assert_int_eq(passes_of(&busy), 1);
+    ck_assert_int_eq(busy.streak, 0);
+    /* ... after which a short pass is not marked */
+    ck_assert_int_eq(kv_ktime_run(&qr, &qp, quick_call, NULL), 0);
+    ck_assert_int_eq(qr.noisy, 0);
     ck_assert_int_eq(busy.streak, 0);
     /* ... so the next burst is measured again */
     fake_disturbed = 1;

@@ -166,6 +166,13 @@ int kv_ktime_run(struct kv_ktime_result *r, const struct kv_ktime_params *p,
                  "other programs used %.2f cores; %d pass%s all disturbed%s", r->others,
                  (int)r->passes, r->passes == 1 ? "" : "es",
                  busy_throughout ? " (busy throughout)" : "");
+    } else if (!judged_clean && busy_throughout) {
+        /* nothing says this pass was spared, and the run's load says it was
+         * not: beside three busy loops a fifth of ggml's rows came out
+         * "clean" this way */
+        r->noisy = 1;
+        snprintf(r->noise_reason, sizeof r->noise_reason,
+                 "pass too short to judge while other programs were busy throughout");
     }
     /* Only a pass seen to be quiet ends a streak: beside three busy loops,
      * the short hot passes of make bench's kernel part (1000 reps of a few

@@ -28,8 +28,8 @@
  * So the calls of a run share what they saw (struct kv_ktime_busy): after
  * KV_KTIME_BUSY_CALLS calls in a row with every pass disturbed, a call
  * makes one pass, until a pass comes out undisturbed again. A pass shorter
- * than KV_KTIME_CHECK_MIN_NS is not judged: it neither marks its
- * configuration nor ends a streak. A run's first call looks at the machine
+ * than KV_KTIME_CHECK_MIN_NS is not judged: it does not end a streak, and
+ * marks its configuration only while the run is busy throughout. A run's first call looks at the machine
  * for KV_KTIME_PROBE_NS first and, when other programs are using it,
  * starts the run as busy throughout: make bench times the kernel in some
  * forty processes, and each one learning the load afresh (two
